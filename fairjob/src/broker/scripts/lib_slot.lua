@@ -1,0 +1,66 @@
+-- Shared functions of slot limits (at most N jobs of a key at once). A key's
+-- keys share one hash tag: limit (STRING, the runtime override), holders (ZSET
+-- holder id -> acquired at ms), reserved (HASH jid -> expiry ms: slots kept for
+-- released waiters between their release and their start), waiters (LIST).
+-- A waiter entry is length-prefixed fields ("<len>:<bytes>"), so queue names and
+-- payloads may hold any byte: jid, queue name, encoded queue name, payload. Key
+-- names are never stored: a released waiter goes to `<queue prefix><name>` and
+-- wakes `<wake prefix><encoded name>`, both prefixes given in ARGV. On a sharded
+-- queue that list is the inbox, which the next fetch moves into the tenant's
+-- shard by the payload's `fair_tenant`.
+
+local function slot_fields(e)
+  local out, i = {}, 1
+  while i <= #e do
+    local colon = string.find(e, ':', i, true)
+    local n = tonumber(string.sub(e, i, colon - 1))
+    out[#out + 1] = string.sub(e, colon + 1, colon + n)
+    i = colon + n + 1
+  end
+  return out
+end
+
+local function slot_now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function slot_limit(lk, default)
+  local l = redis.call('GET', lk.limit)
+  if l then return tonumber(l) end
+  return tonumber(default)
+end
+
+-- Drops reservations whose waiter never started in time; returns how many remain.
+local function slot_reserved(lk, now)
+  local r = redis.call('HGETALL', lk.reserved)
+  local n = 0
+  for i = 1, #r, 2 do
+    if tonumber(r[i + 1]) < now then
+      redis.call('HDEL', lk.reserved, r[i])
+    else
+      n = n + 1
+    end
+  end
+  return n
+end
+
+-- Moves as many waiters as there are free slots to the front of their queues,
+-- each with a slot reserved for it. Returns how many were released.
+local function slot_release_waiters(lk, default, ttl_ms, now, qp, wp)
+  local free = slot_limit(lk, default) - redis.call('ZCARD', lk.holders) - slot_reserved(lk, now)
+  local released = 0
+  while free > 0 do
+    local e = redis.call('LPOP', lk.waiters)
+    if not e then break end
+    local f = slot_fields(e)
+    local jid, queue, encq, payload = f[1], f[2], f[3], f[4]
+    redis.call('RPUSH', qp.prefix .. queue, payload)
+    redis.call('LPUSH', wp.prefix .. encq, '1')
+    redis.call('LTRIM', wp.prefix .. encq, 0, 0)
+    redis.call('HSET', lk.reserved, jid, now + tonumber(ttl_ms))
+    free = free - 1
+    released = released + 1
+  end
+  return released
+end

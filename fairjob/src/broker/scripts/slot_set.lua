@@ -1,0 +1,14 @@
+-- Set a key's slot limit at runtime (empty = back to the declared default) and
+-- release as many waiters as there are free slots at once (0 pauses the key).
+-- KEYS[1..4] = limit, holders, reserved, waiters; KEYS[5] = limits registry set.
+-- ARGV[1] = limit or '', ARGV[2] = default limit (for ''), ARGV[3] = reservation
+-- ttl ms, ARGV[4] = registry member, ARGV[5], ARGV[6] = queue and wake key prefixes. Returns how many
+-- waiters were released.
+local lk = { limit = KEYS[1], holders = KEYS[2], reserved = KEYS[3], waiters = KEYS[4] }
+if ARGV[1] == '' then
+  redis.call('DEL', lk.limit)
+else
+  redis.call('SET', lk.limit, ARGV[1])
+end
+redis.call('SADD', KEYS[5], ARGV[4])
+return slot_release_waiters(lk, ARGV[2], ARGV[3], slot_now_ms(), { prefix = ARGV[5] }, { prefix = ARGV[6] })
