@@ -1,0 +1,44 @@
+//! The bundled fairjob worker.
+//!
+//! A worker binary must link the crates that hold the job types (`inventory`
+//! only sees crates the binary links), so a user's `src/bin/worker.rs` is one line:
+//!
+//! ```text
+//! fairjob_worker::main!(my_jobs);
+//! ```
+//!
+//! That gives the whole CLI: `worker -r redis://… -q default,4 -q slow,1 -c 25`,
+//! `worker jobs`, `worker stats`, `worker tenants <Class>`, `worker shards <queue>`.
+//! The `fairjob-worker` binary built from this crate has every command that needs
+//! no job types; asked to run jobs, it explains how to build a worker with `main!`.
+
+mod cli;
+mod inspect;
+
+use std::process::ExitCode;
+
+pub use cli::Cli;
+
+/// Builds `fn main()` for a worker binary that links the named job crates.
+///
+/// ```text
+/// fairjob_worker::main!(my_jobs, billing_jobs);
+/// ```
+#[macro_export]
+macro_rules! main {
+    ($($krate:ident),* $(,)?) => {
+        $(
+            #[allow(unused_imports)]
+            use $krate as _;
+        )*
+        fn main() -> ::std::process::ExitCode {
+            $crate::run_cli(true)
+        }
+    };
+}
+
+/// Runs the worker CLI. `with_jobs` is false for the plain `fairjob-worker`
+/// binary, which links no job types.
+pub fn run_cli(with_jobs: bool) -> ExitCode {
+    cli::run(with_jobs)
+}
