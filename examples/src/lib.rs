@@ -1,0 +1,72 @@
+//! Example jobs for fairjob, and the small helpers the example binaries share.
+//!
+//! - [`EchoJob`]: a tuple struct of one `String`, Sidekiq class `EchoJob`, queue
+//!   `default`; its perform RPUSHes the argument onto the Redis list
+//!   `fairjob-examples:echo` (inside the namespace, if one is set). Push it from
+//!   Ruby with `Sidekiq::Client.push('class' => 'EchoJob', 'args' => ['hi'])`.
+//! - [`ReportJob`]: a tenant-aware job with two reroute rules, used by the demo.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use fairjob::{Job, JobContext, JobError, Perform};
+use serde::{Deserialize, Serialize};
+
+pub mod redis_server;
+
+/// Pushes its argument onto `fairjob-examples:echo`, so anyone can see a job
+/// cross from a client (Rust or Ruby) to a worker.
+#[derive(Debug, Clone, Serialize, Deserialize, Job)]
+#[job(class = "EchoJob", queue = "default")]
+pub struct EchoJob(pub String);
+
+/// The list EchoJob writes to (before the namespace prefix).
+pub const ECHO_LIST: &str = "fairjob-examples:echo";
+
+impl Perform for EchoJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        let broker = cx.client().broker();
+        let key = format!("{}{}", broker.keys().prefix(), ECHO_LIST);
+        broker
+            .query::<i64>(redis::cmd("RPUSH").arg(key).arg(&self.0))
+            .await
+            .map_err(JobError::retry)?;
+        tracing::info!(arg = %self.0, jid = cx.jid(), "echo");
+        Ok(())
+    }
+}
+
+/// Reports performed by this process (the demo waits on it).
+pub static REPORTS_DONE: AtomicUsize = AtomicUsize::new(0);
+
+/// A report for one account: a greedy account's reports are rerouted to slower
+/// queues once it enqueues more than 5 within a minute (then more than 20).
+// Clippy's `duplicated_attributes` misreads repeated `#[throttle]` rules as
+// duplicates (rust-clippy#13238); the allow is only for that false positive.
+#[allow(clippy::duplicated_attributes)]
+#[derive(Debug, Clone, Serialize, Deserialize, Job)]
+#[job(queue = "reports", retry = 3)]
+#[fair_tenant(account)]
+#[throttle(queue = "reports_throttled", threshold = 5, per = "1m")]
+#[throttle(queue = "reports_slowest", threshold = 20, per = "1m")]
+pub struct ReportJob {
+    /// The tenant.
+    pub account: String,
+    /// Which report.
+    pub number: u32,
+}
+
+impl Perform for ReportJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        REPORTS_DONE.fetch_add(1, Ordering::SeqCst);
+        println!(
+            "  ran report {:>3} of {:<8} from queue {:<18} (jid {})",
+            self.number,
+            self.account,
+            cx.queue(),
+            &cx.jid()[..8]
+        );
+        Ok(())
+    }
+}
