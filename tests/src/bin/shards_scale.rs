@@ -1,0 +1,415 @@
+//! `shards_scale`: tenant-sharded queues at full size, and what sharding costs.
+//! Each part runs against its own private `redis-server`.
+//!
+//! ```text
+//! cargo run --release -p fairjob-tests --bin shards_scale -- \
+//!     [--tenants 100000] [--big 1000000] [--workers 2] [--concurrency 100] \
+//!     [--compare-jobs 200000] [--compare-tenants 1000] [--reps 3] \
+//!     [--fetches 50000] [--only scale|compare|latency]
+//! ```
+//!
+//! - scale: `--tenants` tenants with one job each plus one tenant with `--big`
+//!   jobs, pushed with `push_bulk`, drained by `--workers` in-process workers at
+//!   `--concurrency`; checks every job ran exactly once and the shard state is
+//!   empty at the end. Also times `test-worker shards scale` on the full
+//!   backlog when that binary is built next to this one.
+//! - compare: the same no-op job (`ScaleJob` on the sharded queue `scale`,
+//!   `PlainScaleJob` on the plain queue `plain_scale`), same workers: jobs/s from
+//!   the first fetch to the last perform, and Redis CPU per job (`INFO cpu`),
+//!   median [min–max] of `--reps`, sharded and plain interleaved.
+//! - latency: the worker's own fetch script (`lib_shard.lua` + `fetch.lua`, as
+//!   `fairjob::broker::SCRIPT_SOURCES` holds them) called directly, one call at a
+//!   time, at 10 and at 100,000 tenants with the same 200,000 pending jobs:
+//!   client-side p50/p99 per call and Redis's own `usec_per_call`, for batches
+//!   of 1 and of 100 jobs.
+
+use std::str::FromStr;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use fairjob::broker::keys::Keys;
+use fairjob::{Client, QueueSpec, Worker};
+use fairjob_tests::jobs::{PlainScaleJob, SCALE_DONE, SCALE_SEEN, ScaleJob, scale_reset};
+use redis::aio::MultiplexedConnection;
+
+fn arg<T: FromStr>(name: &str, default: T) -> T {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name}: cannot parse {v:?}"))
+        })
+        .unwrap_or(default)
+}
+
+struct Settings {
+    workers: usize,
+    concurrency: usize,
+}
+
+struct Running {
+    stops: Vec<tokio::sync::oneshot::Sender<()>>,
+    runs: Vec<tokio::task::JoinHandle<fairjob::Result<()>>>,
+}
+
+impl Running {
+    async fn stop(self) -> Result<()> {
+        for tx in self.stops {
+            let _ = tx.send(());
+        }
+        for r in self.runs {
+            r.await??;
+        }
+        Ok(())
+    }
+}
+
+async fn start_workers(url: &str, ns: &str, queue: &str, s: &Settings) -> Result<Running> {
+    let mut built = Vec::new();
+    for _ in 0..s.workers {
+        built.push(
+            Worker::builder(url)
+                .namespace(ns)
+                .concurrency(s.concurrency)
+                .queues(QueueSpec::parse(&[queue.to_owned()])?)
+                .lease(
+                    Duration::from_secs(60),
+                    Duration::from_secs(10),
+                    Duration::from_secs(30),
+                )
+                .poll_intervals(Duration::from_millis(100), Duration::from_secs(5))
+                .shutdown_timeout(Duration::from_secs(5))
+                .build()
+                .await?,
+        );
+    }
+    let mut stops = Vec::new();
+    let mut runs = Vec::new();
+    for w in built {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        stops.push(tx);
+        runs.push(tokio::spawn(w.run_until(async move {
+            let _ = rx.await;
+        })));
+    }
+    Ok(Running { stops, runs })
+}
+
+/// Waits until `total` scale jobs ran; fails after 60 s without progress.
+async fn wait_done(total: usize) -> Result<()> {
+    let mut last = (Instant::now(), 0);
+    loop {
+        let done = SCALE_DONE.load(Ordering::SeqCst);
+        if done >= total {
+            return Ok(());
+        }
+        if done != last.1 {
+            last = (Instant::now(), done);
+        }
+        if last.0.elapsed() > Duration::from_secs(60) {
+            bail!("stuck at {done}/{total}");
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Every id run exactly once.
+fn check_exactly_once(total: usize) -> Result<()> {
+    let seen = SCALE_SEEN.read().expect("scale lock");
+    let wrong: Vec<(usize, u8)> = seen
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (i, c.load(Ordering::SeqCst)))
+        .filter(|(_, c)| *c != 1)
+        .take(10)
+        .collect();
+    ensure!(wrong.is_empty(), "jobs not run exactly once: {wrong:?}");
+    ensure!(
+        SCALE_DONE.load(Ordering::SeqCst) == total,
+        "performed {} for {total} jobs",
+        SCALE_DONE.load(Ordering::SeqCst)
+    );
+    Ok(())
+}
+
+async fn info_field(r: &mut MultiplexedConnection, section: &str, field: &str) -> Result<String> {
+    let text: String = redis::cmd("INFO").arg(section).query_async(r).await?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_owned())
+        .with_context(|| format!("INFO {section} has no {field}"))
+}
+
+async fn redis_cpu(r: &mut MultiplexedConnection) -> Result<f64> {
+    let user: f64 = info_field(r, "cpu", "used_cpu_user").await?.parse()?;
+    let sys: f64 = info_field(r, "cpu", "used_cpu_sys").await?.parse()?;
+    Ok(user + sys)
+}
+
+/// `(calls, usec_per_call)` of EVALSHA since the last `CONFIG RESETSTAT`.
+async fn evalsha_stats(r: &mut MultiplexedConnection) -> Result<(u64, f64)> {
+    let line = info_field(r, "commandstats", "cmdstat_evalsha").await?;
+    let get = |k: &str| {
+        line.split(',')
+            .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
+            .map(str::to_owned)
+            .with_context(|| format!("no {k} in {line}"))
+    };
+    Ok((get("calls")?.parse()?, get("usec_per_call")?.parse()?))
+}
+
+fn median_range(v: &[f64]) -> String {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    format!("{:.0} [{:.0}–{:.0}]", s[s.len() / 2], s[0], s[s.len() - 1])
+}
+
+// ---------------------------------------------------------------------------
+
+async fn scale(s: &Settings) -> Result<()> {
+    let tenants: u64 = arg("--tenants", 100_000);
+    let big: u64 = arg("--big", 1_000_000);
+    let total = (tenants + big) as usize;
+    let server = fairjob_tests::redis();
+    let url = server.url();
+    let ns = "scale";
+    let client = Client::builder(&url).namespace(ns).build().await?;
+    let mut r = fairjob_tests::raw(&url).await;
+    scale_reset(total);
+    println!("## scale: {tenants} tenants × 1 job + 1 tenant × {big} jobs");
+    let t = Instant::now();
+    client
+        .push_bulk(
+            (0..big / 2)
+                .map(|id| ScaleJob(u32::MAX, tenants + id))
+                .chain((0..tenants).map(|id| ScaleJob(id as u32, id)))
+                .chain((big / 2..big).map(|id| ScaleJob(u32::MAX, tenants + id))),
+        )
+        .await?;
+    let pushed = t.elapsed();
+    let sk = Keys::new(Some(ns)).shard("scale");
+    let n_tenants: u64 = redis::cmd("SCARD")
+        .arg(&sk.tenants)
+        .query_async(&mut r)
+        .await?;
+    ensure!(n_tenants == tenants + 1, "{n_tenants} tenants");
+    println!(
+        "push_bulk: {total} jobs in {:.2} s ({:.0} jobs/s); Redis memory {}",
+        pushed.as_secs_f64(),
+        total as f64 / pushed.as_secs_f64(),
+        info_field(&mut r, "memory", "used_memory_human").await?
+    );
+    let mut inspect = std::env::current_exe()?;
+    inspect.set_file_name("test-worker");
+    if inspect.exists() {
+        let t = Instant::now();
+        let out = std::process::Command::new(&inspect)
+            .args(["-r", &url, "--namespace", ns, "shards", "scale"])
+            .env("FAIRJOB_LOG", "warn")
+            .output()?;
+        ensure!(out.status.success(), "shards command failed");
+        println!(
+            "`test-worker shards scale` on this backlog: {} lines in {:.2} s",
+            out.stdout.iter().filter(|b| **b == b'\n').count(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    let cpu0 = redis_cpu(&mut r).await?;
+    let t = Instant::now();
+    let running = start_workers(&url, ns, "scale", s).await?;
+    wait_done(total).await?;
+    let drained = t.elapsed();
+    running.stop().await?;
+    let cpu = redis_cpu(&mut r).await? - cpu0;
+    check_exactly_once(total)?;
+    let left: (u64, u64, u64) = redis::pipe()
+        .zcard(&sk.ring)
+        .hlen(&sk.running)
+        .scard(&sk.tenants)
+        .query_async(&mut r)
+        .await?;
+    ensure!(left == (0, 0, 0), "shard state left: {left:?}");
+    println!(
+        "drain: {total} jobs in {:.2} s ({:.0} jobs/s) by {} worker(s) × concurrency {}; \
+         Redis CPU {:.1} µs/job; every job exactly once; ring, running, tenants empty",
+        drained.as_secs_f64(),
+        total as f64 / drained.as_secs_f64(),
+        s.workers,
+        s.concurrency,
+        cpu * 1e6 / total as f64
+    );
+    Ok(())
+}
+
+async fn compare(s: &Settings) -> Result<()> {
+    let n: u64 = arg("--compare-jobs", 200_000);
+    let tenants: u64 = arg("--compare-tenants", 1_000);
+    let reps: usize = arg("--reps", 3);
+    let server = fairjob_tests::redis();
+    let url = server.url();
+    let mut r = fairjob_tests::raw(&url).await;
+    println!(
+        "## sharded vs plain: {n} no-op jobs over {tenants} tenants, {} worker(s) × concurrency {}, {reps} reps",
+        s.workers, s.concurrency
+    );
+    let mut rate = [Vec::new(), Vec::new()];
+    let mut cpu_per_job = [Vec::new(), Vec::new()];
+    let mut calls_per_job = [Vec::new(), Vec::new()];
+    for rep in 0..reps {
+        for (k, sharded) in [true, false].into_iter().enumerate() {
+            let _: () = redis::cmd("FLUSHALL").query_async(&mut r).await?;
+            let ns = format!("cmp{rep}{k}");
+            let client = Client::builder(&url).namespace(&ns).build().await?;
+            scale_reset(n as usize);
+            let queue = if sharded {
+                client
+                    .push_bulk((0..n).map(|id| ScaleJob((id % tenants) as u32, id)))
+                    .await?;
+                "scale"
+            } else {
+                client
+                    .push_bulk((0..n).map(|id| PlainScaleJob((id % tenants) as u32, id)))
+                    .await?;
+                "plain_scale"
+            };
+            let _: () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query_async(&mut r)
+                .await?;
+            let cpu0 = redis_cpu(&mut r).await?;
+            let t = Instant::now();
+            let running = start_workers(&url, &ns, queue, s).await?;
+            wait_done(n as usize).await?;
+            let took = t.elapsed();
+            let cpu = redis_cpu(&mut r).await? - cpu0;
+            let (calls, _) = evalsha_stats(&mut r).await?;
+            running.stop().await?;
+            check_exactly_once(n as usize)?;
+            rate[k].push(n as f64 / took.as_secs_f64());
+            cpu_per_job[k].push(cpu * 1e6 / n as f64);
+            calls_per_job[k].push(calls as f64 / n as f64);
+        }
+    }
+    println!("| queue | jobs/s | Redis CPU µs/job | script calls/job |");
+    println!("|---|---|---|---|");
+    for (k, name) in ["sharded (`scale`)", "plain (`plain_scale`)"]
+        .iter()
+        .enumerate()
+    {
+        let mut c = calls_per_job[k].clone();
+        c.sort_by(f64::total_cmp);
+        println!(
+            "| {name} | {} | {} | {:.2} |",
+            median_range(&rate[k]),
+            median_range(&cpu_per_job[k]),
+            c[c.len() / 2]
+        );
+    }
+    Ok(())
+}
+
+async fn latency() -> Result<()> {
+    let fetches: usize = arg("--fetches", 50_000);
+    let pending: u64 = 200_000;
+    let source = |name: &str| {
+        fairjob::broker::SCRIPT_SOURCES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, s)| *s)
+            .expect("script source")
+    };
+    let fetch = redis::Script::new(&format!(
+        "{}\n{}",
+        source("lib_shard.lua"),
+        source("fetch.lua")
+    ));
+    println!(
+        "## fetch script latency ({pending} pending jobs; {fetches} jobs fetched per case, one call at a time)"
+    );
+    println!(
+        "| tenants | jobs per call | calls | client p50 µs | client p99 µs | Redis usec_per_call |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for tenants in [10u64, 100_000] {
+        for batch in [1usize, 100] {
+            let server = fairjob_tests::redis();
+            let url = server.url();
+            let ns = "lat";
+            let client = Client::builder(&url).namespace(ns).build().await?;
+            client
+                .push_bulk((0..pending).map(|id| ScaleJob((id % tenants) as u32, id)))
+                .await?;
+            let keys = Keys::new(Some(ns));
+            let sk = keys.shard("scale");
+            let inflight = keys.inflight("bench");
+            let mut r = fairjob_tests::raw(&url).await;
+            let ring: u64 = redis::cmd("ZCARD")
+                .arg(&sk.ring)
+                .query_async(&mut r)
+                .await?;
+            ensure!(ring == tenants, "ring {ring}");
+            let _: () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query_async(&mut r)
+                .await?;
+            let calls = fetches / batch;
+            let mut times = Vec::with_capacity(calls);
+            let mut seq = 0u64;
+            for _ in 0..calls {
+                let mut inv = fetch.prepare_invoke();
+                inv.key(&inflight)
+                    .key(&sk.inbox)
+                    .key(&sk.ring)
+                    .key(&sk.seq)
+                    .key(&sk.running)
+                    .key(&sk.limits)
+                    .key(&sk.tenants);
+                inv.arg(batch)
+                    .arg(1)
+                    .arg(seq)
+                    .arg("s")
+                    .arg("|scale")
+                    .arg(&sk.shard_prefix);
+                for _ in 0..batch {
+                    inv.arg(1);
+                }
+                let t = Instant::now();
+                let out: Vec<redis::Value> = inv.invoke_async(&mut r).await?;
+                times.push(t.elapsed());
+                ensure!(out.len() == 3 * batch, "fetched {}", out.len() / 3);
+                seq += batch as u64;
+            }
+            let (n, per_call) = evalsha_stats(&mut r).await?;
+            times.sort();
+            let p = |q: f64| times[((times.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
+            println!(
+                "| {tenants} | {batch} | {n} | {:.0} | {:.0} | {per_call:.2} |",
+                p(0.5),
+                p(0.99)
+            );
+        }
+    }
+    Ok(())
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> Result<()> {
+    let s = Settings {
+        workers: arg("--workers", 2),
+        concurrency: arg("--concurrency", 100),
+    };
+    let only: String = arg("--only", String::new());
+    if only.is_empty() || only == "latency" {
+        latency().await?;
+    }
+    if only.is_empty() || only == "compare" {
+        compare(&s).await?;
+    }
+    if only.is_empty() || only == "scale" {
+        scale(&s).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,2 @@
+//! The worker binary the fault suite runs as separate processes.
+fairjob_worker::main!(fairjob_tests);

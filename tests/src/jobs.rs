@@ -1,0 +1,381 @@
+//! Jobs the tests run. `LedgerJob`s append `start`/`end` lines to a file per
+//! process in `$FAIRJOB_TEST_LEDGER` (outside the Redis under test).
+
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use fairjob::{Job, JobContext, JobError, Perform};
+use serde::{Deserialize, Serialize};
+
+/// Does nothing.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(queue = "default")]
+pub struct NoopJob(pub u64);
+
+/// Count of NoopJobs performed in this process.
+pub static NOOPS: AtomicUsize = AtomicUsize::new(0);
+
+impl Perform for NoopJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        NOOPS.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Records `<queue> <tenant> <arg> <attempt> <interrupted>` onto the list `record`
+/// (inside the namespace) so a test can see what ran where.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "RecordJob")]
+pub struct RecordJob(pub String);
+
+impl Perform for RecordJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        let b = cx.client().broker();
+        let line = format!(
+            "{} {} {} {} {}",
+            cx.queue(),
+            cx.tenant().unwrap_or("-"),
+            self.0,
+            cx.attempt(),
+            cx.was_interrupted()
+        );
+        b.query::<i64>(
+            redis::cmd("RPUSH")
+                .arg(format!("{}record", b.keys().prefix()))
+                .arg(line),
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// Always fails with `boom <arg>`.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "FailJob", retry = 2)]
+pub struct FailJob(pub String);
+
+impl Perform for FailJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        Err(JobError::retry(format!("boom {}", self.0)).with_class("ArgumentError"))
+    }
+}
+
+/// Panics.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "PanicJob", retry = 1)]
+pub struct PanicJob;
+
+impl Perform for PanicJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        panic!("kaboom")
+    }
+}
+
+/// Sleeps `ms`, writing `start`/`end` ledger lines; aborts the process when `abort`.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "LedgerJob", queue = "ledger")]
+pub struct LedgerJob {
+    /// Sleep.
+    pub ms: u64,
+    /// Abort the process instead (a poison pill).
+    #[serde(default)]
+    pub abort: bool,
+}
+
+fn ledger(kind: &str, jid: &str) {
+    if let Some(dir) = std::env::var_os("FAIRJOB_TEST_LEDGER") {
+        let path = std::path::Path::new(&dir).join(format!("{}.log", std::process::id()));
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            // One write(2) per line: `writeln!` issues several writes, and the
+            // lines of concurrent jobs of one process would interleave.
+            let line = format!("{kind} {jid} {}\n", std::process::id());
+            let _ = f.write_all(line.as_bytes());
+            let _ = f.sync_data();
+        }
+    }
+}
+
+impl Perform for LedgerJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        ledger("start", cx.jid());
+        if self.abort {
+            std::process::abort();
+        }
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        ledger("end", cx.jid());
+        Ok(())
+    }
+}
+
+/// A tenant-aware job with the gem spec's two rules (1/day → semislow, 1/hour → supaslow).
+#[allow(clippy::duplicated_attributes)] // rust-clippy#13238: repeated #[throttle] is not a duplicate
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "TJob", queue = "whatever")]
+#[fair_tenant(tenant)]
+#[throttle(queue = "whatever_semislow", threshold = 1, per = "1d")]
+#[throttle(queue = "whatever_supaslow", threshold = 1, per = "1h")]
+pub struct TJob {
+    /// Tenant.
+    pub tenant: String,
+}
+
+impl Perform for TJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// A job with threshold 2 on a short window, for concurrency and bulk tests.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "BurstJob", queue = "burst")]
+#[fair_tenant(0)]
+#[throttle(queue = "burst_slow", threshold = 2, per = "1h")]
+pub struct BurstJob(pub String);
+
+impl Perform for BurstJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// A job on a tenant-sharded queue that records its start (like RecordJob).
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "ShardJob", queue = "conversions", shard_by_tenant)]
+#[fair_tenant(tenant)]
+pub struct ShardJob {
+    /// Tenant.
+    pub tenant: String,
+    /// Sequence within the tenant.
+    pub n: u32,
+    /// Sleep.
+    #[serde(default)]
+    pub ms: u64,
+}
+
+impl Perform for ShardJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        let b = cx.client().broker();
+        let key = format!("{}record", b.keys().prefix());
+        b.query::<i64>(
+            redis::cmd("RPUSH")
+                .arg(&key)
+                .arg(format!("{} {}", self.tenant, self.n)),
+        )
+        .await?;
+        if self.ms > 0 {
+            tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        }
+        Ok(())
+    }
+}
+
+/// Like [`LedgerJob`] (queue `ledger`, `start`/`end` ledger lines around a sleep of
+/// `ms`), and at its start also records what it knows about itself onto the list
+/// `record` (inside the namespace) as one JSON object: `tag`, `jid`, `attempt`,
+/// `interrupted_count`, `was_interrupted`, `retry_count`, `pid`.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "ProbeJob", queue = "ledger")]
+pub struct ProbeJob {
+    /// A label for the test.
+    pub tag: String,
+    /// Sleep.
+    pub ms: u64,
+}
+
+impl Perform for ProbeJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        ledger("start", cx.jid());
+        let b = cx.client().broker();
+        let line = serde_json::json!({
+            "tag": self.tag,
+            "jid": cx.jid(),
+            "attempt": cx.attempt(),
+            "interrupted_count": cx.interrupted_count(),
+            "was_interrupted": cx.was_interrupted(),
+            "retry_count": cx.retry_count(),
+            "pid": std::process::id(),
+        });
+        b.query::<i64>(
+            redis::cmd("RPUSH")
+                .arg(format!("{}record", b.keys().prefix()))
+                .arg(line.to_string()),
+        )
+        .await?;
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        ledger("end", cx.jid());
+        Ok(())
+    }
+}
+
+/// Records, as one JSON object on the list `record` (inside the namespace), the
+/// queue it was fetched from, its tenant and the payload's `queue` and
+/// `fair_tenant` fields, byte for byte (for odd tenant ids and queue names).
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "EchoTenantJob")]
+pub struct EchoTenantJob(pub String);
+
+impl Perform for EchoTenantJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        let b = cx.client().broker();
+        let line = serde_json::json!({
+            "tag": self.0,
+            "queue": cx.queue(),
+            "tenant": cx.tenant(),
+            "payload_queue": cx.payload().queue(),
+            "payload_tenant": cx.payload().tenant(),
+        });
+        b.query::<i64>(
+            redis::cmd("RPUSH")
+                .arg(format!("{}record", b.keys().prefix()))
+                .arg(line.to_string()),
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Tenant-sharded queue jobs (tests/tests/shards.rs, tests/src/bin/shards_scale.rs)
+
+/// INCR `KEYS[1]` (a tenant's gauge) and raise the tenant's field `ARGV[1]` of
+/// the HASH `KEYS[2]` to the new value if it is higher, in one step.
+static GAUGE_UP: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local v = redis.call('INCR', KEYS[1])
+local m = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+if v > m then redis.call('HSET', KEYS[2], ARGV[1], v) end
+return v
+",
+    )
+});
+
+/// A job on the sharded queue `conversions` that measures, from inside the job,
+/// how many jobs of its tenant run at once: INCR `gauge:<tenant>`, keep the
+/// highest value in the HASH `gauge-max` (field: tenant), sleep `ms`, DECR; then
+/// SADD `"<tenant> <n>"` to the SET `done` and INCR `performed` (all inside the
+/// namespace). Records `"<tenant> <n>"` onto `record` at its start.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "GaugeJob", queue = "conversions", shard_by_tenant)]
+#[fair_tenant(tenant)]
+pub struct GaugeJob {
+    /// Tenant.
+    pub tenant: String,
+    /// Sequence within the tenant.
+    pub n: u32,
+    /// Sleep.
+    #[serde(default)]
+    pub ms: u64,
+}
+
+impl Perform for GaugeJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        let b = cx.client().broker();
+        let ns = b.keys().prefix().to_owned();
+        let me = format!("{} {}", self.tenant, self.n);
+        let gauge = format!("{ns}gauge:{}", self.tenant);
+        let mut conn = b.conn();
+        let _: i64 = GAUGE_UP
+            .key(&gauge)
+            .key(format!("{ns}gauge-max"))
+            .arg(&self.tenant)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| JobError::retry(e.to_string()))?;
+        b.query::<i64>(redis::cmd("RPUSH").arg(format!("{ns}record")).arg(&me))
+            .await?;
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        let mut pipe = redis::pipe();
+        pipe.decr(&gauge, 1)
+            .ignore()
+            .sadd(format!("{ns}done"), &me)
+            .ignore()
+            .incr(format!("{ns}performed"), 1)
+            .ignore();
+        b.pipe::<()>(&pipe).await?;
+        Ok(())
+    }
+}
+
+/// A job on the sharded queue `conversions` that always fails (one retry), after
+/// recording `"<tenant> fail <attempt>"` onto `record`.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(
+    class = "ShardFailJob",
+    queue = "conversions",
+    shard_by_tenant,
+    retry = 1
+)]
+#[fair_tenant(tenant)]
+pub struct ShardFailJob {
+    /// Tenant.
+    pub tenant: String,
+}
+
+impl Perform for ShardFailJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        let b = cx.client().broker();
+        b.query::<i64>(
+            redis::cmd("RPUSH")
+                .arg(format!("{}record", b.keys().prefix()))
+                .arg(format!("{} fail {}", self.tenant, cx.attempt())),
+        )
+        .await?;
+        Err(JobError::retry(format!("boom {}", self.tenant)).with_class("ArgumentError"))
+    }
+}
+
+/// Per-job perform counts of [`ScaleJob`]/[`PlainScaleJob`] (index = the job's
+/// id), set up by the test or benchmark that enqueues them; empty = not counted.
+pub static SCALE_SEEN: std::sync::RwLock<Vec<std::sync::atomic::AtomicU8>> =
+    std::sync::RwLock::new(Vec::new());
+/// ScaleJobs and PlainScaleJobs performed in this process.
+pub static SCALE_DONE: AtomicUsize = AtomicUsize::new(0);
+
+/// Makes [`SCALE_SEEN`] count ids `0..n` from zero, and [`SCALE_DONE`] zero.
+pub fn scale_reset(n: usize) {
+    let mut seen = SCALE_SEEN.write().expect("scale lock");
+    seen.clear();
+    seen.resize_with(n, || std::sync::atomic::AtomicU8::new(0));
+    SCALE_DONE.store(0, Ordering::SeqCst);
+}
+
+fn scale_mark(id: u64) {
+    if let Some(c) = SCALE_SEEN.read().expect("scale lock").get(id as usize) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+    SCALE_DONE.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A no-op job of tenant `.0` with id `.1` on the sharded queue `scale`; counts
+/// itself in [`SCALE_SEEN`] and [`SCALE_DONE`].
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "ScaleJob", queue = "scale", shard_by_tenant)]
+#[fair_tenant(0)]
+pub struct ScaleJob(pub u32, pub u64);
+
+impl Perform for ScaleJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        scale_mark(self.1);
+        Ok(())
+    }
+}
+
+/// [`ScaleJob`] on the plain queue `plain_scale` (same payload shape, same work),
+/// to compare a sharded queue with a plain one.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "PlainScaleJob", queue = "plain_scale")]
+#[fair_tenant(0)]
+pub struct PlainScaleJob(pub u32, pub u64);
+
+impl Perform for PlainScaleJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        scale_mark(self.1);
+        Ok(())
+    }
+}

@@ -1,0 +1,100 @@
+//! Smoke test of the benchmark binaries (`bench`, `fairness`) at tiny sizes and
+//! without Ruby: they must exit 0 and write their reports. These are benchmarks,
+//! not tests: nothing here looks at a timing.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("fairjob-bench-smoke-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+#[test]
+fn bench_runs_at_tiny_sizes_without_sidekiq() {
+    let dir = out_dir("bench");
+    let out = dir.join("bench.md");
+    let run = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args([
+            "--jobs",
+            "200",
+            "--single-jobs",
+            "50",
+            "--reps",
+            "1",
+            "--skip-sidekiq",
+        ])
+        .args([
+            "--latency-jobs",
+            "50",
+            "--latency-rate",
+            "500",
+            "--census-jobs",
+            "50",
+        ])
+        .args(["--redis-benchmark-n", "1000", "--out"])
+        .arg(&out)
+        .output()
+        .expect("the bench binary starts");
+    assert!(
+        run.status.success(),
+        "bench failed:\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let md = std::fs::read_to_string(&out).expect("bench writes its report");
+    assert!(
+        md.contains("| processing jobs/s, no-op, 1 process, c=10 |"),
+        "{md}"
+    );
+    assert!(md.contains("## Redis commands per job"), "{md}");
+    assert!(md.contains("## Raw Redis ceilings"), "{md}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn fairness_runs_at_tiny_sizes() {
+    let dir = out_dir("fairness");
+    let run = Command::new(env!("CARGO_BIN_EXE_fairness"))
+        .args([
+            "--greedy-jobs",
+            "300",
+            "--small-tenants",
+            "3",
+            "--small-jobs",
+            "3",
+        ])
+        .args([
+            "--spread-secs",
+            "0.3",
+            "--job-ms",
+            "1",
+            "--no-docs",
+            "--out-dir",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("the fairness binary starts");
+    assert!(
+        run.status.success(),
+        "fairness failed:\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let md = std::fs::read_to_string(dir.join("fairness.md")).expect("fairness writes its report");
+    for mode in [
+        "idle baseline",
+        "plain FIFO",
+        "fair-tenant rerouting",
+        "tenant shards",
+    ] {
+        assert!(md.contains(mode), "{mode} missing from:\n{md}");
+    }
+    let svg = std::fs::read_to_string(dir.join("fairness.svg")).expect("fairness draws its chart");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("</svg>"),
+        "not an SVG"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,545 @@
+//! Interop with real Ruby Sidekiq 6.4.1 (Debian's `ruby-sidekiq`): jobs cross
+//! between Ruby and Rust clients and workers through one Redis, and Sidekiq's
+//! API reads what fairjob writes (retry set, queues, process set).
+//!
+//! Sidekiq 6.4.1 has no namespace support, so fairjob runs with NO namespace
+//! here (`namespace("")` means no key prefix) and every test starts its own
+//! private redis-server. The Ruby scripts live in `tests/ruby/`. A test that
+//! cannot start `ruby`, `sidekiq` or `redis-server` fails; none is skipped.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fairjob::{Job, Registry};
+use fairjob_examples::{ECHO_LIST, EchoJob};
+use fairjob_tests::jobs::FailJob;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// How long a Ruby script may run before the test fails.
+const RUBY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `tests/ruby/<name>`, absolute.
+fn ruby_file(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("ruby")
+        .join(name)
+}
+
+/// Runs `ruby tests/ruby/<script> <args…>` with a timeout and returns its
+/// stdout; panics (with stdout and stderr) if ruby cannot start, exits non-zero
+/// or runs past `timeout`.
+fn run_ruby(script: &str, args: &[&str], timeout: Duration) -> String {
+    let path = ruby_file(script);
+    let mut child = Command::new("ruby")
+        .arg(&path)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start `ruby {}` (apt-get install ruby-sidekiq): {e}",
+                path.display()
+            )
+        });
+    // Drain both pipes in threads so a chatty script can't block on a full pipe.
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout piped")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr piped")));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for ruby") {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = out.join().expect("stdout reader");
+    let stderr = err.join().expect("stderr reader");
+    match status {
+        Some(s) if s.success() => stdout,
+        Some(s) => panic!(
+            "`ruby {script} {args:?}` failed ({s})\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
+        ),
+        None => panic!(
+            "`ruby {script} {args:?}` did not finish within {timeout:?}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
+        ),
+    }
+}
+
+/// [`run_ruby`] off the async runtime; parses the last non-empty stdout line as JSON.
+async fn ruby_json(script: &'static str, args: Vec<String>) -> Value {
+    let out = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_ruby(script, &args, RUBY_TIMEOUT)
+    })
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let line = out
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("`ruby {script}` printed no JSON ({e}):\n{out}"))
+}
+
+/// A fairjob worker running in this process (no namespace) until [`InProcessWorker::stop`].
+struct InProcessWorker {
+    identity: String,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<fairjob::Result<()>>>,
+}
+
+impl std::fmt::Debug for InProcessWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcessWorker")
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InProcessWorker {
+    /// Builds a worker on `url` with the test intervals, NO namespace and `registry`, and runs it.
+    async fn start(url: &str, registry: Registry) -> InProcessWorker {
+        let worker = fairjob_tests::worker(url, "")
+            .registry(registry)
+            .build()
+            .await
+            .expect("fairjob worker builds");
+        let identity = worker.identity().to_owned();
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(worker.run_until(async move {
+            let _ = rx.await;
+        }));
+        InProcessWorker {
+            identity,
+            stop: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// Graceful shutdown; fails the test if the worker errs or hangs.
+    async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let result = tokio::time::timeout(Duration::from_secs(15), task)
+                .await
+                .expect("fairjob worker shuts down within 15s")
+                .expect("worker task did not panic");
+            result.expect("fairjob worker ran without error");
+        }
+    }
+}
+
+impl Drop for InProcessWorker {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// A real `sidekiq` server process; TERM then KILL on drop, whatever happens.
+#[derive(Debug)]
+struct SidekiqProcess {
+    child: Child,
+    log: PathBuf,
+}
+
+impl SidekiqProcess {
+    /// `REDIS_URL=<url> sidekiq -r tests/ruby/jobs.rb -c 2 -q default`, output to a log file.
+    fn start(url: &str) -> SidekiqProcess {
+        let log = std::env::temp_dir().join(format!(
+            "fairjob-interop-sidekiq-{}-{}.log",
+            std::process::id(),
+            &fairjob::payload::new_jid()[..8]
+        ));
+        let file = std::fs::File::create(&log).expect("create sidekiq log");
+        let child = Command::new("sidekiq")
+            .arg("-r")
+            .arg(ruby_file("jobs.rb"))
+            .args(["-c", "2", "-q", "default", "-t", "5"])
+            .env("REDIS_URL", url)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log fd"))
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start `sidekiq` (apt-get install ruby-sidekiq): {e}")
+            });
+        SidekiqProcess { child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Panics with the log if the process has already exited.
+    fn assert_running(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("sidekiq exited early ({status}); its log:\n{}", self.log());
+        }
+    }
+
+    fn signal(&self, sig: &str) {
+        let _ = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+impl Drop for SidekiqProcess {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.signal("TERM");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if matches!(self.child.try_wait(), Ok(None)) {
+                let _ = self.child.kill();
+            }
+        }
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// The values of the list `key`.
+async fn lrange(url: &str, key: &str) -> Vec<String> {
+    let mut conn = fairjob_tests::raw(url).await;
+    redis::cmd("LRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .expect("LRANGE")
+}
+
+async fn zcard(url: &str, key: &str) -> i64 {
+    let mut conn = fairjob_tests::raw(url).await;
+    redis::cmd("ZCARD")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .expect("ZCARD")
+}
+
+fn registry_of_echo() -> Registry {
+    let mut r = Registry::new();
+    r.register::<EchoJob>().expect("register EchoJob");
+    r
+}
+
+/// Ruby's `Sidekiq::Client.push` → fairjob worker. The Ruby push carries no
+/// wake-up token, so the worker finds it by its idle poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ruby_push_is_performed_by_fairjob() {
+    let server = fairjob_tests::redis();
+    let url = server.url();
+    let worker = InProcessWorker::start(&url, registry_of_echo()).await;
+
+    let pushed = ruby_json("push.rb", vec![url.clone(), "from-ruby".into()]).await;
+    let jid = pushed["jid"]
+        .as_str()
+        .expect("push.rb prints the jid")
+        .to_owned();
+    assert_eq!(jid.len(), 24, "a Sidekiq jid: {jid}");
+
+    let done = fairjob_tests::wait_until(Duration::from_secs(10), || {
+        let url = url.clone();
+        async move {
+            lrange(&url, ECHO_LIST)
+                .await
+                .iter()
+                .any(|v| v == "from-ruby")
+        }
+    })
+    .await;
+    assert!(
+        done,
+        "fairjob did not perform the Ruby-pushed EchoJob within 10s; {ECHO_LIST} = {:?}, queue:default = {:?}",
+        lrange(&url, ECHO_LIST).await,
+        lrange(&url, "queue:default").await
+    );
+    worker.stop().await;
+    assert!(
+        lrange(&url, "queue:default").await.is_empty(),
+        "the job left queue:default"
+    );
+}
+
+/// fairjob `Client` → a real Ruby Sidekiq server process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fairjob_push_is_performed_by_ruby_sidekiq() {
+    let server = fairjob_tests::redis();
+    let url = server.url();
+    let client = fairjob_tests::client(&url, "").await;
+    let jid = EchoJob("from-rust".into())
+        .perform_async(&client)
+        .await
+        .expect("push EchoJob");
+    assert_eq!(
+        lrange(&url, "queue:default").await.len(),
+        1,
+        "fairjob pushed to the unprefixed queue:default"
+    );
+
+    let mut sidekiq = SidekiqProcess::start(&url);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut done = false;
+    while Instant::now() < deadline {
+        sidekiq.assert_running();
+        if lrange(&url, ECHO_LIST)
+            .await
+            .iter()
+            .any(|v| v == "ruby:from-rust")
+        {
+            done = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        done,
+        "Ruby Sidekiq did not perform fairjob's EchoJob (jid {jid}) within 30s; {ECHO_LIST} = {:?}, queue:default = \
+         {:?}\nsidekiq log:\n{}",
+        lrange(&url, ECHO_LIST).await,
+        lrange(&url, "queue:default").await,
+        sidekiq.log()
+    );
+    assert!(
+        lrange(&url, "queue:default").await.is_empty(),
+        "Sidekiq took the job off queue:default"
+    );
+    drop(sidekiq);
+}
+
+/// A job failed by fairjob sits in `retry` in a form Sidekiq's `RetrySet` reads;
+/// a job pushed by fairjob is read by Sidekiq's `Queue` API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failed_fairjob_job_is_readable_by_ruby_retryset() {
+    let server = fairjob_tests::redis();
+    let url = server.url();
+    let client = fairjob_tests::client(&url, "").await;
+
+    // Part 1: the retry set.
+    let mut registry = Registry::new();
+    registry.register::<FailJob>().expect("register FailJob");
+    let worker = InProcessWorker::start(&url, registry).await;
+    let jid = FailJob("x".into())
+        .perform_async(&client)
+        .await
+        .expect("push FailJob");
+    let failed = fairjob_tests::wait_until(Duration::from_secs(10), || {
+        let url = url.clone();
+        async move { zcard(&url, "retry").await == 1 }
+    })
+    .await;
+    assert!(
+        failed,
+        "FailJob did not reach the retry zset within 10s (ZCARD retry = {})",
+        zcard(&url, "retry").await
+    );
+    worker.stop().await;
+    // The first retry is ≥ 15 s away, so the entry is still there.
+    assert_eq!(zcard(&url, "retry").await, 1);
+
+    let got = ruby_json("retry_set.rb", vec![url.clone()]).await;
+    assert_eq!(
+        got,
+        serde_json::json!([1, "FailJob", 0, "ArgumentError", "boom x", "default", jid]),
+        "Sidekiq::RetrySet's view of fairjob's retry entry"
+    );
+
+    // Part 2: a queued job, read by Sidekiq::Queue (no worker running).
+    let qjid = EchoJob("queued".into())
+        .perform_async(&client)
+        .await
+        .expect("push EchoJob");
+    let q = ruby_json("queue.rb", vec![url.clone(), "default".into()]).await;
+    assert_eq!(q["size"], 1, "{q}");
+    assert_eq!(q["klass"], "EchoJob", "{q}");
+    assert_eq!(q["args"], serde_json::json!(["queued"]), "{q}");
+    assert_eq!(q["jid"], qjid.as_str(), "{q}");
+    assert_eq!(
+        q["enqueued_at_class"], "Float",
+        "enqueued_at must be a Float (Sidekiq 6/7 seconds): {q}"
+    );
+    let enqueued_at = q["enqueued_at"].as_f64().expect("enqueued_at is a number");
+    let now = q["now"].as_f64().expect("now");
+    assert!(
+        (now - enqueued_at).abs() < 60.0,
+        "enqueued_at must be epoch seconds close to Ruby's Time.now ({now}): {enqueued_at}"
+    );
+    assert_eq!(
+        q["enqueued_at_time"].as_f64(),
+        Some(enqueued_at),
+        "Sidekiq's JobRecord#enqueued_at: {q}"
+    );
+    let latency = q["latency"].as_f64().expect("latency");
+    assert!(
+        (0.0..60.0).contains(&latency),
+        "Sidekiq::Queue#latency in seconds: {latency}"
+    );
+}
+
+/// Sidekiq's `ProcessSet` (the Web UI's Busy page) lists a fairjob worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sidekiq_web_api_lists_fairjob_processes() {
+    let server = fairjob_tests::redis();
+    let url = server.url();
+    let worker = InProcessWorker::start(&url, registry_of_echo()).await;
+    let identity = worker.identity.clone();
+    let registered = fairjob_tests::wait_until(Duration::from_secs(5), || {
+        let url = url.clone();
+        let identity = identity.clone();
+        async move {
+            let mut conn = fairjob_tests::raw(&url).await;
+            redis::cmd("SISMEMBER")
+                .arg("processes")
+                .arg(&identity)
+                .query_async::<bool>(&mut conn)
+                .await
+                .unwrap_or(false)
+        }
+    })
+    .await;
+    assert!(
+        registered,
+        "fairjob worker {identity} did not join the `processes` set"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let procs = ruby_json("processes.rb", vec![url.clone()]).await;
+    let list = procs.as_array().expect("processes.rb prints an array");
+    let me = list
+        .iter()
+        .find(|p| p["identity"] == identity.as_str())
+        .unwrap_or_else(|| {
+            panic!("Sidekiq::ProcessSet does not list fairjob worker {identity}: {procs}")
+        });
+    assert_eq!(me["concurrency"], 5, "{me}");
+    assert_eq!(me["queues"], serde_json::json!(["default"]), "{me}");
+    assert_eq!(me["busy"], 0, "{me}");
+    assert_eq!(me["stopping"], false, "{me}");
+    assert_eq!(me["pid"], std::process::id(), "{me}");
+    let beat = me["beat"].as_f64().expect("beat");
+    assert!(
+        (fairjob::payload::now_f64() - beat).abs() < 30.0,
+        "beat is epoch seconds: {me}"
+    );
+
+    // The Web UI's Busy page renders it too (Sidekiq::Web under Rack::MockRequest).
+    let page = ruby_json("web_busy.rb", vec![url.clone()]).await;
+    assert_eq!(page["status"], 200, "{page}");
+    assert_eq!(
+        page["identities"],
+        serde_json::json!([identity]),
+        "the Busy page shows the fairjob worker: {page}"
+    );
+
+    worker.stop().await;
+    // A clean stop leaves the process set.
+    let procs = ruby_json("processes.rb", vec![url.clone()]).await;
+    assert!(
+        !procs
+            .as_array()
+            .expect("array")
+            .iter()
+            .any(|p| p["identity"] == identity.as_str()),
+        "a stopped fairjob worker is no longer listed: {procs}"
+    );
+}
+
+/// The Web UI's Quiet and Stop buttons (Sidekiq's API `quiet!`/`stop!`) reach a
+/// fairjob worker: quiet stops fetching, stop shuts it down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sidekiq_quiet_and_stop_buttons_reach_fairjob_workers() {
+    let server = fairjob_tests::redis();
+    let url = server.url();
+    let worker = fairjob_tests::worker(&url, "")
+        .registry(registry_of_echo())
+        .build()
+        .await
+        .unwrap();
+    let identity = worker.identity().to_owned();
+    let task = tokio::spawn(worker.run_until(std::future::pending()));
+    assert!(
+        fairjob_tests::wait_until(Duration::from_secs(5), || async {
+            zcard_processes(&url, &identity).await
+        })
+        .await
+    );
+    let sent = ruby_json(
+        "signal.rb",
+        vec![url.clone(), identity.clone(), "quiet".into()],
+    )
+    .await;
+    assert_eq!(sent["sent"], "quiet");
+    let quiet = fairjob_tests::wait_until(Duration::from_secs(5), || async {
+        let mut c = fairjob_tests::raw(&url).await;
+        redis::cmd("HGET")
+            .arg(&identity)
+            .arg("quiet")
+            .query_async::<Option<String>>(&mut c)
+            .await
+            .ok()
+            .flatten()
+            == Some("true".to_owned())
+    })
+    .await;
+    assert!(quiet, "the worker reports quiet after Sidekiq's quiet!");
+    // Quiet: a new job is not fetched.
+    let client = fairjob_tests::client(&url, "").await;
+    fairjob::Job::perform_async(fairjob_examples::EchoJob("while quiet".into()), &client)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(
+        lrange(&url, "fairjob-examples:echo").await.is_empty(),
+        "a quiet worker fetches nothing"
+    );
+    ruby_json(
+        "signal.rb",
+        vec![url.clone(), identity.clone(), "stop".into()],
+    )
+    .await;
+    let done = tokio::time::timeout(Duration::from_secs(10), task).await;
+    assert!(
+        matches!(done, Ok(Ok(Ok(())))),
+        "stop! shuts the worker down: {done:?}"
+    );
+}
+
+async fn zcard_processes(url: &str, identity: &str) -> bool {
+    let mut conn = fairjob_tests::raw(url).await;
+    redis::cmd("SISMEMBER")
+        .arg("processes")
+        .arg(identity)
+        .query_async::<bool>(&mut conn)
+        .await
+        .unwrap_or(false)
+}

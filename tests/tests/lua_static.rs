@@ -1,0 +1,718 @@
+//! Lua hygiene, checked statically (reliability.md §3 T28): every script is a
+//! `.lua` file compiled in with `include_str!` (no script text is built at run
+//! time, no raw EVAL/SCRIPT/FUNCTION commands), and every key a script touches
+//! comes from `KEYS` — or, for tenant shards, is `<prefix> .. <tenant>` where the
+//! prefix comes from `ARGV` (by design). Data read from Redis or passed in ARGV
+//! never names a key otherwise.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+fn files_with_ext(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files_with_ext(&p, ext, out);
+        } else if p.extension().is_some_and(|x| x == ext) {
+            out.push(p);
+        }
+    }
+}
+
+/// Rust source with `//` comments removed (string literals kept).
+fn strip_rust_comments(src: &str) -> String {
+    let mut out = String::with_capacity(src.len());
+    let b = src.as_bytes();
+    let mut i = 0;
+    let mut in_str = false;
+    while i < b.len() {
+        let c = b[i];
+        if in_str {
+            out.push(c as char);
+            if c == b'\\' && i + 1 < b.len() {
+                out.push(b[i + 1] as char);
+                i += 2;
+                continue;
+            }
+            if c == b'"' {
+                in_str = false;
+            }
+            i += 1;
+            continue;
+        }
+        if c == b'"' && (i == 0 || b[i - 1] != b'\'') {
+            in_str = true;
+            out.push('"');
+            i += 1;
+            continue;
+        }
+        if c == b'/' && i + 1 < b.len() && b[i + 1] == b'/' {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        // Keep multi-byte UTF-8 intact.
+        let ch = src[i..].chars().next().unwrap();
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// The text between the `(` at `open` and its matching `)`.
+fn paren_body(s: &str, open: usize) -> &str {
+    let b = s.as_bytes();
+    let mut depth = 0;
+    let mut in_str: Option<u8> = None;
+    let mut i = open;
+    while i < b.len() {
+        let c = b[i];
+        if let Some(q) = in_str {
+            if c == b'\\' {
+                i += 2;
+                continue;
+            }
+            if c == q {
+                in_str = None;
+            }
+        } else if c == b'"' {
+            in_str = Some(c);
+        } else if c == b'(' {
+            depth += 1;
+        } else if c == b')' {
+            depth -= 1;
+            if depth == 0 {
+                return &s[open + 1..i];
+            }
+        }
+        i += 1;
+    }
+    &s[open + 1..]
+}
+
+fn rust_sources() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for crate_dir in [
+        "fairjob/src",
+        "fairjob-worker/src",
+        "fairjob-macros/src",
+        "examples/src",
+    ] {
+        files_with_ext(&root().join(crate_dir), "rs", &mut files);
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn scripts_are_compile_time_files_loaded_with_include_str() {
+    let scripts_dir = root().join("fairjob/src/broker/scripts");
+    let mut lua = Vec::new();
+    files_with_ext(&scripts_dir, "lua", &mut lua);
+    lua.sort();
+    assert!(
+        !lua.is_empty(),
+        "no scripts found in {}",
+        scripts_dir.display()
+    );
+    let on_disk: BTreeMap<String, String> = lua
+        .iter()
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read_to_string(p).unwrap(),
+            )
+        })
+        .collect();
+
+    // The sources compiled into the library are exactly the files, byte for byte.
+    let compiled: BTreeMap<String, String> = fairjob::broker::SCRIPT_SOURCES
+        .iter()
+        .map(|(n, s)| ((*n).to_owned(), (*s).to_owned()))
+        .collect();
+    assert_eq!(
+        compiled.keys().collect::<Vec<_>>(),
+        on_disk.keys().collect::<Vec<_>>(),
+        "SCRIPT_SOURCES must list every scripts/*.lua file"
+    );
+    for (name, src) in &on_disk {
+        assert_eq!(
+            &compiled[name], src,
+            "{name} differs from the compiled copy"
+        );
+    }
+
+    let mut problems = Vec::new();
+    let broker = std::fs::read_to_string(root().join("fairjob/src/broker/mod.rs")).unwrap();
+    for name in on_disk.keys() {
+        let referenced = broker.contains(&format!("include_str!(\"scripts/{name}\")"))
+            || broker.contains(&format!(", \"{name}\");"));
+        if !referenced {
+            problems.push(format!(
+                "{name} is not loaded with include_str! in broker/mod.rs"
+            ));
+        }
+    }
+
+    for path in rust_sources() {
+        let rel = path.strip_prefix(root()).unwrap().display().to_string();
+        let src = strip_rust_comments(&std::fs::read_to_string(&path).unwrap());
+        // Every Script::new takes only include_str!/concat! of files and separators.
+        for (at, _) in src.match_indices("Script::new(") {
+            let open = at + "Script::new".len();
+            let arg = paren_body(&src, open);
+            let mut rest = arg.to_owned();
+            while let Some(i) = rest.find("include_str!(") {
+                let body_len = paren_body(&rest, i + "include_str!".len()).len();
+                rest.replace_range(i..i + "include_str!(".len() + body_len + 1, "");
+            }
+            let rest = rest.replace("concat!(", "").replace("\"\\n\"", "");
+            if rest
+                .chars()
+                .any(|c| !(c.is_whitespace() || matches!(c, ',' | ')' | '(')))
+            {
+                problems.push(format!(
+                    "{rel}: Script::new with something besides include_str!: {arg:?}"
+                ));
+            }
+        }
+        for needle in [
+            "redis.call",
+            "redis.pcall",
+            "KEYS[",
+            "ARGV[",
+            "\"EVAL\"",
+            "\"EVALSHA\"",
+            "\"EVAL_RO\"",
+            "\"EVALSHA_RO\"",
+            "\"SCRIPT\"",
+            "\"FUNCTION\"",
+            "\"FCALL\"",
+            "loadstring",
+        ] {
+            if src.contains(needle) && !rel.ends_with("broker/mod.rs") {
+                problems.push(format!(
+                    "{rel}: contains `{needle}` (Lua or raw scripting in Rust)"
+                ));
+            }
+        }
+        if rel.ends_with("broker/mod.rs") {
+            // The only Lua-ish text allowed there is in its own unit test module.
+            let body = src.split("#[cfg(test)]").next().unwrap();
+            for needle in ["redis.call", "KEYS[", "ARGV[", "\"EVAL", "\"SCRIPT\""] {
+                if body.contains(needle) {
+                    problems.push(format!("{rel}: contains `{needle}` outside include_str!"));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+// ---------------------------------------------------------------------------
+// Key provenance in the Lua sources.
+
+/// One `.lua` file with comments removed (line structure kept).
+struct LuaFile {
+    name: String,
+    text: String,
+}
+
+fn strip_lua_comments(src: &str) -> String {
+    let mut out = String::new();
+    for line in src.lines() {
+        let mut in_str: Option<char> = None;
+        let mut cut = line.len();
+        let mut prev = ' ';
+        for (i, c) in line.char_indices() {
+            match in_str {
+                Some(q) => {
+                    if c == q && prev != '\\' {
+                        in_str = None;
+                    }
+                }
+                None => {
+                    if c == '\'' || c == '"' {
+                        in_str = Some(c);
+                    } else if c == '-' && prev == '-' {
+                        cut = i - 1;
+                        break;
+                    }
+                }
+            }
+            prev = c;
+        }
+        out.push_str(&line[..cut]);
+        out.push('\n');
+    }
+    out
+}
+
+fn line_of(text: &str, at: usize) -> usize {
+    text[..at].matches('\n').count() + 1
+}
+
+/// Splits at top-level commas (outside parentheses, braces, brackets and strings).
+fn split_top(s: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut in_str: Option<char> = None;
+    let mut start = 0;
+    let mut prev = ' ';
+    for (i, c) in s.char_indices() {
+        match in_str {
+            Some(q) => {
+                if c == q && prev != '\\' {
+                    in_str = None;
+                }
+            }
+            None => match c {
+                '\'' | '"' => in_str = Some(c),
+                '(' | '{' | '[' => depth += 1,
+                ')' | '}' | ']' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.push((start, &s[start..i]));
+                    start = i + 1;
+                }
+                _ => {}
+            },
+        }
+        prev = c;
+    }
+    out.push((start, &s[start..]));
+    out
+}
+
+/// The matching close of the bracket at `open` (`(`/`{`), skipping strings.
+fn matching(s: &str, open: usize) -> usize {
+    let b = s.as_bytes();
+    let (o, c) = (b[open], if b[open] == b'(' { b')' } else { b'}' });
+    let mut depth = 0;
+    let mut in_str: Option<u8> = None;
+    let mut i = open;
+    while i < b.len() {
+        let ch = b[i];
+        if let Some(q) = in_str {
+            if ch == b'\\' {
+                i += 2;
+                continue;
+            }
+            if ch == q {
+                in_str = None;
+            }
+        } else if ch == b'\'' || ch == b'"' {
+            in_str = Some(ch);
+        } else if ch == o {
+            depth += 1;
+        } else if ch == c {
+            depth -= 1;
+            if depth == 0 {
+                return i;
+            }
+        }
+        i += 1;
+    }
+    b.len()
+}
+
+#[derive(Debug, Clone)]
+struct Site {
+    file: String,
+    line: usize,
+    text: String,
+}
+
+#[derive(Default)]
+struct Facts {
+    /// Field name → (value expression, where) for every `name = expr` in a
+    /// table constructor or `a.b.name = expr`.
+    fields: BTreeMap<String, Vec<(String, Site)>>,
+    /// Variable name → assignments.
+    vars: BTreeMap<String, Vec<(String, Site)>>,
+    /// Function name → parameter names.
+    params: BTreeMap<String, Vec<String>>,
+    /// Function name → the argument lists of its call sites.
+    calls: BTreeMap<String, Vec<(Vec<String>, Site)>>,
+    /// `redis.call` sites: command, key expression (if the command takes one), where.
+    redis_calls: Vec<(String, Option<String>, Site)>,
+}
+
+const NO_KEY: &[&str] = &["TIME"];
+const ONE_KEY: &[&str] = &[
+    "GET",
+    "SET",
+    "DEL",
+    "UNLINK",
+    "EXISTS",
+    "EXPIRE",
+    "PEXPIRE",
+    "TTL",
+    "PTTL",
+    "INCR",
+    "INCRBY",
+    "DECR",
+    "DECRBY",
+    "HGET",
+    "HSET",
+    "HDEL",
+    "HGETALL",
+    "HINCRBY",
+    "HLEN",
+    "HKEYS",
+    "HVALS",
+    "HEXISTS",
+    "LPUSH",
+    "RPUSH",
+    "LPOP",
+    "RPOP",
+    "LLEN",
+    "LRANGE",
+    "LTRIM",
+    "LREM",
+    "LINDEX",
+    "ZADD",
+    "ZREM",
+    "ZCARD",
+    "ZCOUNT",
+    "ZRANGE",
+    "ZRANGEBYSCORE",
+    "ZREMRANGEBYSCORE",
+    "ZREMRANGEBYRANK",
+    "ZSCORE",
+    "ZPOPMIN",
+    "ZINCRBY",
+    "SADD",
+    "SREM",
+    "SMEMBERS",
+    "SISMEMBER",
+    "SCARD",
+];
+
+fn collect(files: &[LuaFile]) -> (Facts, Vec<String>) {
+    let mut f = Facts::default();
+    let mut problems = Vec::new();
+    let ident = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+            && !s.starts_with(|c: char| c.is_ascii_digit())
+    };
+    for lf in files {
+        let t = &lf.text;
+        let site = |at: usize, text: &str| Site {
+            file: lf.name.clone(),
+            line: line_of(t, at),
+            text: text.trim().to_owned(),
+        };
+        // Table constructors: `{ name = expr, ... }`.
+        let mut blanked = t.clone().into_bytes();
+        let mut i = 0;
+        while let Some(off) = t[i..].find('{') {
+            let open = i + off;
+            let close = matching(t, open);
+            let inner = &t[open + 1..close.min(t.len())];
+            for (s, part) in split_top(inner) {
+                if let Some((name, value)) = part.split_once('=')
+                    && ident(name.trim())
+                    && !value.starts_with('=')
+                {
+                    f.fields
+                        .entry(name.trim().to_owned())
+                        .or_default()
+                        .push((value.trim().to_owned(), site(open + 1 + s, part)));
+                }
+            }
+            for b in blanked.iter_mut().take(close.min(t.len())).skip(open + 1) {
+                if *b != b'\n' {
+                    *b = b' ';
+                }
+            }
+            i = open + 1;
+        }
+        let blanked = String::from_utf8(blanked).unwrap();
+        // Statement assignments: `[local] a, b.c = x, y`.
+        let mut offset = 0;
+        for line in blanked.lines() {
+            let statements = line
+                .replace(" then ", ";")
+                .replace(" do ", ";")
+                .replace(" else ", ";");
+            for l in statements.split(';') {
+                let l = l.trim();
+                let l = l.strip_prefix("local ").unwrap_or(l);
+                // Skip control lines and comparisons.
+                let eq = l.char_indices().find(|&(i, c)| {
+                    c == '='
+                        && !l[i + 1..].starts_with('=')
+                        && !l[..i].ends_with(['=', '~', '<', '>'])
+                });
+                if let Some((i, _)) = eq {
+                    let (lhs, rhs) = (&l[..i], &l[i + 1..]);
+                    let names: Vec<&str> = lhs.split(',').map(str::trim).collect();
+                    if names.iter().all(|n| ident(n)) && !lhs.contains("if ") {
+                        let values: Vec<&str> =
+                            split_top(rhs).into_iter().map(|(_, v)| v).collect();
+                        for (k, n) in names.iter().enumerate() {
+                            let v = values.get(k).map_or("nil", |v| v.trim()).to_owned();
+                            let s = Site {
+                                file: lf.name.clone(),
+                                line: line_of(t, offset),
+                                text: line.trim().to_owned(),
+                            };
+                            match n.rsplit_once('.') {
+                                Some((_, field)) => {
+                                    f.fields.entry(field.to_owned()).or_default().push((v, s))
+                                }
+                                None => f.vars.entry((*n).to_owned()).or_default().push((v, s)),
+                            }
+                        }
+                    }
+                }
+            }
+            offset += line.len() + 1;
+        }
+        // Functions and their parameters.
+        let mut i = 0;
+        while let Some(off) = t[i..].find("function ") {
+            let at = i + off + "function ".len();
+            let rest = &t[at..];
+            if let Some(p) = rest.find('(') {
+                let name = rest[..p].trim().to_owned();
+                if ident(&name) {
+                    let close = matching(t, at + p);
+                    let params = t[at + p + 1..close]
+                        .split(',')
+                        .map(|s| s.trim().to_owned())
+                        .filter(|s| !s.is_empty())
+                        .collect();
+                    f.params.insert(name, params);
+                }
+            }
+            i = at;
+        }
+        // redis.call sites.
+        for pat in ["redis.call(", "redis.pcall("] {
+            for (at, _) in t.match_indices(pat) {
+                let open = at + pat.len() - 1;
+                let close = matching(t, open);
+                let args: Vec<String> = split_top(&t[open + 1..close])
+                    .into_iter()
+                    .map(|(_, a)| a.trim().to_owned())
+                    .collect();
+                let s = site(at, &t[at..=close.min(t.len() - 1)]);
+                let cmd = args[0].trim_matches(['\'', '"']).to_uppercase();
+                if !(args[0].starts_with(['\'', '"'])) {
+                    problems.push(format!(
+                        "{}:{}: command name is not a literal: {}",
+                        s.file, s.line, s.text
+                    ));
+                    continue;
+                }
+                if NO_KEY.contains(&cmd.as_str()) {
+                    f.redis_calls.push((cmd, None, s));
+                } else if ONE_KEY.contains(&cmd.as_str()) {
+                    let multi =
+                        matches!(cmd.as_str(), "DEL" | "UNLINK" | "EXISTS") && args.len() > 2;
+                    if multi {
+                        problems.push(format!(
+                            "{}:{}: {cmd} with several keys is not analysed: {}",
+                            s.file, s.line, s.text
+                        ));
+                    }
+                    f.redis_calls.push((cmd, args.get(1).cloned(), s));
+                } else {
+                    problems.push(format!(
+                        "{}:{}: command {cmd} is not known to this check (extend ONE_KEY/NO_KEY \
+                         after checking its key positions): {}",
+                        s.file, s.line, s.text
+                    ));
+                }
+            }
+        }
+    }
+    // Call sites of the scripts' own functions.
+    let names: Vec<String> = f.params.keys().cloned().collect();
+    for lf in files {
+        let t = &lf.text;
+        for name in &names {
+            let pat = format!("{name}(");
+            for (at, _) in t.match_indices(&pat) {
+                let before = t[..at].chars().last().unwrap_or(' ');
+                if before.is_ascii_alphanumeric() || before == '_' || t[..at].ends_with("function ")
+                {
+                    continue;
+                }
+                let open = at + name.len();
+                let close = matching(t, open);
+                let args = split_top(&t[open + 1..close])
+                    .into_iter()
+                    .map(|(_, a)| a.trim().to_owned())
+                    .collect();
+                f.calls.entry(name.clone()).or_default().push((
+                    args,
+                    Site {
+                        file: lf.name.clone(),
+                        line: line_of(t, at),
+                        text: t[at..=close.min(t.len() - 1)].to_owned(),
+                    },
+                ));
+            }
+        }
+    }
+    (f, problems)
+}
+
+/// Why `expr`, used as a key, is not derived from KEYS (None = it is).
+fn key_problems(f: &Facts, expr: &str, depth: u32, out: &mut BTreeSet<String>) {
+    let e = expr.trim();
+    if depth > 6 {
+        out.insert(format!("cannot follow `{e}`"));
+        return;
+    }
+    if e.starts_with("KEYS[") && e.ends_with(']') && e.matches('[').count() == 1 {
+        return;
+    }
+    // `<…>.prefix .. <tenant>`: a shard list; the prefix must come from ARGV.
+    if let Some((prefix, tail)) = e.split_once("..") {
+        let prefix = prefix.trim();
+        let tail = tail.trim();
+        let field = prefix.rsplit('.').next().unwrap();
+        if field == "prefix" && tail.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            for (v, s) in f.fields.get("prefix").into_iter().flatten() {
+                if !(v.starts_with("ARGV[") && v.ends_with(']')) {
+                    out.insert(format!(
+                        "{}:{}: a shard prefix comes from `{v}`, not ARGV: {}",
+                        s.file, s.line, s.text
+                    ));
+                }
+            }
+            return;
+        }
+        out.insert(format!("a key is built by concatenation: `{e}`"));
+        return;
+    }
+    if e == "nil" {
+        return;
+    }
+    if !e
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+    {
+        out.insert(format!(
+            "a key comes from the expression `{e}` (not KEYS, not an ARGV shard prefix)"
+        ));
+        return;
+    }
+    match e.rsplit_once('.') {
+        Some((_, field)) => {
+            let assigned = f.fields.get(field).cloned().unwrap_or_default();
+            if assigned.is_empty() {
+                out.insert(format!(
+                    "no assignment found for the key field `{field}` (`{e}`)"
+                ));
+            }
+            for (v, s) in assigned {
+                let mut inner = BTreeSet::new();
+                key_problems(f, &v, depth + 1, &mut inner);
+                if !inner.is_empty() {
+                    out.insert(format!(
+                        "{}:{}: key field `{field}` is set from `{v}`: {}",
+                        s.file, s.line, s.text
+                    ));
+                }
+            }
+        }
+        None => {
+            let mut found = false;
+            for (v, s) in f.vars.get(e).into_iter().flatten() {
+                found = true;
+                let mut inner = BTreeSet::new();
+                key_problems(f, v, depth + 1, &mut inner);
+                if !inner.is_empty() {
+                    out.insert(format!(
+                        "{}:{}: key variable `{e}` is set from `{v}`: {}",
+                        s.file, s.line, s.text
+                    ));
+                }
+            }
+            for (func, params) in &f.params {
+                if let Some(idx) = params.iter().position(|p| p == e) {
+                    found = true;
+                    for (args, s) in f.calls.get(func).into_iter().flatten() {
+                        let arg = args.get(idx).map_or("nil", String::as_str);
+                        let mut inner = BTreeSet::new();
+                        key_problems(f, arg, depth + 1, &mut inner);
+                        if !inner.is_empty() {
+                            out.insert(format!(
+                                "{}:{}: `{func}` gets its key parameter `{e}` from `{arg}`: {}",
+                                s.file, s.line, s.text
+                            ));
+                        }
+                    }
+                }
+            }
+            if !found {
+                out.insert(format!("no assignment found for the key variable `{e}`"));
+            }
+        }
+    }
+}
+
+#[test]
+fn scripts_touch_keys_only_through_keys_and_argv_prefixes() {
+    let (files, sources) = {
+        let mut v = Vec::new();
+        let mut raw = Vec::new();
+        for (name, src) in fairjob::broker::SCRIPT_SOURCES {
+            v.push(LuaFile {
+                name: (*name).to_owned(),
+                text: strip_lua_comments(src),
+            });
+            raw.push(((*name).to_owned(), (*src).to_owned()));
+        }
+        (v, raw)
+    };
+    assert!(sources.len() >= 5);
+    let (facts, mut problems) = collect(&files);
+    assert!(
+        facts.redis_calls.len() >= 20,
+        "the parser found too few redis.call sites: {}",
+        facts.redis_calls.len()
+    );
+    // Root cause → the redis.call sites it affects.
+    let mut findings: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (cmd, key, s) in &facts.redis_calls {
+        let Some(key) = key else { continue };
+        let mut out = BTreeSet::new();
+        key_problems(&facts, key, 0, &mut out);
+        for p in out {
+            findings
+                .entry(p)
+                .or_default()
+                .push(format!("{}:{} {cmd} `{key}`", s.file, s.line));
+        }
+    }
+    for (cause, uses) in findings {
+        problems.push(format!(
+            "{cause}\n    affects {} key use(s), e.g. {}",
+            uses.len(),
+            uses[..uses.len().min(3)].join("; ")
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "keys not derived from KEYS (or an ARGV shard prefix):\n{}",
+        problems.join("\n")
+    );
+}

@@ -1,0 +1,17 @@
+use fairjob::{Job, JobContext, JobError, Perform};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(queue = "imports")]
+#[throttle(queue = "imports", threshold = 100)]
+struct Import {
+    account_id: u64,
+}
+
+impl Perform for Import {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+fn main() {}

@@ -1,0 +1,16 @@
+use fairjob::{Job, JobContext, JobError, Perform};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[throttle(queue = "default_throttled", threshold = 0)]
+struct Import {
+    account_id: u64,
+}
+
+impl Perform for Import {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+fn main() {}
