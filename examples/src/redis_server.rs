@@ -1,5 +1,5 @@
 //! Starts a private `redis-server` on a free loopback port (for the demo and
-//! tests); stops it on drop.
+//! tests); stops it and removes its data directory on drop.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -11,6 +11,8 @@ pub struct RedisServer {
     child: Child,
     port: u16,
     dir: std::path::PathBuf,
+    /// Whether drop removes `dir` (true when `start` made it).
+    owns_dir: bool,
 }
 
 impl RedisServer {
@@ -20,7 +22,14 @@ impl RedisServer {
         let port = free_port()?;
         let dir = std::env::temp_dir().join(format!("fairjob-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
-        Self::start_on(port, &dir, extra)
+        let mut server = Self::start_on(port, &dir, extra);
+        match &mut server {
+            Ok(s) => s.owns_dir = true,
+            Err(_) => {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+        server
     }
 
     /// Starts on a given port and data directory (to restart a server).
@@ -29,6 +38,26 @@ impl RedisServer {
         dir: &std::path::Path,
         extra: &[&str],
     ) -> std::io::Result<RedisServer> {
+        let child = Self::spawn(port, dir, extra)?;
+        let server = RedisServer {
+            child,
+            port,
+            dir: dir.to_path_buf(),
+            owns_dir: false,
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    /// Kills the server and starts a new one on the same port and data directory,
+    /// with `extra` config (to test a Redis that goes away and comes back).
+    pub fn restart(&mut self, extra: &[&str]) -> std::io::Result<()> {
+        self.kill();
+        self.child = Self::spawn(self.port, &self.dir, extra)?;
+        self.wait_ready()
+    }
+
+    fn spawn(port: u16, dir: &std::path::Path, extra: &[&str]) -> std::io::Result<Child> {
         let mut cmd = Command::new("redis-server");
         cmd.arg("--port")
             .arg(port.to_string())
@@ -43,23 +72,21 @@ impl RedisServer {
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let child = cmd.spawn().map_err(|e| {
+        cmd.spawn().map_err(|e| {
             std::io::Error::new(
                 e.kind(),
                 format!(
                     "cannot start redis-server (is it installed? apt-get install redis-server): {e}"
                 ),
             )
-        })?;
-        let server = RedisServer {
-            child,
-            port,
-            dir: dir.to_path_buf(),
-        };
+        })
+    }
+
+    fn wait_ready(&self) -> std::io::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Ok(server);
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return Ok(());
             }
             if Instant::now() > deadline {
                 return Err(std::io::Error::other(
@@ -100,6 +127,9 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+        if self.owns_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 

@@ -185,15 +185,38 @@ pub fn read_ledger(dir: &std::path::Path) -> Vec<(String, String, u32)> {
 // Fault-suite helpers (crash, freeze, poison, Redis restart, OOM, ACL tests).
 
 /// A fresh, empty directory for one test's ledger (outside any Redis).
-pub fn ledger_dir(tag: &str) -> PathBuf {
+pub fn ledger_dir(tag: &str) -> TempDir {
+    temp_dir(&format!("ledger-{tag}"))
+}
+
+/// A fresh, empty scratch directory under the system temp dir, removed on drop.
+pub fn temp_dir(tag: &str) -> TempDir {
     let dir = std::env::temp_dir().join(format!(
-        "fairjob-ledger-{tag}-{}-{}",
+        "fairjob-{tag}-{}-{}",
         std::process::id(),
         &fairjob::payload::new_jid()[..8]
     ));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("ledger dir");
-    dir
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    TempDir(dir)
+}
+
+/// A scratch directory, removed when dropped.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// A ledger summarised per jid: the pids that wrote `start` and `end`, in file order.

@@ -120,7 +120,7 @@ async fn an_acl_user_runs_jobs_end_to_end() {
 
     let dir = ledger_dir("acl");
     let log_path = dir.join("worker.log");
-    let mut w = start_worker_logged(&url, &ns, Some(&dir), ARGS, &log_path);
+    let mut w = start_worker_logged(&url, &ns, Some(&*dir), ARGS, &log_path);
     let ran = wait_for(Duration::from_secs(20), || {
         let l = Ledger::read(&dir);
         jids.iter().all(|j| l.ended(j) == 1) && l.ended(&scheduled) == 1

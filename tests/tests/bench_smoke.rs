@@ -2,15 +2,12 @@
 //! without Ruby: they must exit 0 and write their reports. These are benchmarks,
 //! not tests: nothing here looks at a timing.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-fn out_dir(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("fairjob-bench-smoke-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+use fairjob_tests::{TempDir, temp_dir};
+
+fn out_dir(name: &str) -> TempDir {
+    temp_dir(&format!("bench-smoke-{name}"))
 }
 
 #[test]
@@ -51,7 +48,6 @@ fn bench_runs_at_tiny_sizes_without_sidekiq() {
     );
     assert!(md.contains("## Redis commands per job"), "{md}");
     assert!(md.contains("## Raw Redis ceilings"), "{md}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -74,7 +70,7 @@ fn fairness_runs_at_tiny_sizes() {
             "--no-docs",
             "--out-dir",
         ])
-        .arg(&dir)
+        .arg(&*dir)
         .output()
         .expect("the fairness binary starts");
     assert!(
@@ -96,5 +92,4 @@ fn fairness_runs_at_tiny_sizes() {
         svg.starts_with("<svg") && svg.contains("</svg>"),
         "not an SVG"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -95,8 +95,7 @@ async fn jobs_stats_tenants_and_limits() {
 
 #[test]
 fn a_config_file_sets_the_flags() {
-    let dir = std::env::temp_dir().join(format!("fairjob-cli-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fairjob_tests::temp_dir("cli");
     let path = dir.join("bad.toml");
     std::fs::write(&path, "concurency = 5\n").unwrap();
     let out = Command::new(bin("test-worker"))

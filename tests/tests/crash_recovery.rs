@@ -87,7 +87,7 @@ async fn kill_9_and_term_lose_nothing_and_rerun_only_jobs_in_flight() {
     assert_eq!(jids.len(), 1000);
 
     let mut first: Vec<WorkerProcess> = (0..4)
-        .map(|_| WorkerProcess::start(&url, &ns, Some(&dir), ARGS))
+        .map(|_| WorkerProcess::start(&url, &ns, Some(&*dir), ARGS))
         .collect();
     assert!(
         wait_for(Duration::from_secs(90), || Ledger::read(&dir).jobs_ended()
@@ -128,7 +128,7 @@ async fn kill_9_and_term_lose_nothing_and_rerun_only_jobs_in_flight() {
     }
     let killed_at = Instant::now();
     let fresh: Vec<WorkerProcess> = (0..3)
-        .map(|_| WorkerProcess::start(&url, &ns, Some(&dir), ARGS))
+        .map(|_| WorkerProcess::start(&url, &ns, Some(&*dir), ARGS))
         .collect();
 
     // Watch the killed jobs restart elsewhere.

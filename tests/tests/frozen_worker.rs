@@ -59,7 +59,7 @@ async fn a_frozen_worker_loses_its_job_and_its_late_ack_is_fenced() {
     let dir = ledger_dir("frozen");
     let c = client(&url, &ns).await;
 
-    let mut a = WorkerProcess::start(&url, &ns, Some(&dir), ARGS);
+    let mut a = WorkerProcess::start(&url, &ns, Some(&*dir), ARGS);
     let jid = LedgerJob {
         ms: 4000,
         abort: false,
@@ -73,7 +73,7 @@ async fn a_frozen_worker_loses_its_job_and_its_late_ack_is_fenced() {
         "worker A did not start the job"
     );
     assert_eq!(Ledger::read(&dir).starts[&jid], vec![a.pid()]);
-    let mut b = WorkerProcess::start(&url, &ns, Some(&dir), ARGS);
+    let mut b = WorkerProcess::start(&url, &ns, Some(&*dir), ARGS);
 
     a.signal("STOP");
     let frozen_at = Instant::now();
@@ -205,7 +205,7 @@ async fn a_long_job_on_a_healthy_worker_is_never_recovered() {
     let dir = ledger_dir("long");
     let c = client(&url, &ns).await;
 
-    let a = WorkerProcess::start(&url, &ns, Some(&dir), ARGS);
+    let a = WorkerProcess::start(&url, &ns, Some(&*dir), ARGS);
     // 5 × the 1.5 s lease.
     let jid = LedgerJob {
         ms: 7500,
@@ -220,7 +220,7 @@ async fn a_long_job_on_a_healthy_worker_is_never_recovered() {
         "the job did not start"
     );
     // A second worker whose reaper runs every 300 ms all along.
-    let b = WorkerProcess::start(&url, &ns, Some(&dir), ARGS);
+    let b = WorkerProcess::start(&url, &ns, Some(&*dir), ARGS);
     assert!(
         wait_for(Duration::from_secs(15), || Ledger::read(&dir).ended(&jid)
             == 1),

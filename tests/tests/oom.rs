@@ -62,7 +62,7 @@ async fn out_of_memory_refuses_enqueues_while_workers_drain_the_queue() {
 
     // A worker that is registered (lease, records) before Redis fills up; frozen
     // while the queue is filled so the jobs wait.
-    let w = WorkerProcess::start(&url, &ns, Some(&dir), ARGS);
+    let w = WorkerProcess::start(&url, &ns, Some(&*dir), ARGS);
     assert!(
         wait_until(Duration::from_secs(10), || async {
             let mut r = raw(&url).await;
@@ -272,7 +272,7 @@ async fn a_worker_started_during_out_of_memory_drains_the_queue() {
     assert!(plain.is_err(), "Redis is out of memory");
 
     let log = dir.join("worker.log");
-    let w = fairjob_tests::start_worker_logged(&url, &ns, Some(&dir), ARGS, &log);
+    let w = fairjob_tests::start_worker_logged(&url, &ns, Some(&*dir), ARGS, &log);
     let drained = wait_for(Duration::from_secs(10), || {
         let l = Ledger::read(&dir);
         jids.iter().all(|j| l.ended(j) == 1)

@@ -62,7 +62,7 @@ async fn a_poison_pill_runs_three_times_then_is_dead_and_the_rest_completes() {
     let mut finished = false;
     // A supervisor: restart the worker each time it dies (bounded).
     for _ in 0..10 {
-        let mut w = WorkerProcess::start(&url, &ns, Some(&dir), ARGS);
+        let mut w = WorkerProcess::start(&url, &ns, Some(&*dir), ARGS);
         loop {
             if let Ok(Some(status)) = w.child.try_wait() {
                 deaths.push(status);
@@ -142,7 +142,7 @@ async fn a_recovered_job_sees_its_attempt_and_that_it_was_interrupted() {
     let record = format!("{ns}:record");
     let mut r = raw(&url).await;
 
-    let mut a = WorkerProcess::start(&url, &ns, Some(&dir), ARGS);
+    let mut a = WorkerProcess::start(&url, &ns, Some(&*dir), ARGS);
     let jid = ProbeJob {
         tag: "probe".into(),
         ms: 3000,
@@ -157,7 +157,7 @@ async fn a_recovered_job_sees_its_attempt_and_that_it_was_interrupted() {
     );
     a.signal("KILL");
     let _ = a.wait_timeout(Duration::from_secs(5));
-    let b = WorkerProcess::start(&url, &ns, Some(&dir), ARGS);
+    let b = WorkerProcess::start(&url, &ns, Some(&*dir), ARGS);
     assert!(
         wait_for(Duration::from_secs(15), || Ledger::read(&dir).ended(&jid)
             == 1),

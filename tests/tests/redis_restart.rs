@@ -87,7 +87,6 @@ async fn produce(client: Client, run_for: Duration, out: Arc<Mutex<Produced>>) {
 async fn restart_under_load(fault: Fault) {
     let mut server = RedisServer::start(REDIS_ARGS).expect("redis-server starts");
     let port = server.port();
-    let data = server.dir().to_path_buf();
     let url = server.url();
     let appendonly = redis_cli(port, &["config", "get", "appendonly"]);
     assert!(appendonly.contains("yes"), "AOF is on: {appendonly}");
@@ -101,7 +100,7 @@ async fn restart_under_load(fault: Fault) {
         .await
         .unwrap();
     let workers: Vec<WorkerProcess> = (0..2)
-        .map(|_| WorkerProcess::start(&url, &ns, Some(&dir), ARGS))
+        .map(|_| WorkerProcess::start(&url, &ns, Some(&*dir), ARGS))
         .collect();
     let produced = Arc::new(Mutex::new(Produced::default()));
     let producer = tokio::spawn(produce(
@@ -126,11 +125,10 @@ async fn restart_under_load(fault: Fault) {
         }
         Fault::Kill9 => server.kill(),
     }
-    drop(server);
     let down_at = Instant::now();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let before: BTreeSet<String> = Ledger::read(&dir).starts.keys().cloned().collect();
-    let server = RedisServer::start_on(port, &data, REDIS_ARGS).expect("redis-server restarts");
+    server.restart(REDIS_ARGS).expect("redis-server restarts");
     let up_at = Instant::now();
     let mut resumed = None;
     while up_at.elapsed() < Duration::from_secs(20) {

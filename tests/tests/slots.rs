@@ -248,7 +248,6 @@ async fn a_dead_holders_slot_is_reclaimed_and_the_waiter_runs() {
 async fn waiters_survive_a_worker_restart_and_a_redis_restart() {
     let server = RedisServer::start(&["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
     let url = server.url();
-    let (port, dir) = (server.port(), server.dir().to_path_buf());
     let ns = namespace();
     let c = client(&url, &ns).await;
     fairjob::limit::set_limit(c.broker(), "SlotJob:held", Some(0), 3)
@@ -281,8 +280,7 @@ async fn waiters_survive_a_worker_restart_and_a_redis_restart() {
         .query_async(&mut raw(&url).await)
         .await
         .unwrap_or(());
-    server.kill();
-    let server = RedisServer::start_on(port, &dir, &["--appendonly", "yes"]).unwrap();
+    server.restart(&["--appendonly", "yes"]).unwrap();
     assert_eq!(count(&url, &waiters).await, 6, "waiters are state in Redis");
     let c = client(&server.url(), &ns).await;
     let _w = WorkerProcess::start(&url, &ns, None, ARGS);
