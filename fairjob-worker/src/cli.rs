@@ -386,5 +386,6 @@ mod tests {
             "critical > default,4 slow,1"
         );
         assert_eq!(c.timeout, Duration::from_secs(3));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -118,7 +118,7 @@ pub(crate) async fn stats(url: &str, namespace: Option<&str>) -> Result<()> {
     println!("workers:");
     for w in workers {
         let alive: bool = b.query(redis::cmd("EXISTS").arg(k.lease(&w))).await?;
-        let inflight: u64 = b.query(redis::cmd("HLEN").arg(k.inflight(&w))).await?;
+        let inflight = b.in_progress(&w).await?;
         println!(
             "  {w:<40} {} in progress: {inflight}",
             if alive { "alive" } else { "DEAD " }

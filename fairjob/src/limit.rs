@@ -86,7 +86,7 @@ pub(crate) async fn acquire(
         .key(&lk.holders)
         .key(&lk.reserved)
         .key(&lk.waiters);
-    inv.key(k.inflight(identity))
+    inv.key(broker.inflight_of(identity, token))
         .key(k.limits_registry())
         .key(k.slots(identity));
     inv.arg(default_limit)

@@ -98,14 +98,14 @@ async fn promotion_survives_kill_9_without_loss_or_duplicates() {
             kills_mid_promotion += 1;
         }
     }
-    let stranded_after_kills: u64 = r.zcard(keys.promoting()).await.unwrap();
+    let stranded_after_kills: u64 = r.zcard(keys.promoting(&keys.schedule())).await.unwrap();
 
     // Wait for everything to be promoted (claims of killed pollers come back
     // after the 30 s promotion lease).
     let deadline = Instant::now() + Duration::from_secs(75);
     loop {
         let left: u64 = r.zcard(keys.schedule()).await.unwrap();
-        let claimed: u64 = r.zcard(keys.promoting()).await.unwrap();
+        let claimed: u64 = r.zcard(keys.promoting(&keys.schedule())).await.unwrap();
         let queued: u64 = r.llen(keys.queue("ledger")).await.unwrap();
         if (left == 0 && claimed == 0 && queued >= JOBS as u64) || Instant::now() > deadline {
             break;
@@ -125,7 +125,7 @@ async fn promotion_survives_kill_9_without_loss_or_duplicates() {
     let missing: Vec<&String> = jids.iter().filter(|j| !counts.contains_key(*j)).collect();
     let doubled: Vec<(&String, &usize)> = counts.iter().filter(|(_, n)| **n > 1).collect();
     let schedule_left: u64 = r.zcard(keys.schedule()).await.unwrap();
-    let promoting_left: u64 = r.zcard(keys.promoting()).await.unwrap();
+    let promoting_left: u64 = r.zcard(keys.promoting(&keys.schedule())).await.unwrap();
     let dead: u64 = r.zcard(keys.dead()).await.unwrap();
     println!(
         "promotion_faults: {kills} kill -9 ({kills_mid_promotion} while entries were still \

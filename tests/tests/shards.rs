@@ -129,7 +129,7 @@ impl Sampler {
             let mut r = raw(&url).await;
             let script = redis::Script::new(INVARIANT);
             let running = shard_keys(&ns).running;
-            let pattern = format!("{ns}:fairjob:inflight:*");
+            let pattern = format!("{}*", shard_keys(&ns).inflight_prefix);
             while !s.load(Ordering::Relaxed) {
                 let (bad, flat): (Vec<String>, Vec<String>) = script
                     .key(&running)
@@ -196,7 +196,7 @@ fn cli(url: &str, ns: &str, args: &[&str]) -> String {
 async fn inflight_of_pid(url: &str, ns: &str, pid: u32) -> Vec<String> {
     let mut r = raw(url).await;
     let keys: Vec<String> = r
-        .keys(format!("{ns}:fairjob:inflight:*%3A{pid}%3A*"))
+        .keys(format!("{}*%3A{pid}%3A*", shard_keys(ns).inflight_prefix))
         .await
         .unwrap();
     let mut out = Vec::new();

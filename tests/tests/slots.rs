@@ -362,7 +362,11 @@ async fn a_job_can_be_tenant_sharded_and_slot_limited() {
     assert_eq!(get(&url, &format!("{ns}:gauge-max:c")).await, 1);
     let running: std::collections::HashMap<String, i64> = raw(&url)
         .await
-        .hgetall(format!("{ns}:fairjob:{{sq:conv_slots}}:running"))
+        .hgetall(
+            fairjob::broker::Keys::new(Some(&ns))
+                .shard("conv_slots")
+                .running,
+        )
         .await
         .unwrap();
     assert!(

@@ -154,7 +154,11 @@ async fn odd_tenant_ids_round_trip_and_never_share_a_key() {
             !body.contains([':', '{', '}', '*', '?', '[', ']', '\\', ' ', '\n', '\0']),
             "tenant {i}'s list key has separators, braces or globs: {body:?}"
         );
-        assert_eq!(hash_tag(&list), Some("sq:odd"), "tenant {i}: {list:?}");
+        assert_eq!(
+            hash_tag(&list),
+            Some(shard.inbox.as_str()),
+            "tenant {i}: {list:?}"
+        );
         let entries: Vec<String> = r.lrange(&list, 0, -1).await.unwrap();
         assert_eq!(entries.len(), 1, "tenant {i}'s list {list:?}: {entries:?}");
         let v: Value = serde_json::from_str(&entries[0]).unwrap();
@@ -176,7 +180,7 @@ async fn odd_tenant_ids_round_trip_and_never_share_a_key() {
     let members: BTreeSet<String> = r.smembers(&shard.tenants).await.unwrap();
     assert_eq!(members.len(), tenants.len(), "{} tenants", members.len());
     for k in [&shard.ring, &shard.seq, &shard.tenants] {
-        assert_eq!(hash_tag(k), Some("sq:odd"), "{k}");
+        assert_eq!(hash_tag(k), Some(shard.inbox.as_str()), "{k}");
     }
 
     run_until_recorded(

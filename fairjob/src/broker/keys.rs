@@ -7,7 +7,10 @@
 //! piece of data (tenant, queue, identity, limit key) through [`encode`], so no
 //! two tenants share a key, no key contains a hash-tag brace or a glob
 //! metacharacter, and every key of one sharded queue or one slot limit shares a
-//! hash tag (`{sq:<queue>}`, `{lk:<key>}`) for Redis Cluster.
+//! hash tag for Redis Cluster: `{lk:<key>}` for a limit, and for a sharded queue
+//! the name of its inbox (`fairjob:{queue:<name>}:…`), so the shards, the ring,
+//! the per-queue in-progress records and the inbox that Sidekiq producers push to
+//! all live in one slot and every shard script stays in it.
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
@@ -170,9 +173,11 @@ impl Keys {
     pub fn workers(&self) -> String {
         self.k("fairjob:workers")
     }
-    /// Scheduled or retry entries being promoted, scored by lease expiry (ms).
-    pub fn promoting(&self) -> String {
-        self.k("fairjob:promoting")
+    /// Entries of `source` (`schedule` or `retry`, as [`Keys::schedule`] and
+    /// [`Keys::retry`] name them) being promoted, scored by lease expiry (ms). The
+    /// source's name is the hash tag, so claiming stays in one cluster slot.
+    pub fn promoting(&self, source: &str) -> String {
+        self.k(&format!("fairjob:{{{source}}}:promoting"))
     }
     /// The reaper's lock (one reaper pass per interval across the fleet).
     pub fn reaper_lock(&self) -> String {
@@ -206,20 +211,61 @@ impl Keys {
         }
     }
 
-    /// The keys of one tenant-sharded queue.
+    /// The keys of one tenant-sharded queue. Their hash tag is the inbox key
+    /// itself (`{<ns>queue:<name>}`), so all of them hash to the inbox's slot;
+    /// [`Keys::check_shardable`] refuses the rare names (braces) where it can't.
     pub fn shard(&self, queue: &str) -> ShardKeys {
-        let tag = self.k(&format!("fairjob:{{sq:{}}}", encode(queue)));
+        let inbox = self.queue(queue);
+        let tag = self.k(&format!("fairjob:{{{inbox}}}"));
         ShardKeys {
-            inbox: self.queue(queue),
             ring: format!("{tag}:ring"),
             seq: format!("{tag}:seq"),
             running: format!("{tag}:running"),
             limits: format!("{tag}:limits"),
             tenants: format!("{tag}:tenants"),
             shard_prefix: format!("{tag}:shard:"),
-            wake: self.wake(queue),
+            inflight_prefix: format!("{tag}:inflight:"),
+            wake: format!("{tag}:wake"),
+            inbox,
         }
     }
+
+    /// Whether `queue` can be sharded in this namespace: every key of the
+    /// sharded queue must hash to the same Redis Cluster slot as its inbox
+    /// `queue:<name>`. True unless the queue name or the namespace holds braces
+    /// that are not a whole hash tag (`{app}:` as a namespace is fine).
+    pub fn check_shardable(&self, queue: &str) -> std::result::Result<(), String> {
+        let sk = self.shard(queue);
+        let want = hash_part(&sk.inbox);
+        let probe = [
+            sk.ring.as_str(),
+            &sk.tenant_list(Some("t")),
+            &sk.inflight("w"),
+            &sk.wake,
+        ];
+        if probe.iter().all(|k| hash_part(k) == want) {
+            Ok(())
+        } else {
+            Err(format!(
+                "queue {queue:?} can't be sharded: a sharded queue's keys share the Redis Cluster \
+                 slot of its inbox {:?}, which braces in the queue name or namespace prevent; \
+                 use a name without `{{` or `}}`",
+                sk.inbox
+            ))
+        }
+    }
+}
+
+/// The part of a key Redis Cluster hashes: the content of the first `{…}` when
+/// it is not empty, otherwise the whole key.
+pub fn hash_part(key: &str) -> &str {
+    if let Some(open) = key.find('{')
+        && let Some(len) = key[open + 1..].find('}')
+        && len > 0
+    {
+        return &key[open + 1..open + 1 + len];
+    }
+    key
 }
 
 /// The keys of one slot limit; they share one hash tag.
@@ -235,7 +281,7 @@ pub struct LimitKeys {
     pub waiters: String,
 }
 
-/// The keys of one tenant-sharded queue; all but the inbox share one hash tag.
+/// The keys of one tenant-sharded queue; all hash to the slot of the inbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardKeys {
     /// `queue:<name>`: producers that know nothing of shards push here.
@@ -252,7 +298,11 @@ pub struct ShardKeys {
     pub tenants: String,
     /// Prefix of the per-tenant lists: `<prefix><encoded tenant>`.
     pub shard_prefix: String,
-    /// Wake-up tokens for idle workers.
+    /// Prefix of the per-worker in-progress records of this queue's jobs:
+    /// `<prefix><encoded identity>` (token → payload).
+    pub inflight_prefix: String,
+    /// Wake-up tokens for workers idle on this queue (the shard scripts push
+    /// here; [`Keys::wake`] is the untagged one released slot waiters use).
     pub wake: String,
 }
 
@@ -267,6 +317,11 @@ impl ShardKeys {
             &self.limits,
             &self.tenants,
         ]
+    }
+
+    /// One worker's in-progress record of this queue's jobs.
+    pub fn inflight(&self, identity: &str) -> String {
+        format!("{}{}", self.inflight_prefix, encode(identity))
     }
 
     /// The list of one tenant (`None` = the shared shard of jobs without a tenant).
@@ -316,7 +371,26 @@ mod tests {
             assert_eq!(decode(&e).as_deref(), Some(t));
         }
         let s = Keys::new(None).shard("conversions");
-        assert!(s.ring.starts_with("fairjob:{sq:conversions}:"));
+        assert_eq!(s.ring, "fairjob:{queue:conversions}:ring");
+    }
+
+    #[test]
+    fn hash_part_follows_redis_cluster() {
+        assert_eq!(hash_part("queue:a"), "queue:a");
+        assert_eq!(hash_part("x{ab}y{cd}"), "ab");
+        assert_eq!(hash_part("x{}y{cd}"), "x{}y{cd}");
+        assert_eq!(hash_part("x{ab"), "x{ab");
+        assert_eq!(hash_part("x}{ab}"), "ab");
+    }
+
+    #[test]
+    fn braces_that_would_split_a_sharded_queue_are_refused() {
+        for (ns, q) in [(None, "a}b"), (None, "{x}"), (Some("n}"), "q")] {
+            assert!(Keys::new(ns).check_shardable(q).is_err(), "{ns:?} {q:?}");
+        }
+        for (ns, q) in [(None, "conv"), (None, "a{b"), (Some("{app}"), "a}b")] {
+            assert!(Keys::new(ns).check_shardable(q).is_ok(), "{ns:?} {q:?}");
+        }
     }
 
     proptest! {
@@ -325,6 +399,20 @@ mod tests {
             prop_assert_eq!(decode(&encode(&a)), Some(a.clone()));
             if a != b {
                 prop_assert_ne!(encode(&a), encode(&b));
+            }
+        }
+
+        #[test]
+        fn a_shardable_queues_keys_share_the_inbox_slot(
+            q in "[^{}]{1,30}", t in ".{0,20}", w in ".{0,20}", ns in proptest::option::of("[a-z:]{0,8}"),
+        ) {
+            let k = Keys::new(ns.as_deref());
+            prop_assert!(k.check_shardable(&q).is_ok());
+            let s = k.shard(&q);
+            let slot = hash_part(&s.inbox);
+            for key in [&s.ring, &s.seq, &s.running, &s.limits, &s.tenants, &s.wake,
+                        &s.tenant_list(Some(&t)), &s.tenant_list(None), &s.inflight(&w)] {
+                prop_assert_eq!(hash_part(key), slot, "{}", key);
             }
         }
 

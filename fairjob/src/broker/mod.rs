@@ -36,10 +36,12 @@ macro_rules! script {
 
 script!(PUSH, "push.lua");
 script!(FETCH, "fetch.lua");
+script!(SHARD_FETCH, "shard_fetch.lua");
 script!(FINISH, "finish.lua");
+script!(SHARD_FINISH, "shard_finish.lua");
+script!(SLOT_RELEASE, "slot_release.lua");
 script!(SCHEDULE, "schedule.lua");
 script!(PROMOTE, "promote.lua");
-script!(BURY, "bury.lua");
 script!(LEASE, "lease.lua");
 script!(SHARD_LIMIT, "shard_limit.lua");
 script!(SLOT_ACQUIRE, "slot_acquire.lua");
@@ -50,10 +52,12 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
     ("lib_shard.lua", include_str!("scripts/lib_shard.lua")),
     ("push.lua", include_str!("scripts/push.lua")),
     ("fetch.lua", include_str!("scripts/fetch.lua")),
+    ("shard_fetch.lua", include_str!("scripts/shard_fetch.lua")),
     ("finish.lua", include_str!("scripts/finish.lua")),
+    ("shard_finish.lua", include_str!("scripts/shard_finish.lua")),
+    ("slot_release.lua", include_str!("scripts/slot_release.lua")),
     ("schedule.lua", include_str!("scripts/schedule.lua")),
     ("promote.lua", include_str!("scripts/promote.lua")),
-    ("bury.lua", include_str!("scripts/bury.lua")),
     ("lease.lua", include_str!("scripts/lease.lua")),
     ("shard_limit.lua", include_str!("scripts/shard_limit.lua")),
     ("lib_slot.lua", include_str!("scripts/lib_slot.lua")),
@@ -223,13 +227,24 @@ impl RedisBroker {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
+        if jobs
+            .iter()
+            .any(|j| j.src.is_some() && j.candidates.iter().any(|c| c.sharded))
+        {
+            return self.push_promoted_to_shards(jobs, clock_offset).await;
+        }
         let mut inv = PUSH.prepare_invoke();
-        inv.key(self.keys.queues());
-        inv.arg(clock_offset).arg(jobs.len());
+        let has_plain = jobs.iter().any(|j| j.candidates.iter().any(|c| !c.sharded));
+        if has_plain {
+            inv.key(self.keys.queues());
+        }
+        inv.arg(clock_offset)
+            .arg(jobs.len())
+            .arg(if has_plain { "1" } else { "0" });
         for job in jobs {
             match &job.src {
-                Some(member) => {
-                    inv.arg(member.as_bytes()).key(self.keys.promoting());
+                Some(src) => {
+                    inv.arg(src.member.as_bytes()).key(&src.record);
                 }
                 None => {
                     inv.arg("");
@@ -269,6 +284,52 @@ impl RedisBroker {
             }
         }
         self.invoke(&inv).await
+    }
+
+    /// Promotes scheduled or retried jobs bound for a sharded queue. The
+    /// promoting record is one of Sidekiq's global keys, outside the queue's
+    /// cluster slot, so the push and the removal from the record are two steps:
+    /// the push first (a crash between them re-promotes the job once its
+    /// promotion lease expires: a duplicate, never a loss), and a job whose
+    /// record entry is already gone (another poller took it) is not pushed.
+    async fn push_promoted_to_shards(
+        &self,
+        jobs: &[PushSpec],
+        clock_offset: i64,
+    ) -> Result<Vec<usize>> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let Some(src) = &job.src else {
+                out.extend(Box::pin(self.push(std::slice::from_ref(job), clock_offset)).await?);
+                continue;
+            };
+            let there: Option<f64> = self
+                .query(
+                    redis::cmd("ZSCORE")
+                        .arg(&src.record)
+                        .arg(src.member.as_bytes()),
+                )
+                .await?;
+            if there.is_none() {
+                out.push(0);
+                continue;
+            }
+            let unsourced = PushSpec {
+                src: None,
+                ..job.clone()
+            };
+            let chosen =
+                Box::pin(self.push(std::slice::from_ref(&unsourced), clock_offset)).await?;
+            let _: i64 = self
+                .query(
+                    redis::cmd("ZREM")
+                        .arg(&src.record)
+                        .arg(src.member.as_bytes()),
+                )
+                .await?;
+            out.extend(chosen);
+        }
+        Ok(out)
     }
 
     /// Adds payloads to `schedule`.
@@ -331,11 +392,12 @@ impl RedisBroker {
         slot: Option<&SlotHold>,
         only_if_dead: bool,
     ) -> Result<bool> {
-        if !only_if_dead
-            && matches!(action, Finish::Ack)
-            && token.tenant.is_none()
-            && slot.is_none()
-        {
+        if token.tenant.is_some() {
+            return self
+                .finish_sharded(identity, token, action, clock_offset, slot, only_if_dead)
+                .await;
+        }
+        if !only_if_dead && matches!(action, Finish::Ack) && slot.is_none() {
             // The common case needs no script: one HDEL, fenced by the token.
             let removed: i64 = self
                 .query(
@@ -345,9 +407,7 @@ impl RedisBroker {
                 )
                 .await?;
             if removed == 0 {
-                let _: i64 = self
-                    .query(redis::cmd("INCR").arg(self.keys.stat("fenced")))
-                    .await?;
+                self.count_fenced().await?;
             }
             return Ok(removed == 1);
         }
@@ -371,21 +431,8 @@ impl RedisBroker {
             .arg(payload)
             .arg(delay)
             .arg(clock_offset);
-        shard_part(&self.keys, &mut inv, token);
         match slot {
-            Some(hold) => {
-                let lk = self.keys.limit(&hold.full_key);
-                inv.key(&lk.limit)
-                    .key(&lk.holders)
-                    .key(&lk.reserved)
-                    .key(&lk.waiters);
-                inv.key(self.keys.slots(identity));
-                inv.arg(&hold.holder)
-                    .arg(hold.default_limit)
-                    .arg(RESERVATION_TTL.as_millis() as u64);
-                let (qp, wp) = self.keys.queue_and_wake_prefixes();
-                inv.arg(qp).arg(wp);
-            }
+            Some(hold) => self.slot_part(&mut inv, identity, hold),
             None => {
                 inv.arg("").arg("").arg("").arg("").arg("");
             }
@@ -397,6 +444,166 @@ impl RedisBroker {
         }
         let done: i64 = self.invoke(&inv).await?;
         Ok(done == 1)
+    }
+
+    /// [`Self::finish_guarded`] for a job of a tenant-sharded queue. The shard
+    /// step (shard_finish.lua) touches only keys in the queue's cluster slot;
+    /// Sidekiq's `retry` and `dead` sets and a held slot's keys live elsewhere,
+    /// so those are separate steps, ordered so that a crash between them
+    /// repeats a job rather than losing it: the retry/dead entry is written
+    /// first and taken back if the shard step finds the job fenced.
+    async fn finish_sharded(
+        &self,
+        identity: &str,
+        token: &Token,
+        action: Finish<'_>,
+        clock_offset: i64,
+        slot: Option<&SlotHold>,
+        only_if_dead: bool,
+    ) -> Result<bool> {
+        let sk = self.keys.shard(&token.queue);
+        if only_if_dead {
+            // The reaper saw the lease gone; look again just before the move (a
+            // worker that came back in between keeps its job).
+            let alive: bool = self
+                .query(redis::cmd("EXISTS").arg(self.keys.lease(identity)))
+                .await?;
+            if alive {
+                return Ok(false);
+            }
+        }
+        let written = match &action {
+            Finish::Retry { payload, delay } => {
+                let key = self.keys.retry();
+                self.zset_add(&key, "in", delay.as_secs_f64(), payload, clock_offset)
+                    .await?;
+                Some((key, *payload))
+            }
+            Finish::Dead { payload } => {
+                let key = self.keys.dead();
+                self.zset_add(&key, "dead", 0.0, payload, clock_offset)
+                    .await?;
+                Some((key, *payload))
+            }
+            Finish::Ack | Finish::Front { .. } => None,
+        };
+        let (name, payload): (&str, &[u8]) = match &action {
+            Finish::Front { payload } => ("front", payload.as_bytes()),
+            _ => ("done", b""),
+        };
+        let mut inv = SHARD_FINISH.prepare_invoke();
+        inv.key(sk.inflight(identity));
+        for k in sk.state() {
+            inv.key(k);
+        }
+        inv.key(&sk.wake);
+        inv.arg(token.raw.as_str())
+            .arg(name)
+            .arg(payload)
+            .arg(&sk.shard_prefix)
+            .arg(token.tenant.as_deref().unwrap_or_default());
+        let done: i64 = self.invoke(&inv).await?;
+        if done == 0 {
+            if let Some((key, payload)) = written {
+                let _: i64 = self.query(redis::cmd("ZREM").arg(key).arg(payload)).await?;
+            }
+            self.count_fenced().await?;
+            return Ok(false);
+        }
+        if let Some(hold) = slot {
+            let lk = self.keys.limit(&hold.full_key);
+            let mut inv = SLOT_RELEASE.prepare_invoke();
+            inv.key(&lk.limit)
+                .key(&lk.holders)
+                .key(&lk.reserved)
+                .key(&lk.waiters)
+                .key(self.keys.slots(identity));
+            inv.arg(token.raw.as_str())
+                .arg(&hold.holder)
+                .arg(hold.default_limit)
+                .arg(RESERVATION_TTL.as_millis() as u64);
+            let (qp, wp) = self.keys.queue_and_wake_prefixes();
+            inv.arg(qp).arg(wp);
+            let _: i64 = self.invoke(&inv).await?;
+        }
+        Ok(true)
+    }
+
+    /// Appends a held slot's keys and arguments (the shape finish.lua expects).
+    fn slot_part(&self, inv: &mut redis::ScriptInvocation<'_>, identity: &str, hold: &SlotHold) {
+        let lk = self.keys.limit(&hold.full_key);
+        inv.key(&lk.limit)
+            .key(&lk.holders)
+            .key(&lk.reserved)
+            .key(&lk.waiters);
+        inv.key(self.keys.slots(identity));
+        inv.arg(&hold.holder)
+            .arg(hold.default_limit)
+            .arg(RESERVATION_TTL.as_millis() as u64);
+        let (qp, wp) = self.keys.queue_and_wake_prefixes();
+        inv.arg(qp).arg(wp);
+    }
+
+    async fn count_fenced(&self) -> Result<()> {
+        let _: i64 = self
+            .query(redis::cmd("INCR").arg(self.keys.stat("fenced")))
+            .await?;
+        Ok(())
+    }
+
+    /// Adds one payload to a Sidekiq sorted set by Redis's clock (schedule.lua).
+    pub(crate) async fn zset_add(
+        &self,
+        key: &str,
+        mode: &str,
+        secs: f64,
+        payload: &str,
+        clock_offset: i64,
+    ) -> Result<()> {
+        let mut inv = SCHEDULE.prepare_invoke();
+        inv.key(key)
+            .arg(clock_offset)
+            .arg(mode)
+            .arg(secs)
+            .arg(payload.as_bytes());
+        let _: Value = self.invoke(&inv).await?;
+        Ok(())
+    }
+
+    /// The in-progress record holding `token` for `identity`: the worker's own,
+    /// or, for a job of a tenant-sharded queue, the worker's record in that
+    /// queue's cluster slot.
+    pub fn inflight_of(&self, identity: &str, token: &Token) -> String {
+        if token.tenant.is_some() {
+            self.keys.shard(&token.queue).inflight(identity)
+        } else {
+            self.keys.inflight(identity)
+        }
+    }
+
+    /// Every in-progress record `identity` may hold: its own (plain queues) and
+    /// one in each tenant-sharded queue's cluster slot.
+    pub async fn inflight_records(&self, identity: &str) -> Result<Vec<String>> {
+        let sharded: Vec<String> = self
+            .query(redis::cmd("SMEMBERS").arg(self.keys.sharded_queues()))
+            .await?;
+        let mut out = vec![self.keys.inflight(identity)];
+        out.extend(
+            sharded
+                .iter()
+                .map(|q| self.keys.shard(q).inflight(identity)),
+        );
+        Ok(out)
+    }
+
+    /// How many jobs `identity` has in progress, over all its records.
+    pub async fn in_progress(&self, identity: &str) -> Result<u64> {
+        let mut pipe = redis::pipe();
+        for k in self.inflight_records(identity).await? {
+            pipe.hlen(k);
+        }
+        let lens: Vec<u64> = self.pipe(&pipe).await?;
+        Ok(lens.iter().sum())
     }
 
     /// Renews `identity`'s lease; returns true when it had already expired.
@@ -417,6 +624,7 @@ impl RedisBroker {
         tenant: Option<&str>,
         limit: Option<u32>,
     ) -> Result<()> {
+        self.keys.check_shardable(queue).map_err(Error::Config)?;
         let sk = self.keys.shard(queue);
         let field = tenant.map(keys::encode).unwrap_or_else(|| "*".to_owned());
         let value = limit.map(|l| l.to_string()).unwrap_or_default();
@@ -521,6 +729,15 @@ impl SlotHold {
     }
 }
 
+/// A promoted job's entry in a promoting record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Src {
+    /// The promoting record (`Keys::promoting`).
+    pub record: String,
+    /// The entry (the payload as it was in `schedule` or `retry`).
+    pub member: String,
+}
+
 /// When a scheduled job is due.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum When {
@@ -533,8 +750,8 @@ pub(crate) enum When {
 /// One job's push, prepared by the client.
 #[derive(Debug, Clone)]
 pub(crate) struct PushSpec {
-    /// Remove this member from the promoting record first; skip if it is gone.
-    pub src: Option<String>,
+    /// Remove this entry from its promoting record first; skip if it is gone.
+    pub src: Option<Src>,
     /// Register in a reroute window and choose among the candidates.
     pub reroute: Option<RerouteSpec>,
     /// The payload up to the queue value, and after it.

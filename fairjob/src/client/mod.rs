@@ -150,6 +150,9 @@ impl ClientBuilder {
     /// Connects.
     pub async fn build(self) -> Result<Client> {
         let broker = RedisBroker::connect(&self.url, self.options).await?;
+        for q in &self.sharded {
+            broker.keys().check_shardable(q).map_err(Error::Config)?;
+        }
         let mut sharded = self.sharded;
         // Queues that workers declared sharded; best effort (an ACL may forbid it).
         if let Ok(found) = broker
@@ -261,7 +264,7 @@ impl Client {
         &self,
         job: PushJob,
         now: f64,
-        src: Option<String>,
+        src: Option<crate::broker::Src>,
     ) -> Result<(PushSpec, Vec<fair::WireRule>, String)> {
         let PushJob {
             mut payload,
@@ -341,7 +344,7 @@ impl Client {
     pub(crate) async fn push_one(
         &self,
         job: PushJob,
-        src: Option<String>,
+        src: Option<crate::broker::Src>,
     ) -> Result<Option<String>> {
         let jid = job.payload.jid();
         let (spec, rules, base_queue) = self.prepare(job, payload::now_f64(), src)?;
@@ -428,11 +431,11 @@ impl Client {
     }
 
     /// Re-pushes a raw payload (the scheduler's promotion, a requeue) through the
-    /// chain; `src` is the promoting-record member it comes from.
+    /// chain; `src` is the promoting-record entry it comes from.
     pub(crate) async fn repush(
         &self,
         payload: Payload,
-        src: Option<String>,
+        src: Option<crate::broker::Src>,
     ) -> Result<Option<String>> {
         let job = PushJob {
             payload,

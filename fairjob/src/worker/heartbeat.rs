@@ -70,7 +70,10 @@ async fn try_register(shared: &Shared) -> crate::Result<()> {
     pipe.hset(keys.workers(), &shared.identity, info.to_string())
         .ignore();
     if !shared.sharded.is_empty() {
+        // Pushes to a sharded queue stay in its cluster slot and so don't add it
+        // to Sidekiq's `queues` set; its workers do, for the Web UI.
         pipe.sadd(keys.sharded_queues(), &shared.sharded).ignore();
+        pipe.sadd(keys.queues(), &shared.sharded).ignore();
     }
     broker.pipe::<()>(&pipe).await?;
     beat(shared).await.map(|_| ())
@@ -227,10 +230,7 @@ pub(crate) async fn unregister(shared: &Shared) {
     let _ = broker.pipe::<()>(&pipe).await;
     // Keep the lease and worker record while jobs are still recorded in progress
     // (they are recovered after the lease expires); otherwise remove them.
-    let left: i64 = broker
-        .query(redis::cmd("HLEN").arg(keys.inflight(&shared.identity)))
-        .await
-        .unwrap_or(1);
+    let left = broker.in_progress(&shared.identity).await.unwrap_or(1);
     if left == 0 {
         let mut pipe = redis::pipe();
         pipe.del(keys.lease(&shared.identity)).ignore();

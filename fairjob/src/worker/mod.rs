@@ -11,6 +11,7 @@
 //! pushed by clients that don't (Ruby Sidekiq).
 
 mod context;
+mod fetch;
 mod heartbeat;
 mod middleware;
 mod processor;
@@ -550,28 +551,29 @@ async fn fetch_loop(
 ) {
     let stop = handle.stopped_fetching();
     tokio::pin!(stop);
-    let queue_names: Vec<String> = shared.queues.queues().map(str::to_owned).collect();
-    let sharded: Vec<bool> = queue_names
-        .iter()
-        .map(|q| shared.sharded.contains(q))
+    let queue_names: Vec<(String, bool)> = shared
+        .queues
+        .queues()
+        .map(|q| (q.to_owned(), shared.sharded.iter().any(|s| s == q)))
         .collect();
     let keys = shared.client.broker().keys().clone();
-    let wake_keys: Vec<String> = queue_names.iter().map(|q| keys.wake(q)).collect();
-    // Per queue: the token suffix and, for a sharded queue, its keys.
-    let descs: Vec<(String, String, Option<broker::ShardKeys>)> = queue_names
-        .iter()
-        .zip(&sharded)
-        .map(|(q, s)| {
-            (
-                format!("|{}", broker::keys::encode(q)),
-                keys.queue(q),
-                s.then(|| keys.shard(q)),
-            )
-        })
-        .collect();
-    let inflight = keys.inflight(&shared.identity);
+    // Idle workers block on every queue's wake list; the shard scripts wake a
+    // sharded queue's own list (in its cluster slot), released slot waiters the
+    // plain one.
+    let mut wake_keys: Vec<String> = queue_names.iter().map(|(q, _)| keys.wake(q)).collect();
+    wake_keys.extend(
+        queue_names
+            .iter()
+            .filter(|(_, s)| *s)
+            .map(|(q, _)| keys.shard(q).wake),
+    );
+    let preferred_wake = wake_keys[queue_names.len()..]
+        .first()
+        .unwrap_or(&wake_keys[0])
+        .clone();
+    let fetcher = fetch::Fetcher::new(&keys, &shared.identity, &queue_names);
     let mut seq: u64 = 0;
-    let mut order = Vec::new();
+    let mut orders: Vec<Vec<usize>> = Vec::new();
     let mut failures = 0u32;
     let mut blocking: Option<redis::aio::MultiplexedConnection> = None;
     let poll = shared.config.poll_interval;
@@ -593,33 +595,16 @@ async fn fetch_loop(
             }
         }
         let n = permits.len();
-        let mut inv = broker::FETCH.prepare_invoke();
-        inv.key(&inflight);
-        inv.arg(n).arg(queue_names.len()).arg(seq);
-        for (suffix, list, shard) in &descs {
-            match shard {
-                Some(sk) => {
-                    inv.arg("s").arg(suffix).arg(&sk.shard_prefix);
-                    inv.key(&sk.inbox);
-                    for k in sk.state() {
-                        inv.key(k);
-                    }
-                }
-                None => {
-                    inv.arg("p").arg(suffix).key(list);
-                }
-            }
-        }
         {
             let mut rng = rand::rng();
-            for _ in 0..n {
-                shared.queues.fetch_order(&mut rng, &mut order);
-                for i in &order {
-                    inv.arg(i + 1);
-                }
+            orders.resize_with(n, Vec::new);
+            for o in &mut orders {
+                shared.queues.fetch_order(&mut rng, o);
             }
         }
-        let fetched: Result<Vec<redis::Value>> = shared.client.broker().invoke(&inv).await;
+        let fetched = fetcher
+            .reserve(shared.client.broker(), &orders[..n], &mut seq)
+            .await;
         let fetched = match fetched {
             Ok(v) => {
                 failures = 0;
@@ -636,8 +621,7 @@ async fn fetch_loop(
                 continue;
             }
         };
-        let got = fetched.len() / 3;
-        seq += got as u64;
+        let got = fetched.len();
         if got == 0 {
             drop(permits);
             // Idle: wait for a wake-up token or the poll interval.
@@ -652,9 +636,24 @@ async fn fetch_loop(
                     }
                     cmd.arg(poll.as_secs_f64());
                     let wait = cmd.query_async::<Option<(String, String)>>(conn);
-                    tokio::select! {
-                        r = wait => { if r.is_err() { blocking = None; } }
+                    let waited = tokio::select! {
+                        r = wait => r,
                         _ = &mut stop => return,
+                    };
+                    if let Err(e) = waited {
+                        if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::CrossSlot) {
+                            // Redis Cluster: one BLPOP can't span the queues' slots.
+                            // Wait on one queue's list; the others are polled.
+                            tracing::info!("wake lists span cluster slots; waiting on one");
+                            wake_keys.truncate(1);
+                            wake_keys[0] = preferred_wake.clone();
+                        } else {
+                            blocking = None;
+                            tokio::select! {
+                                _ = tokio::time::sleep(poll) => {}
+                                _ = &mut stop => return,
+                            }
+                        }
                     }
                 }
                 None => {
@@ -666,13 +665,8 @@ async fn fetch_loop(
             }
             continue;
         }
-        let mut values = fetched.into_iter();
         let mut permits = permits.into_iter();
-        while let (Some(_idx), Some(token), Some(raw)) =
-            (values.next(), values.next(), values.next())
-        {
-            let token: String = redis::FromRedisValue::from_redis_value(token).unwrap_or_default();
-            let raw: Vec<u8> = redis::FromRedisValue::from_redis_value(raw).unwrap_or_default();
+        for (token, raw) in fetched {
             let Some(token) = Token::parse(&token) else {
                 tracing::error!(token, "fetch returned a token fairjob cannot read");
                 continue;

@@ -4,8 +4,10 @@
 //! reaper pass runs per interval across the fleet (a lock with that expiry).
 //! Each recovered job goes back to the front of its queue (or tenant shard) with
 //! `interrupted_count` + 1, or to `dead` with reason `interrupted` once it has
-//! killed its workers `max_interruptions` times. Each move is one `finish.lua`
-//! call fenced by the job's token, so concurrent reapers can't recover a job twice.
+//! killed its workers `max_interruptions` times. Each move is fenced by the
+//! job's token (finish.lua, or shard_finish.lua for a sharded queue's job, whose
+//! record lives in the queue's cluster slot), so concurrent reapers can't
+//! recover a job twice.
 
 use std::sync::Arc;
 
@@ -84,9 +86,11 @@ pub(crate) async fn pass(shared: &Shared) -> crate::Result<usize> {
 async fn recover(shared: &Shared, identity: &str) -> crate::Result<usize> {
     let broker = shared.client.broker();
     let keys = broker.keys();
-    let entries: Vec<(String, Vec<u8>)> = broker
-        .query(redis::cmd("HGETALL").arg(keys.inflight(identity)))
-        .await?;
+    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+    for record in broker.inflight_records(identity).await? {
+        let found: Vec<(String, Vec<u8>)> = broker.query(redis::cmd("HGETALL").arg(record)).await?;
+        entries.extend(found);
+    }
     let slots: HashMap<String, String> = broker
         .query(redis::cmd("HGETALL").arg(keys.slots(identity)))
         .await?;
@@ -150,9 +154,7 @@ async fn recover(shared: &Shared, identity: &str) -> crate::Result<usize> {
     let mut pipe = redis::pipe();
     pipe.incr(keys.stat("recovered"), recovered).ignore();
     broker.pipe::<()>(&pipe).await?;
-    let left: i64 = broker
-        .query(redis::cmd("HLEN").arg(keys.inflight(identity)))
-        .await?;
+    let left = broker.in_progress(identity).await?;
     if left == 0 {
         let mut pipe = redis::pipe();
         pipe.del(keys.slots(identity)).ignore();

@@ -1,63 +1,40 @@
--- Reserve up to n jobs, each from the first non-empty queue of its own weighted
--- permutation (computed by the worker, as Sidekiq's BasicFetch does per BRPOP),
--- moving each atomically into the worker's in-progress record under a fresh
--- token. Sharded queues first move their inbox into tenant shards, then pick
--- the next tenant in round-robin order.
+-- Reserve up to n jobs from plain queues, each from the first non-empty queue
+-- of its own weighted order (computed by the worker, as Sidekiq's BasicFetch
+-- does per BRPOP), moving each atomically into the worker's in-progress record
+-- under a fresh token. An order here is the run of plain queues up to the next
+-- sharded queue in the worker's full order: the worker asks the sharded queue
+-- (shard_fetch.lua) for the orders this call could not serve.
 --
--- KEYS[1] = in-progress hash; then per queue: kind 'p': [list];
---   kind 's': [inbox, ring, seq, running, limits, tenants]
+-- KEYS[1] = in-progress hash; KEYS[1 + j] = list of plain queue j.
 -- ARGV[1] = n, ARGV[2] = queue count, ARGV[3] = first token sequence number,
---   then per queue: kind, token suffix ('|<encoded queue>'), and for 's' the shard prefix;
---   then n permutations of queue indices (queue count each).
--- Returns a flat list: queue index, token, payload, ...
+--   ARGV[3 + j] = token suffix of queue j ('|<encoded queue>');
+--   then n orders, each a length and that many queue indices.
+-- Returns a flat list: order index, token, payload, ... (orders not served are
+-- those whose queues were all empty).
 
 local inflight = KEYS[1]
 local n, nq, seq = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local qs = {}
-local ki, ai = 2, 4
-for j = 1, nq do
-  local q = { kind = ARGV[ai], suffix = ARGV[ai + 1] }
-  ai = ai + 2
-  if q.kind == 'p' then
-    q.list = KEYS[ki]; ki = ki + 1
-  else
-    q.inbox = KEYS[ki]
-    q.sk = { ring = KEYS[ki + 1], seq = KEYS[ki + 2], running = KEYS[ki + 3], limits = KEYS[ki + 4],
-             tenants = KEYS[ki + 5], prefix = ARGV[ai] }
-    ki = ki + 6; ai = ai + 1
-  end
-  qs[j] = q
-end
-
+local empty = {}
 local out = {}
+local ai = 4 + nq
 for i = 1, n do
-  local got = false
-  for j = 1, nq do
-    local idx = tonumber(ARGV[ai + (i - 1) * nq + (j - 1)])
-    local q = qs[idx]
-    local job, token
-    if q.kind == 'p' then
-      job = redis.call('RPOP', q.list)
-      if job then token = seq .. q.suffix end
-    elseif not q.empty then
-      if not q.drained then
-        shard_drain_inbox(q.sk, q.inbox, 1000)
-        q.drained = true
+  local len = tonumber(ARGV[ai]); ai = ai + 1
+  for p = 0, len - 1 do
+    local j = tonumber(ARGV[ai + p])
+    if not empty[j] then
+      local job = redis.call('RPOP', KEYS[1 + j])
+      if job then
+        local token = seq .. ARGV[3 + j]
+        redis.call('HSET', inflight, token, job)
+        out[#out + 1] = i
+        out[#out + 1] = token
+        out[#out + 1] = job
+        seq = seq + 1
+        break
       end
-      local t
-      t, job = shard_reserve(q.sk)
-      if job then token = seq .. q.suffix .. '|' .. t else q.empty = true end
-    end
-    if job then
-      redis.call('HSET', inflight, token, job)
-      out[#out + 1] = idx
-      out[#out + 1] = token
-      out[#out + 1] = job
-      seq = seq + 1
-      got = true
-      break
+      empty[j] = true
     end
   end
-  if not got then break end
+  ai = ai + len
 end
 return out

@@ -1,6 +1,7 @@
 -- Shared functions of the tenant-sharded queue, prepended to the scripts that
--- touch shards (push, fetch, finish, shard_limit). A sharded queue's keys share
--- one hash tag; a tenant's list is `<prefix><encoded tenant>`, where the encoding
+-- touch shards (push, shard_fetch, shard_finish, shard_limit, slot_acquire). A
+-- sharded queue's keys, its inbox included, hash to one Redis Cluster slot (the
+-- tag is the inbox's name); a tenant's list is `<prefix><encoded tenant>`, where the encoding
 -- is the same as fairjob::broker::keys::encode (percent-encoding outside
 -- [A-Za-z0-9-._~]). A tenant is in the ring (a ZSET scored by a sequence, i.e. a
 -- queue without duplicates) exactly when it has pending jobs and is under its

@@ -4,8 +4,11 @@
 -- and choose its queue by the rules (the last matching rule wins), then push it
 -- to a plain queue or a tenant shard and wake an idle worker.
 --
--- KEYS[1] = queues set; then, per job, the keys named below, in order.
--- ARGV[1] = clock offset (seconds, tests only), ARGV[2] = number of jobs; per job:
+-- KEYS[1] = queues set when ARGV[3] is '1' (the batch has a plain candidate;
+--   a push to a sharded queue alone stays in the queue's cluster slot, and the
+--   worker announces the queue); then, per job, the keys named below, in order.
+-- ARGV[1] = clock offset (seconds, tests only), ARGV[2] = number of jobs,
+--   ARGV[3] = '1' or '0'; per job:
 --   src member ('' = none)                       [KEY: promoting zset]
 --   window member 'jid:<jid>' ('' = no reroute)  [KEY: window zset]
 --     max window seconds, rule count, then per rule: threshold, per seconds
@@ -16,7 +19,8 @@
 -- Returns, per job, the 1-based index of the chosen candidate, or 0 when the
 -- source entry was already gone (another poller promoted it).
 
-local ki, ai = 2, 3
+local ki, ai = 1, 4
+if ARGV[3] == '1' then ki = 2 end
 local results = {}
 local lists, list_order = {}, {}
 local now = nil
@@ -77,7 +81,6 @@ for jn = 1, tonumber(ARGV[2]) do
       end
       l.items[#l.items + 1] = payload
     else
-      redis.call('SADD', KEYS[1], cand.name)
       shard_push(cand.sk, cand.t, payload, false)
       redis.call('LPUSH', cand.wake, '1')
       redis.call('LTRIM', cand.wake, 0, 0)
