@@ -19,17 +19,28 @@ impl RedisServer {
     /// Starts `redis-server` with no persistence on a free port; `extra` are more
     /// config arguments (`["--appendonly", "yes"]`).
     pub fn start(extra: &[&str]) -> std::io::Result<RedisServer> {
-        let port = free_port()?;
-        let dir = std::env::temp_dir().join(format!("fairjob-redis-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        let mut server = Self::start_on(port, &dir, extra);
-        match &mut server {
-            Ok(s) => s.owns_dir = true,
-            Err(_) => {
-                let _ = std::fs::remove_dir_all(&dir);
+        // A free port can be taken by someone else between our probe and the
+        // server's bind; then the server exits and we try another port.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let port = free_port()?;
+            let dir =
+                std::env::temp_dir().join(format!("fairjob-redis-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir)?;
+            match Self::start_on(port, &dir, extra) {
+                Ok(mut s) => {
+                    s.owns_dir = true;
+                    return Ok(s);
+                }
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    if attempt >= 5 || e.kind() == std::io::ErrorKind::NotFound {
+                        return Err(e);
+                    }
+                }
             }
         }
-        server
     }
 
     /// Starts on a given port and data directory (to restart a server).
@@ -39,7 +50,7 @@ impl RedisServer {
         extra: &[&str],
     ) -> std::io::Result<RedisServer> {
         let child = Self::spawn(port, dir, extra)?;
-        let server = RedisServer {
+        let mut server = RedisServer {
             child,
             port,
             dir: dir.to_path_buf(),
@@ -82,10 +93,25 @@ impl RedisServer {
         })
     }
 
-    fn wait_ready(&self) -> std::io::Result<()> {
+    fn wait_ready(&mut self) -> std::io::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(std::io::Error::other(format!(
+                    "redis-server exited at start ({status}); port {} taken?",
+                    self.port
+                )));
+            }
             if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                // Answering, and it is ours: a server that lost the port to
+                // another one exits right after failing to bind.
+                std::thread::sleep(Duration::from_millis(20));
+                if let Ok(Some(status)) = self.child.try_wait() {
+                    return Err(std::io::Error::other(format!(
+                        "redis-server exited at start ({status}); port {} taken?",
+                        self.port
+                    )));
+                }
                 return Ok(());
             }
             if Instant::now() > deadline {

@@ -254,6 +254,25 @@ async fn a_sharded_queue_lives_in_the_slot_of_its_inbox() {
     );
     run.stop().await;
     assert_no_cross_slot_errors();
+    // The worker's one refused BLPOP over two slots' wake lists made it wait on
+    // one list from then on (no refusal per idle poll).
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut raw(&url).await)
+        .await
+        .unwrap();
+    let blpop = stats
+        .lines()
+        .find(|l| l.starts_with("cmdstat_blpop:"))
+        .expect("the worker waited with BLPOP");
+    let field = |name: &str| -> u64 {
+        blpop
+            .split([':', ','])
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .map_or(0, |v| v.parse().unwrap())
+    };
+    assert!(field("rejected_calls") <= 1, "{blpop}");
+    assert!(field("calls") >= 1, "{blpop}");
 
     let mut seen: Vec<String> = records(&url, &ns)
         .await
@@ -365,4 +384,31 @@ async fn a_killed_workers_sharded_jobs_are_recovered_on_a_cluster_node() {
     assert!(running.values().all(|n| *n == 1), "{running:?}");
     let recovered: i64 = raw(&url).await.get(keys.stat("recovered")).await.unwrap();
     assert_eq!(recovered, TENANTS.len() as i64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_whose_braces_would_split_a_sharded_queue_are_refused() {
+    let server = fairjob_tests::redis();
+    let url = server.url();
+    for q in ["a}b", "{x}"] {
+        let err = fairjob::Client::builder(&url)
+            .sharded_queue(q)
+            .build()
+            .await
+            .expect_err("the client refuses it");
+        assert!(err.to_string().contains("can't be sharded"), "{err}");
+        let err = worker(&url, &namespace())
+            .sharded_queue(q)
+            .build()
+            .await
+            .expect_err("the worker refuses it");
+        assert!(err.to_string().contains("can't be sharded"), "{err}");
+    }
+    // Braces that are a whole tag in the namespace keep everything in one slot.
+    fairjob::Client::builder(&url)
+        .namespace("{app}")
+        .sharded_queue("a}b")
+        .build()
+        .await
+        .expect("a namespace tag is fine");
 }

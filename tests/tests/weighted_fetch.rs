@@ -1,6 +1,7 @@
 //! Weighted fetch: with every queue of a tier backlogged, each queue's share of
 //! fetches matches weight / total (Sidekiq's BasicFetch), and strict tiers drain
-//! the first tier before the next.
+//! the first tier before the next; the same when a tenant-sharded queue (served
+//! by its own script, in its own cluster slot) is among plain ones.
 
 use std::time::Duration;
 
@@ -124,4 +125,100 @@ async fn a_strict_tier_drains_before_the_next() {
         defaults > 200,
         "default (weight 4) dominates slow (weight 1): {defaults} of 300"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_queue_among_plain_ones_gets_its_weighted_share() {
+    let server = redis();
+    let url = server.url();
+    let ns = namespace();
+    // `s` is sharded: what Sidekiq producers push to its inbox goes to shards.
+    for q in ["a", "s", "c"] {
+        fill(&url, &ns, q, 12_000).await;
+    }
+    let w = worker(&url, &ns)
+        .concurrency(25)
+        .sharded_queue("s")
+        .queues(QueueSpec::parse(&["a,4".into(), "s,2".into(), "c,1".into()]).unwrap())
+        .build()
+        .await
+        .unwrap();
+    let run = fairjob_tests::spawn(w);
+    let total = 12_000;
+    assert!(
+        wait_until(Duration::from_secs(120), || async {
+            raw(&url)
+                .await
+                .llen::<_, usize>(format!("{ns}:record"))
+                .await
+                .unwrap()
+                >= total
+        })
+        .await
+    );
+    run.stop().await;
+    let recs = records(&url, &ns).await;
+    let first = &recs[..total];
+    for (q, weight) in [("a", 4.0), ("s", 2.0), ("c", 1.0)] {
+        let n = first
+            .iter()
+            .filter(|r| r.split(' ').next() == Some(q))
+            .count();
+        let share = n as f64 / total as f64;
+        let want = weight / 7.0;
+        assert!(
+            (share - want).abs() <= 0.02,
+            "queue {q}: share {share:.4}, expected {want:.4} ± 0.02"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_tiers_hold_across_plain_and_sharded_queues() {
+    let server = redis();
+    let url = server.url();
+    let ns = namespace();
+    for q in ["critical", "s", "slow"] {
+        fill(&url, &ns, q, 200).await;
+    }
+    let w = worker(&url, &ns)
+        .concurrency(4)
+        .sharded_queue("s")
+        .queues(
+            QueueSpec::parse_tiers(&[
+                vec!["critical".into()],
+                vec!["s".into()],
+                vec!["slow".into()],
+            ])
+            .unwrap(),
+        )
+        .build()
+        .await
+        .unwrap();
+    let run = fairjob_tests::spawn(w);
+    assert!(
+        wait_until(Duration::from_secs(60), || async {
+            raw(&url)
+                .await
+                .llen::<_, usize>(format!("{ns}:record"))
+                .await
+                .unwrap()
+                >= 600
+        })
+        .await
+    );
+    run.stop().await;
+    let recs = records(&url, &ns).await;
+    let tiers: Vec<&str> = recs.iter().map(|r| r.split(' ').next().unwrap()).collect();
+    // With 4 jobs fetched at a time, a tier's last jobs and the next tier's first
+    // may share a batch, but never does a later tier start before an earlier
+    // one is drained.
+    let last = |q: &str| tiers.iter().rposition(|t| *t == q).unwrap();
+    let first = |q: &str| tiers.iter().position(|t| *t == q).unwrap();
+    assert!(
+        first("s") >= last("critical").saturating_sub(3),
+        "{tiers:?}"
+    );
+    assert!(first("slow") >= last("s").saturating_sub(3), "{tiers:?}");
+    assert_eq!(tiers.len(), 600);
 }

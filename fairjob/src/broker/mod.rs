@@ -681,8 +681,8 @@ impl RedisBroker {
 }
 
 /// Appends a token's shard state keys and `(prefix, tenant)` arguments, or two
-/// empty arguments for a job of a plain queue (the shape finish.lua and
-/// slot_acquire.lua expect).
+/// empty arguments for a job of a plain queue (the shape slot_acquire.lua
+/// expects).
 pub(crate) fn shard_part(keys: &Keys, inv: &mut redis::ScriptInvocation<'_>, token: &Token) {
     match &token.tenant {
         Some(t) => {

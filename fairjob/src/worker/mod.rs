@@ -2,9 +2,10 @@
 //! pool, retries, the scheduler, the heartbeat, the reaper of dead workers' jobs,
 //! and graceful shutdown.
 //!
-//! A fetched job moves atomically (one `fetch.lua` call) into this process's
-//! in-progress record and leaves it only through `finish.lua`: ack, retry, dead,
-//! or back to its queue. The process holds a lease that its heartbeat renews;
+//! A fetched job moves atomically (one `fetch.lua` call, or `shard_fetch.lua`
+//! for a tenant-sharded queue, whose record lives in the queue's cluster slot)
+//! into this process's in-progress record and leaves it only through
+//! `finish.lua` (`shard_finish.lua`): ack, retry, dead, or back to its queue. The process holds a lease that its heartbeat renews;
 //! when the lease of some process expires, a reaper returns that process's jobs
 //! to their queues. Idle workers block on wake-up tokens that fairjob clients
 //! push with every job, and look at their queues every `poll_interval` for jobs
@@ -96,6 +97,13 @@ impl WorkerBuilder {
     /// The queue list (default: derived from the registered jobs).
     pub fn queues(mut self, queues: QueueSpec) -> Self {
         self.queues = Some(queues);
+        self
+    }
+
+    /// Declares a queue tenant-sharded (as `#[job(shard_by_tenant)]` or the
+    /// config's `sharded_queues` do).
+    pub fn sharded_queue(mut self, queue: impl Into<String>) -> Self {
+        self.config.sharded_queues.push(queue.into());
         self
     }
 

@@ -17,7 +17,7 @@
 //!   `PlainScaleJob` on the plain queue `plain_scale`), same workers: jobs/s from
 //!   the first fetch to the last perform, and Redis CPU per job (`INFO cpu`),
 //!   median [min–max] of `--reps`, sharded and plain interleaved.
-//! - latency: the worker's own fetch script (`lib_shard.lua` + `fetch.lua`, as
+//! - latency: the worker's own fetch script (`lib_shard.lua` + `shard_fetch.lua`, as
 //!   `fairjob::broker::SCRIPT_SOURCES` holds them) called directly, one call at a
 //!   time, at 10 and at 100,000 tenants with the same 200,000 pending jobs:
 //!   client-side p50/p99 per call and Redis's own `usec_per_call`, for batches
@@ -324,7 +324,7 @@ async fn latency() -> Result<()> {
     let fetch = redis::Script::new(&format!(
         "{}\n{}",
         source("lib_shard.lua"),
-        source("fetch.lua")
+        source("shard_fetch.lua")
     ));
     println!(
         "## fetch script latency ({pending} pending jobs; {fetches} jobs fetched per case, one call at a time)"
@@ -344,7 +344,7 @@ async fn latency() -> Result<()> {
                 .await?;
             let keys = Keys::new(Some(ns));
             let sk = keys.shard("scale");
-            let inflight = keys.inflight("bench");
+            let inflight = sk.inflight("bench");
             let mut r = fairjob_tests::raw(&url).await;
             let ring: u64 = redis::cmd("ZCARD")
                 .arg(&sk.ring)
@@ -360,26 +360,16 @@ async fn latency() -> Result<()> {
             let mut seq = 0u64;
             for _ in 0..calls {
                 let mut inv = fetch.prepare_invoke();
-                inv.key(&inflight)
-                    .key(&sk.inbox)
-                    .key(&sk.ring)
-                    .key(&sk.seq)
-                    .key(&sk.running)
-                    .key(&sk.limits)
-                    .key(&sk.tenants);
-                inv.arg(batch)
-                    .arg(1)
-                    .arg(seq)
-                    .arg("s")
-                    .arg("|scale")
-                    .arg(&sk.shard_prefix);
-                for _ in 0..batch {
-                    inv.arg(1);
+                inv.key(&sk.inbox);
+                for k in sk.state() {
+                    inv.key(k);
                 }
+                inv.key(&inflight);
+                inv.arg(batch).arg(seq).arg("|scale").arg(&sk.shard_prefix);
                 let t = Instant::now();
                 let out: Vec<redis::Value> = inv.invoke_async(&mut r).await?;
                 times.push(t.elapsed());
-                ensure!(out.len() == 3 * batch, "fetched {}", out.len() / 3);
+                ensure!(out.len() == 2 * batch, "fetched {}", out.len() / 2);
                 seq += batch as u64;
             }
             let (n, per_call) = evalsha_stats(&mut r).await?;
