@@ -33,22 +33,25 @@ async fn records(url: &str, ns: &str) -> Vec<String> {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shares_follow_weights_within_two_points() {
+/// Backlogs `a`, `b`/`s` and `c` with `total` jobs each, runs one worker over them
+/// at weights 4:2:1 (the middle queue tenant-sharded when `sharded`), and checks
+/// each queue's share of the first `total` jobs run is within two points.
+async fn shares_follow_weights(middle: &str, sharded: bool, total: usize) {
     let server = redis();
     let url = server.url();
     let ns = namespace();
-    for q in ["a", "b", "c"] {
-        fill(&url, &ns, q, 20_000).await;
+    let queues = ["a", middle, "c"];
+    for q in queues {
+        fill(&url, &ns, q, total).await;
     }
-    let w = worker(&url, &ns)
+    let mut w = worker(&url, &ns)
         .concurrency(25)
-        .queues(QueueSpec::parse(&["a,4".into(), "b,2".into(), "c,1".into()]).unwrap())
-        .build()
-        .await
-        .unwrap();
-    let run = fairjob_tests::spawn(w);
-    let total = 20_000;
+        .queues(QueueSpec::parse(&["a,4".into(), format!("{middle},2"), "c,1".into()]).unwrap());
+    if sharded {
+        // What Sidekiq producers push to its inbox goes to shards.
+        w = w.sharded_queue(middle);
+    }
+    let run = fairjob_tests::spawn(w.build().await.unwrap());
     assert!(
         wait_until(Duration::from_secs(120), || async {
             raw(&url)
@@ -63,7 +66,7 @@ async fn shares_follow_weights_within_two_points() {
     run.stop().await;
     let recs = records(&url, &ns).await;
     let first = &recs[..total];
-    for (q, weight) in [("a", 4.0), ("b", 2.0), ("c", 1.0)] {
+    for (q, weight) in queues.into_iter().zip([4.0, 2.0, 1.0]) {
         let n = first
             .iter()
             .filter(|r| r.split(' ').next() == Some(q))
@@ -75,6 +78,11 @@ async fn shares_follow_weights_within_two_points() {
             "queue {q}: share {share:.4}, expected {want:.4} ± 0.02"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shares_follow_weights_within_two_points() {
+    shares_follow_weights("b", false, 20_000).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -129,48 +137,7 @@ async fn a_strict_tier_drains_before_the_next() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sharded_queue_among_plain_ones_gets_its_weighted_share() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    // `s` is sharded: what Sidekiq producers push to its inbox goes to shards.
-    for q in ["a", "s", "c"] {
-        fill(&url, &ns, q, 12_000).await;
-    }
-    let w = worker(&url, &ns)
-        .concurrency(25)
-        .sharded_queue("s")
-        .queues(QueueSpec::parse(&["a,4".into(), "s,2".into(), "c,1".into()]).unwrap())
-        .build()
-        .await
-        .unwrap();
-    let run = fairjob_tests::spawn(w);
-    let total = 12_000;
-    assert!(
-        wait_until(Duration::from_secs(120), || async {
-            raw(&url)
-                .await
-                .llen::<_, usize>(format!("{ns}:record"))
-                .await
-                .unwrap()
-                >= total
-        })
-        .await
-    );
-    run.stop().await;
-    let recs = records(&url, &ns).await;
-    let first = &recs[..total];
-    for (q, weight) in [("a", 4.0), ("s", 2.0), ("c", 1.0)] {
-        let n = first
-            .iter()
-            .filter(|r| r.split(' ').next() == Some(q))
-            .count();
-        let share = n as f64 / total as f64;
-        let want = weight / 7.0;
-        assert!(
-            (share - want).abs() <= 0.02,
-            "queue {q}: share {share:.4}, expected {want:.4} ± 0.02"
-        );
-    }
+    shares_follow_weights("s", true, 12_000).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
