@@ -511,25 +511,16 @@ impl RedisBroker {
             return Ok(false);
         }
         if let Some(hold) = slot {
-            let lk = self.keys.limit(&hold.full_key);
             let mut inv = SLOT_RELEASE.prepare_invoke();
-            inv.key(&lk.limit)
-                .key(&lk.holders)
-                .key(&lk.reserved)
-                .key(&lk.waiters)
-                .key(self.keys.slots(identity));
-            inv.arg(token.raw.as_str())
-                .arg(&hold.holder)
-                .arg(hold.default_limit)
-                .arg(RESERVATION_TTL.as_millis() as u64);
-            let (qp, wp) = self.keys.queue_and_wake_prefixes();
-            inv.arg(qp).arg(wp);
+            self.slot_part(&mut inv, identity, hold);
+            inv.arg(token.raw.as_str());
             let _: i64 = self.invoke(&inv).await?;
         }
         Ok(true)
     }
 
-    /// Appends a held slot's keys and arguments (the shape finish.lua expects).
+    /// Appends a held slot's keys and arguments (the shape `slot_release` in
+    /// lib_slot.lua takes, from finish.lua and slot_release.lua).
     fn slot_part(&self, inv: &mut redis::ScriptInvocation<'_>, identity: &str, hold: &SlotHold) {
         let lk = self.keys.limit(&hold.full_key);
         inv.key(&lk.limit)

@@ -39,9 +39,6 @@ elseif action == 'front' then
 end
 if ARGV[6] ~= '' then
   local lk = { limit = KEYS[5], holders = KEYS[6], reserved = KEYS[7], waiters = KEYS[8] }
-  redis.call('HDEL', KEYS[9], ARGV[1])
-  if redis.call('ZREM', lk.holders, ARGV[6]) == 1 then
-    slot_release_waiters(lk, ARGV[7], ARGV[8], slot_now_ms(), { prefix = ARGV[9] }, { prefix = ARGV[10] })
-  end
+  slot_release(lk, KEYS[9], ARGV[1], ARGV[6], ARGV[7], ARGV[8], { prefix = ARGV[9] }, { prefix = ARGV[10] })
 end
 return 1

@@ -64,3 +64,14 @@ local function slot_release_waiters(lk, default, ttl_ms, now, qp, wp)
   end
   return released
 end
+
+-- A finished job gives back the slot it held: forgotten in the worker's slot
+-- `record` and, if `holder` still held it, waiters move into the freed slots
+-- (routed with the queue and wake key prefixes `qp`, `wp`).
+local function slot_release(lk, record, token, holder, default, ttl_ms, qp, wp)
+  redis.call('HDEL', record, token)
+  if redis.call('ZREM', lk.holders, holder) == 1 then
+    return slot_release_waiters(lk, default, ttl_ms, slot_now_ms(), qp, wp)
+  end
+  return 0
+end

@@ -1,13 +1,8 @@
 -- Release the slot a finished job held (a job of a tenant-sharded queue, whose
--- own finish ran in the queue's slot first): forget it in the worker's slot
--- record and, if it was still a holder, move waiters into the freed slots.
--- KEYS[1..4] = limit, holders, reserved, waiters; KEYS[5] = the worker's slot record.
--- ARGV[1] = token, ARGV[2] = holder id, ARGV[3] = default limit,
---   ARGV[4] = reservation ttl ms, ARGV[5], ARGV[6] = queue and wake key prefixes.
+-- own finish ran in the queue's slot first; see slot_release in lib_slot.lua).
+-- KEYS[1..5] = limit, holders, reserved, waiters, the worker's slot record.
+-- ARGV[1] = holder id, ARGV[2] = default limit, ARGV[3] = reservation ttl ms,
+--   ARGV[4], ARGV[5] = queue and wake key prefixes, ARGV[6] = the job's token.
 -- Returns how many waiters were released.
 local lk = { limit = KEYS[1], holders = KEYS[2], reserved = KEYS[3], waiters = KEYS[4] }
-redis.call('HDEL', KEYS[5], ARGV[1])
-if redis.call('ZREM', lk.holders, ARGV[2]) == 1 then
-  return slot_release_waiters(lk, ARGV[3], ARGV[4], slot_now_ms(), { prefix = ARGV[5] }, { prefix = ARGV[6] })
-end
-return 0
+return slot_release(lk, KEYS[5], ARGV[6], ARGV[1], ARGV[2], ARGV[3], { prefix = ARGV[4] }, { prefix = ARGV[5] })
