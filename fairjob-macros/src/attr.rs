@@ -48,6 +48,8 @@ pub(crate) struct JobAttr {
     pub(crate) retry: Option<Retry>,
     /// `shard_by_tenant` or `shard_by_tenant = bool`.
     pub(crate) shard_by_tenant: bool,
+    /// `timeout = "5m"`: a run longer than this is cancelled and fails.
+    pub(crate) timeout: Option<Duration>,
 }
 
 /// The `retry` key, mirroring the runtime's `Retry`.
@@ -117,7 +119,10 @@ impl Attrs {
     /// Parses every container attribute, reporting each mistake into `cx`.
     pub(crate) fn parse(cx: &mut Ctxt, attrs: &[Attribute]) -> Self {
         let mut out = Attrs::default();
-        let mut job_keys = Keys::new("job", &["class", "queue", "retry", "shard_by_tenant"]);
+        let mut job_keys = Keys::new(
+            "job",
+            &["class", "queue", "retry", "shard_by_tenant", "timeout"],
+        );
         let mut seen_fair_tenant = false;
         let mut seen_concurrency = false;
         for attr in attrs {
@@ -243,6 +248,7 @@ fn parse_job(cx: &mut Ctxt, attr: &Attribute, keys: &mut Keys, out: &mut JobAttr
             "class" => "class = \"HardWorker\"",
             "queue" => "queue = \"default\"",
             "retry" => "retry = 5",
+            "timeout" => "timeout = \"5m\"",
             _ => "shard_by_tenant = true",
         };
         let Some(value) = value(cx, &meta, key, example)? else {
@@ -252,6 +258,7 @@ fn parse_job(cx: &mut Ctxt, attr: &Attribute, keys: &mut Keys, out: &mut JobAttr
             "class" => out.class = string(cx, key, &value, example),
             "queue" => out.queue = string(cx, key, &value, example),
             "retry" => out.retry = retry(cx, &value),
+            "timeout" => out.timeout = duration(cx, "timeout", &value, false),
             _ => match lit(&value) {
                 Some(Lit::Bool(b)) => out.shard_by_tenant = b.value,
                 _ => cx.error_spanned_by(&value, "`shard_by_tenant` must be `true` or `false`"),
@@ -345,7 +352,7 @@ fn parse_throttle(cx: &mut Ctxt, attr: &Attribute) -> Option<Throttle> {
         match key {
             "queue" => queue = string(cx, key, &value, example),
             "threshold" => threshold = positive::<u64>(cx, key, &value, example),
-            "per" => per = duration(cx, &value),
+            "per" => per = duration(cx, "per", &value, true),
             _ => weight = positive::<u32>(cx, key, &value, example),
         }
         Ok(())
@@ -535,27 +542,28 @@ where
     }
 }
 
-/// A `per` window: a humantime string of a whole, non-zero number of seconds.
-fn duration(cx: &mut Ctxt, value: &Expr) -> Option<Duration> {
+/// A duration (`per`, `timeout`): a humantime string, not zero, and a whole
+/// number of seconds when `whole_seconds`.
+fn duration(cx: &mut Ctxt, key: &str, value: &Expr, whole_seconds: bool) -> Option<Duration> {
     let Some(Lit::Str(s)) = lit(value) else {
         cx.error_spanned_by(
             value,
-            "`per` must be a duration string, like `per = \"1h\"`",
+            format_args!("`{key}` must be a duration string, like `{key} = \"1h\"`"),
         );
         return None;
     };
     let text = s.value();
     match humantime::parse_duration(&text) {
         Err(err) => {
-            cx.error_spanned_by(s, format_args!("invalid `per` duration {text:?}: {err}"));
+            cx.error_spanned_by(s, format_args!("invalid `{key}` duration {text:?}: {err}"));
             None
         }
         Ok(d) if d.is_zero() => {
-            cx.error_spanned_by(s, "`per` must be longer than zero");
+            cx.error_spanned_by(s, format_args!("`{key}` must be longer than zero"));
             None
         }
-        Ok(d) if d.subsec_nanos() != 0 => {
-            cx.error_spanned_by(s, "`per` must be a whole number of seconds");
+        Ok(d) if whole_seconds && d.subsec_nanos() != 0 => {
+            cx.error_spanned_by(s, format_args!("`{key}` must be a whole number of seconds"));
             None
         }
         Ok(d) => Some(d),
@@ -602,6 +610,16 @@ mod tests {
         assert_eq!(attrs.job.queue.unwrap().value(), "low");
         assert_eq!(attrs.job.retry, Some(Retry::Times(5)));
         assert!(attrs.job.shard_by_tenant);
+        assert_eq!(attrs.job.timeout, None);
+        let (attrs, errs) = parse(&[parse_quote!(#[job(timeout = "1m 30s")])]);
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(attrs.job.timeout, Some(Duration::from_secs(90)));
+        let (attrs, _) = parse(&[parse_quote!(#[job(timeout = "250ms")])]);
+        assert_eq!(attrs.job.timeout, Some(Duration::from_millis(250)));
+        assert_eq!(
+            errors(&[parse_quote!(#[job(timeout = "0s")])]),
+            ["`timeout` must be longer than zero"]
+        );
     }
 
     #[test]
@@ -645,7 +663,7 @@ mod tests {
                 parse_quote!(#[job(queue = "c", retry(3))]),
             ]),
             [
-                "unknown `job` attribute `queu`; expected one of `class`, `queue`, `retry`, `shard_by_tenant`",
+                "unknown `job` attribute `queu`; expected one of `class`, `queue`, `retry`, `shard_by_tenant`, `timeout`",
                 "duplicate `job` attribute `queue`",
                 "`retry` needs a value, like `retry = 5`",
             ]

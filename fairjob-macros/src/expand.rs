@@ -85,6 +85,19 @@ fn implementation(container: &Container<'_>, resolved: &Resolved) -> TokenStream
         }
     });
     let registration = registration(ident);
+    let sharded = container.attrs.job.shard_by_tenant.then(|| {
+        let queue = container
+            .attrs
+            .job
+            .queue
+            .as_ref()
+            .map_or_else(|| DEFAULT_QUEUE.to_owned(), |q| q.value());
+        quote! {
+            ::fairjob::__private::inventory::submit! {
+                ::fairjob::__private::DeclaredShardedQueue(#queue)
+            }
+        }
+    });
     quote! {
         const _: () = {
             #[automatically_derived]
@@ -96,6 +109,7 @@ fn implementation(container: &Container<'_>, resolved: &Resolved) -> TokenStream
                 #concurrency_key
             }
             #registration
+            #sharded
         };
     }
 }
@@ -140,6 +154,10 @@ fn options(container: &Container<'_>) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
+    let timeout = option(job.timeout.map(|d| {
+        let ms = d.as_millis() as u64;
+        quote!(::core::time::Duration::from_millis(#ms))
+    }));
     quote! {
         ::fairjob::__private::JobOptions {
             queue: #queue,
@@ -147,6 +165,7 @@ fn options(container: &Container<'_>) -> TokenStream {
             throttles: &[#(#throttles),*],
             shard_by_tenant: #shard_by_tenant,
             concurrency: #concurrency,
+            timeout: #timeout,
         }
     }
 }

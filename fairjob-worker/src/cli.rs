@@ -1,11 +1,14 @@
-//! Command-line parsing (flags familiar to Sidekiq users) and dispatch.
+//! Command-line parsing (flags familiar to Sidekiq users), logging set-up, and
+//! dispatch to running jobs or to the inspection commands.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use fairjob::broker::{Setting, ShardPolicy};
 use fairjob::config::{WorkerConfig, parse_duration};
 use fairjob::{Registry, Worker};
 
@@ -35,12 +38,48 @@ struct Global {
     /// Key prefix, as redis-namespace did for Sidekiq
     #[arg(long, global = true)]
     namespace: Option<String>,
+    /// Redis Cluster mode even with one seed URL (detected otherwise; give
+    /// several seeds as redis://a:7000,redis://b:7001)
+    #[arg(long, global = true)]
+    cluster: bool,
+    /// Every push (promotions, retries' re-enqueues, jobs enqueued from jobs)
+    /// waits until N replicas have it (Redis WAIT), or fails
+    #[arg(long, global = true, value_name = "N")]
+    wait_replicas: Option<u32>,
+    /// How long a push waits for its replicas (default 1s)
+    #[arg(long, global = true, value_parser = duration, value_name = "DURATION")]
+    wait_timeout: Option<Duration>,
     /// TOML config file; every flag has a key (durations in humantime form, e.g. "25s")
     #[arg(short = 'C', long = "config", global = true)]
     config: Option<PathBuf>,
+    /// Log lines as text (coloured on a terminal unless NO_COLOR is set) or as
+    /// one JSON object per line with the span fields
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Enable the dashboard's actions (retry, delete, kill, pause, edit limits…); read-only without
+    #[arg(long, global = true)]
+    web_actions: bool,
+    /// A token the dashboard requires on every route (bearer header or login form)
+    #[arg(
+        long,
+        global = true,
+        env = "FAIRJOB_WEB_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    web_token: Option<String>,
 }
 
-#[derive(Debug, Args, Default)]
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Args, Default, Clone)]
 struct RunArgs {
     /// A queue and its weight, Sidekiq style: -q default,4 -q throttled,1 (repeatable)
     #[arg(short = 'q', long = "queue", value_name = "NAME[,WEIGHT]")]
@@ -75,18 +114,62 @@ struct RunArgs {
     /// Largest entry read as a job; larger ones go to dead (default 16 MiB)
     #[arg(long)]
     max_payload_bytes: Option<usize>,
+    /// How long a job may run when its type sets no `#[job(timeout)]`; then it
+    /// is cancelled and fails (default: no limit)
+    #[arg(long, value_parser = duration)]
+    job_timeout: Option<Duration>,
     /// Declare a queue tenant-sharded (repeatable)
     #[arg(long = "shard", value_name = "QUEUE")]
     sharded_queues: Vec<String>,
     /// Sidekiq process tag (shown in the Web UI)
     #[arg(short = 'g', long)]
     tag: Option<String>,
+    /// The reroute window key format (the gem's `enqueues_key`)
+    #[arg(long)]
+    fair_key_format: Option<String>,
+    /// Serve the dashboard beside processing, on this address (e.g. 127.0.0.1:7433)
+    #[arg(long, value_name = "ADDR")]
+    web: Option<std::net::SocketAddr>,
+    /// Keep no wait statistics (per queue and tenant) in Redis
+    #[arg(long)]
+    no_wait_stats: bool,
+}
+
+impl RunArgs {
+    /// `self` with every flag `later` sets overriding it (`worker -c 5 run -c 7`).
+    fn merged(mut self, later: RunArgs) -> RunArgs {
+        macro_rules! over {
+            ($($f:ident),*) => { $( if later.$f.is_some() { self.$f = later.$f; } )* };
+        }
+        over!(
+            concurrency,
+            timeout,
+            lease,
+            heartbeat,
+            reaper_interval,
+            poll_interval,
+            scheduled_poll_interval,
+            max_interruptions,
+            max_payload_bytes,
+            job_timeout,
+            tag,
+            fair_key_format,
+            web
+        );
+        self.no_wait_stats |= later.no_wait_stats;
+        if !later.queues.is_empty() || !later.tiers.is_empty() {
+            self.queues = later.queues;
+            self.tiers = later.tiers;
+        }
+        self.sharded_queues.extend(later.sharded_queues);
+        self
+    }
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run jobs (the default)
-    Run,
+    /// Run jobs (the default); takes every worker flag
+    Run(RunArgs),
     /// List the registered job types, their queues and options
     Jobs,
     /// Queue sizes, scheduled/retry/dead counts, processed/failed counters, workers
@@ -108,6 +191,43 @@ enum Command {
     Limits {
         #[command(subcommand)]
         action: Option<LimitsAction>,
+    },
+    /// Set a sharded queue's fair-share settings for a tenant, or the defaults
+    /// (weight: share under contention; floor: jobs guaranteed running; cap:
+    /// running limit, 0 pauses). "default" removes a tenant's own value, "none"
+    /// removes a cap
+    ShardPolicy {
+        /// Queue name
+        queue: String,
+        /// The tenant (default: every tenant without its own settings)
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Weight (a number above 0, or "default")
+        #[arg(long)]
+        weight: Option<String>,
+        /// Floor (a number, or "default")
+        #[arg(long)]
+        floor: Option<String>,
+        /// Cap (a number, "none" or "default")
+        #[arg(long)]
+        cap: Option<String>,
+    },
+    /// Serve the dashboard (no jobs run): queues, tenants, shards, limits, retries, explain
+    Web {
+        /// Address to listen on; a non-loopback address needs --web-token
+        #[arg(long, default_value = "127.0.0.1:7433")]
+        bind: std::net::SocketAddr,
+    },
+    /// Where a job is and why it waits (the dashboard's explain, on the command line)
+    Explain {
+        /// The job's jid
+        jid: String,
+        /// Its tenant, if known (narrows the walk of sharded queues)
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Print the JSON the dashboard's /api/explain returns
+        #[arg(long)]
+        json: bool,
     },
     /// Set a sharded queue's per-tenant running limit (0 pauses; "none" removes it)
     ShardLimit {
@@ -136,15 +256,37 @@ fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
 
-pub(crate) fn run(with_jobs: bool) -> ExitCode {
-    let cli = Cli::parse();
+/// Whether log lines get ANSI colours: only on a terminal, and never with
+/// `NO_COLOR` set to anything non-empty (<https://no-color.org>).
+fn use_colour(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FAIRJOB_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_target(false)
-        .init();
+        .with_target(false);
+    match format {
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
+        LogFormat::Text => builder
+            .with_ansi(use_colour(
+                std::io::stdout().is_terminal(),
+                std::env::var_os("NO_COLOR").as_deref(),
+            ))
+            .init(),
+    }
+}
+
+pub(crate) fn run(with_jobs: bool) -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.global.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -170,54 +312,41 @@ link the crate that declares your `#[derive(Job)]` types: add `fairjob-worker` t
 crate's dependencies and create `src/bin/worker.rs` containing the single line \
 `fairjob_worker::main!(my_jobs);` (naming your crate, and any other crate with jobs), \
 then run `cargo run --release --bin worker -- -r redis://127.0.0.1:6379 -c 10`. The \
-commands that need no job types (`stats`, `tenants`, `shards`, `shard-limit`) work here.";
+commands that need no job types (`stats`, `tenants`, `shards`, `shard-limit`, `limits`, `web`, \
+`explain`) work here.";
 
 async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
-    let config = load_config(&cli)?;
-    let url = config
-        .redis
-        .clone()
-        .unwrap_or_else(|| "redis://127.0.0.1:6379".to_owned());
-    let registry = || -> Result<Registry> { Ok(Registry::from_inventory()?) };
-    match cli.command.unwrap_or(Command::Run) {
-        Command::Run => {
-            if !with_jobs {
-                bail!("{NO_JOBS}");
-            }
-            let registry = registry()?;
-            if registry.is_empty() {
-                bail!(
-                    "no job types are registered in this binary: name the crates that hold your jobs in \
-                     `fairjob_worker::main!(...)`"
-                );
-            }
-            // Redis down at start-up is waited for, with backoff; bad credentials
-            // or settings end the worker at once.
-            let mut delay = std::time::Duration::from_millis(200);
-            let worker = loop {
-                let built = Worker::builder(url.clone())
-                    .config(config.clone())
-                    .registry(registry.clone())
-                    .build()
-                    .await;
-                match built {
-                    Ok(w) => break w,
-                    Err(e) if matches!(e, fairjob::Error::Connection(_)) || e.is_transient() => {
-                        tracing::error!(error = %e, retry_in = ?delay, "cannot reach redis; waiting for it");
-                        tokio::time::sleep(delay).await;
-                        delay = (delay * 2).min(std::time::Duration::from_secs(5));
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            };
-            println!(
-                "fairjob worker {} — queues: {}",
-                worker.identity(),
-                worker.queues()
-            );
-            worker.run().await?;
-            Ok(())
+    let registry = || -> Result<Registry> {
+        if with_jobs {
+            Ok(Registry::from_inventory()?)
+        } else {
+            Ok(Registry::new())
         }
+    };
+    let Cli {
+        global,
+        run,
+        command,
+    } = cli;
+    let (command, run) = match command {
+        None => (None, run),
+        Some(Command::Run(later)) => (None, run.merged(later)),
+        Some(other) => (Some(other), run),
+    };
+    let config = load_config(&global, &run)?;
+    let web = crate::web::Options {
+        actions: global.web_actions,
+        token: global.web_token.clone(),
+    };
+    let Some(command) = command else {
+        if !with_jobs {
+            bail!("{NO_JOBS}");
+        }
+        return run_worker(config, registry()?, run.web, &web).await;
+    };
+    let inspect = crate::inspect::Inspect::connect(&config).await;
+    match command {
+        Command::Run(_) => unreachable!("handled above"),
         Command::Jobs => {
             if !with_jobs {
                 bail!("{NO_JOBS}");
@@ -225,45 +354,43 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
             crate::inspect::jobs(&registry()?);
             Ok(())
         }
-        Command::Stats => crate::inspect::stats(&url, config.namespace.as_deref()).await,
-        Command::Tenants { class, rules } => {
-            let registry = if with_jobs {
-                registry()?
-            } else {
-                Registry::new()
+        Command::Stats => inspect?.stats().await,
+        Command::Tenants { class, rules } => inspect?.tenants(&registry()?, &class, &rules).await,
+        Command::Limits { action: None } => inspect?.limits(&registry()?).await,
+        Command::Limits {
+            action: Some(LimitsAction::Set { key, limit }),
+        } => {
+            let limit = match limit.as_str() {
+                "default" => None,
+                n => Some(
+                    n.parse::<u32>()
+                        .context("the limit is a number or `default`")?,
+                ),
             };
-            crate::inspect::tenants(&url, config.namespace.as_deref(), &registry, &class, &rules)
+            inspect?.set_limit(&registry()?, &key, limit).await
+        }
+        Command::Shards { queue } => inspect?.shards(&queue).await,
+        Command::Web { bind } => crate::web::serve_only(&config, &web, bind).await,
+        Command::Explain { jid, tenant, json } => {
+            inspect?
+                .explain(&registry()?, &jid, tenant.as_deref(), json)
                 .await
         }
-        Command::Limits { action } => {
-            let registry = if with_jobs {
-                registry()?
-            } else {
-                Registry::new()
+        Command::ShardPolicy {
+            queue,
+            tenant,
+            weight,
+            floor,
+            cap,
+        } => {
+            let policy = ShardPolicy {
+                weight: setting(weight.as_deref(), "weight")?,
+                floor: setting(floor.as_deref(), "floor")?,
+                cap: setting(cap.as_deref(), "cap")?,
             };
-            match action {
-                None => crate::inspect::limits(&url, config.namespace.as_deref(), &registry).await,
-                Some(LimitsAction::Set { key, limit }) => {
-                    let limit = match limit.as_str() {
-                        "default" => None,
-                        n => Some(
-                            n.parse::<u32>()
-                                .context("the limit is a number or `default`")?,
-                        ),
-                    };
-                    crate::inspect::set_limit(
-                        &url,
-                        config.namespace.as_deref(),
-                        &registry,
-                        &key,
-                        limit,
-                    )
-                    .await
-                }
-            }
-        }
-        Command::Shards { queue } => {
-            crate::inspect::shards(&url, config.namespace.as_deref(), &queue).await
+            inspect?
+                .shard_policy(&queue, tenant.as_deref(), policy)
+                .await
         }
         Command::ShardLimit {
             queue,
@@ -277,20 +404,72 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
                         .context("the limit is a number or `none`")?,
                 ),
             };
-            crate::inspect::shard_limit(
-                &url,
-                config.namespace.as_deref(),
-                &queue,
-                tenant.as_deref(),
-                limit,
-            )
-            .await
+            inspect?.shard_limit(&queue, tenant.as_deref(), limit).await
         }
     }
 }
 
-fn load_config(cli: &Cli) -> Result<WorkerConfig> {
-    let mut c = match &cli.global.config {
+/// A `shard-policy` value: absent (keep), `default`/`none` (clear), or a number.
+fn setting<T: std::str::FromStr>(value: Option<&str>, what: &str) -> Result<Setting<T>> {
+    Ok(match value {
+        None => Setting::Keep,
+        Some("default" | "none") => Setting::Clear,
+        Some(v) => Setting::Set(v.parse().map_err(|_| {
+            anyhow::anyhow!("--{what} takes a number, `default` or `none`, not {v:?}")
+        })?),
+    })
+}
+
+async fn run_worker(
+    config: WorkerConfig,
+    registry: Registry,
+    web_addr: Option<std::net::SocketAddr>,
+    web: &crate::web::Options,
+) -> Result<()> {
+    if registry.is_empty() {
+        bail!(
+            "no job types are registered in this binary: name the crates that hold your jobs in \
+             `fairjob_worker::main!(...)`"
+        );
+    }
+    // Redis down at start-up is waited for, with backoff; bad credentials
+    // or settings end the worker at once.
+    let mut delay = Duration::from_millis(200);
+    let worker = loop {
+        let built = Worker::builder(config.client.redis_url())
+            .config(config.clone())
+            .registry(registry.clone())
+            .build()
+            .await;
+        match built {
+            Ok(w) => break w,
+            Err(e) if e.is_transient() => {
+                tracing::error!(error = %e, retry_in = ?delay, "cannot reach redis; waiting for it");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    println!(
+        "fairjob worker {} — queues: {}",
+        worker.identity(),
+        worker.queues()
+    );
+    let dashboard = match web_addr {
+        Some(addr) => Some(crate::web::spawn(&config, web, addr).await?),
+        None => None,
+    };
+    let result = worker.run().await;
+    if let Some(d) = dashboard {
+        d.stop().await;
+    }
+    result?;
+    Ok(())
+}
+
+fn load_config(global: &Global, r: &RunArgs) -> Result<WorkerConfig> {
+    let mut c = match &global.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
@@ -299,12 +478,21 @@ fn load_config(cli: &Cli) -> Result<WorkerConfig> {
         }
         None => WorkerConfig::default(),
     };
-    let r = &cli.run;
-    if let Some(v) = &cli.global.redis {
-        c.redis = Some(v.clone());
+    if let Some(v) = &global.redis {
+        c.client.redis = Some(v.clone());
     }
-    if let Some(v) = &cli.global.namespace {
-        c.namespace = Some(v.clone());
+    if let Some(v) = &global.namespace {
+        c.client.namespace = Some(v.clone());
+    }
+    c.client.cluster |= global.cluster;
+    if let Some(v) = global.wait_replicas {
+        c.client.wait_replicas = v;
+    }
+    if let Some(v) = global.wait_timeout {
+        c.client.wait_timeout = v;
+    }
+    if let Some(v) = &r.fair_key_format {
+        c.client.fair_key_format = Some(v.clone());
     }
     if !r.queues.is_empty() {
         c.queues = r.queues.clone();
@@ -340,7 +528,15 @@ fn load_config(cli: &Cli) -> Result<WorkerConfig> {
     if r.heartbeat.is_some() {
         c.heartbeat = r.heartbeat;
     }
-    c.sharded_queues.extend(r.sharded_queues.iter().cloned());
+    if r.job_timeout.is_some() {
+        c.job_timeout = r.job_timeout;
+    }
+    if r.no_wait_stats {
+        c.wait_stats = false;
+    }
+    c.client
+        .sharded_queues
+        .extend(r.sharded_queues.iter().cloned());
     c.validate()?;
     Ok(c)
 }
@@ -355,6 +551,15 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    fn config_of(args: &[&str]) -> WorkerConfig {
+        let cli = Cli::try_parse_from(args).unwrap();
+        let run = match cli.command {
+            Some(Command::Run(later)) => cli.run.merged(later),
+            _ => cli.run,
+        };
+        load_config(&cli.global, &run).unwrap()
+    }
+
     #[test]
     fn flags_override_the_config_file() {
         let dir = std::env::temp_dir().join(format!("fairjob-cli-{}", std::process::id()));
@@ -362,15 +567,15 @@ mod tests {
         let path = dir.join("w.toml");
         std::fs::write(
             &path,
-            "concurrency = 3\ntimeout = \"10s\"\nqueues = [\"a,2\", \"b,1\"]\n",
+            "concurrency = 3\ntimeout = \"10s\"\nqueues = [\"a,2\", \"b,1\"]\nnamespace = \"app\"\n",
         )
         .unwrap();
-        let cli = Cli::try_parse_from(["worker", "-C", path.to_str().unwrap(), "-c", "7"]).unwrap();
-        let c = load_config(&cli).unwrap();
+        let c = config_of(&["worker", "-C", path.to_str().unwrap(), "-c", "7"]);
         assert_eq!(c.concurrency, 7);
         assert_eq!(c.timeout, Duration::from_secs(10));
         assert_eq!(c.queues, vec!["a,2".to_owned(), "b,1".to_owned()]);
-        let cli = Cli::try_parse_from([
+        assert_eq!(c.client.namespace.as_deref(), Some("app"));
+        let c = config_of(&[
             "worker",
             "-Q",
             "critical",
@@ -378,14 +583,33 @@ mod tests {
             "default,4 slow,1",
             "-t",
             "3s",
-        ])
-        .unwrap();
-        let c = load_config(&cli).unwrap();
+        ]);
         assert_eq!(
             c.queue_spec().unwrap().unwrap().to_string(),
             "critical > default,4 slow,1"
         );
         assert_eq!(c.timeout, Duration::from_secs(3));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn run_takes_every_worker_flag_after_it() {
+        let c = config_of(&[
+            "worker", "-c", "5", "run", "-q", "x,2", "-c", "7", "--shard", "s",
+        ]);
+        assert_eq!(c.concurrency, 7);
+        assert_eq!(c.queues, vec!["x,2".to_owned()]);
+        assert_eq!(c.client.sharded_queues, vec!["s".to_owned()]);
+        let c = config_of(&["worker", "-q", "y", "run"]);
+        assert_eq!(c.queues, vec!["y".to_owned()]);
+    }
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        use std::ffi::OsStr;
+        assert!(use_colour(true, None));
+        assert!(!use_colour(false, None));
+        assert!(!use_colour(true, Some(OsStr::new("1"))));
+        assert!(use_colour(true, Some(OsStr::new(""))));
     }
 }

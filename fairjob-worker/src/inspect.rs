@@ -1,21 +1,17 @@
-//! Read-only (and limit-setting) commands: `jobs`, `stats`, `tenants`, `shards`,
-//! `shard-limit`. Nothing here runs jobs.
-
-use std::collections::BTreeSet;
+//! The inspection commands (`jobs`, `stats`, `tenants`, `shards`, `limits`,
+//! `explain`) and
+//! the steering ones (`shard-limit`, `limits set`): each reads or writes through
+//! the broker's admin API and prints a table. Nothing here runs jobs or names a
+//! Redis key.
 
 use anyhow::{Context, Result, bail};
-use fairjob::broker::keys::{decode, encode};
-use fairjob::broker::{ConnectOptions, RedisBroker};
-use fairjob::fair::{DEFAULT_MAX_WINDOW, WireRule};
+use fairjob::broker::admin::{MAX_PAGE, Page};
+use fairjob::broker::keys::encode;
+use fairjob::broker::{RedisBroker, Setting, ShardPolicy};
+use fairjob::config::WorkerConfig;
+use fairjob::fair::DEFAULT_MAX_WINDOW;
+use fairjob::wire::WireRule;
 use fairjob::{Registry, Retry};
-
-async fn connect(url: &str, namespace: Option<&str>) -> Result<RedisBroker> {
-    let options = ConnectOptions {
-        namespace: namespace.map(str::to_owned),
-        ..ConnectOptions::default()
-    };
-    Ok(RedisBroker::connect(url, options).await?)
-}
 
 pub(crate) fn jobs(registry: &Registry) {
     println!(
@@ -61,287 +57,379 @@ pub(crate) fn jobs(registry: &Registry) {
     println!("{} job type(s)", registry.len());
 }
 
-pub(crate) async fn stats(url: &str, namespace: Option<&str>) -> Result<()> {
-    let b = connect(url, namespace).await?;
-    let k = b.keys();
-    let queues: BTreeSet<String> = b.query(redis::cmd("SMEMBERS").arg(k.queues())).await?;
-    let sharded: BTreeSet<String> = b
-        .query(redis::cmd("SMEMBERS").arg(k.sharded_queues()))
-        .await?;
-    println!("queues:");
-    for q in queues.union(&sharded) {
-        let inbox: u64 = b.query(redis::cmd("LLEN").arg(k.queue(q))).await?;
-        if sharded.contains(q) {
-            let sk = k.shard(q);
-            let tenants: Vec<String> = b.query(redis::cmd("SMEMBERS").arg(&sk.tenants)).await?;
-            let mut pending = 0u64;
-            for chunk in tenants.chunks(1000) {
-                let mut pipe = redis::pipe();
-                for t in chunk {
-                    pipe.llen(format!("{}{}", sk.shard_prefix, t));
-                }
-                let lens: Vec<u64> = b.pipe(&pipe).await?;
-                pending += lens.iter().sum::<u64>();
-            }
-            println!(
-                "  {q:<24} {:>10} (sharded: {} tenants, inbox {inbox})",
-                pending + inbox,
-                tenants.len()
-            );
-        } else {
-            println!("  {q:<24} {inbox:>10}");
-        }
-    }
-    let count = |key: String| {
-        let b = b.clone();
-        async move { b.query::<u64>(redis::cmd("ZCARD").arg(key)).await }
-    };
-    println!("scheduled: {}", count(k.schedule()).await?);
-    println!("retries:   {}", count(k.retry()).await?);
-    println!("dead:      {}", count(k.dead()).await?);
-    let get = |key: String| {
-        let b = b.clone();
-        async move {
-            b.query::<Option<u64>>(redis::cmd("GET").arg(key))
-                .await
-                .map(|v| v.unwrap_or(0))
-        }
-    };
-    println!("processed: {}", get(k.stat_processed(None)).await?);
-    println!("failed:    {}", get(k.stat_failed(None)).await?);
-    println!(
-        "recovered from dead workers: {}, stale completions fenced: {}",
-        get(k.stat("recovered")).await?,
-        get(k.stat("fenced")).await?
-    );
-    let workers: Vec<String> = b.query(redis::cmd("HKEYS").arg(k.workers())).await?;
-    println!("workers:");
-    for w in workers {
-        let alive: bool = b.query(redis::cmd("EXISTS").arg(k.lease(&w))).await?;
-        let inflight = b.in_progress(&w).await?;
-        println!(
-            "  {w:<40} {} in progress: {inflight}",
-            if alive { "alive" } else { "DEAD " }
-        );
-    }
-    Ok(())
+/// A connection for the commands, from the worker's settings (its namespace and
+/// reroute window format).
+pub(crate) struct Inspect {
+    broker: RedisBroker,
 }
 
-pub(crate) async fn tenants(
-    url: &str,
-    namespace: Option<&str>,
-    registry: &Registry,
-    class: &str,
-    extra: &[String],
-) -> Result<()> {
-    let b = connect(url, namespace).await?;
-    let mut rules: Vec<WireRule> = registry
-        .get(class)
-        .map(|r| r.options.throttles.iter().map(WireRule::from).collect())
-        .unwrap_or_default();
-    for spec in extra {
-        let mut parts = spec.rsplitn(3, ':');
-        let per = parts.next().context("rule QUEUE:THRESHOLD:PER")?;
-        let threshold = parts.next().context("rule QUEUE:THRESHOLD:PER")?;
-        let queue = parts.next().context("rule QUEUE:THRESHOLD:PER")?;
-        rules.push(WireRule {
-            queue: queue.to_owned(),
-            threshold: threshold.parse().context("threshold is a number")?,
-            per: Some(fairjob::config::parse_duration(per)?.as_secs()),
-        });
+impl Inspect {
+    pub(crate) async fn connect(config: &WorkerConfig) -> Result<Inspect> {
+        let c = &config.client;
+        Ok(Inspect {
+            broker: RedisBroker::connect(c.redis_url(), c.connect_options()).await?,
+        })
     }
-    if rules.is_empty() {
-        bail!(
-            "no rules known for `{class}`: run this from a worker that registers it, or pass --rule QUEUE:THRESHOLD:PER"
-        );
-    }
-    let base = registry
-        .get(class)
-        .map(|r| r.options.queue)
-        .unwrap_or("(declared queue)");
-    let max_window = rules
-        .iter()
-        .filter_map(|r| r.per)
-        .max()
-        .unwrap_or(0)
-        .max(DEFAULT_MAX_WINDOW.as_secs());
-    let pattern = b.keys().fair_window(&glob_escape(class), "*", base);
-    let prefix = b.keys().fair_window(class, "", base);
-    let now = b.time().await?.floor() as i64;
-    let mut cursor = 0u64;
-    let mut found = Vec::new();
-    loop {
-        let (next, keys): (u64, Vec<String>) = b
-            .query(
-                redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(1000),
-            )
-            .await?;
-        found.extend(keys);
-        cursor = next;
-        if cursor == 0 {
-            break;
+
+    pub(crate) async fn stats(&self) -> Result<()> {
+        let o = self.broker.overview().await?;
+        println!("queues:");
+        for q in &o.queues {
+            let size = format!("{}{}", q.size, if q.size_exact { "" } else { "+" });
+            match q.tenants {
+                Some(t) => println!(
+                    "  {:<24} {size:>10} (sharded: {t} tenants, inbox {})",
+                    q.name, q.list
+                ),
+                None => println!("  {:<24} {size:>10}", q.name),
+            }
         }
+        println!("scheduled: {}", o.scheduled);
+        println!("retries:   {}", o.retries);
+        println!("dead:      {}", o.dead);
+        println!("processed: {}", o.processed);
+        println!("failed:    {}", o.failed);
+        println!(
+            "recovered from dead workers: {}, stale completions fenced: {}",
+            o.recovered, o.fenced
+        );
+        println!("workers:");
+        for w in &o.workers {
+            println!(
+                "  {:<40} {} in progress: {}",
+                w.identity,
+                if w.alive { "alive" } else { "DEAD " },
+                w.in_progress
+            );
+        }
+        Ok(())
     }
-    found.sort();
-    println!(
-        "class {class}: {} tenant(s) with a window (now = {now})",
-        found.len()
-    );
-    for key in found {
-        let tenant = key.strip_prefix(&prefix).unwrap_or(&key);
-        let mut counts = Vec::new();
-        let mut next_queue = base.to_owned();
-        for r in &rules {
-            let per = r.per.unwrap_or(max_window) as i64;
-            let n: u64 = b
-                .query(redis::cmd("ZCOUNT").arg(&key).arg(now - per).arg("+inf"))
+
+    pub(crate) async fn tenants(
+        &self,
+        registry: &Registry,
+        class: &str,
+        extra: &[String],
+    ) -> Result<()> {
+        let mut rules: Vec<WireRule> = registry
+            .get(class)
+            .map(|r| r.options.throttles.iter().map(WireRule::from).collect())
+            .unwrap_or_default();
+        for spec in extra {
+            let mut parts = spec.rsplitn(3, ':');
+            let per = parts.next().context("rule QUEUE:THRESHOLD:PER")?;
+            let threshold = parts.next().context("rule QUEUE:THRESHOLD:PER")?;
+            let queue = parts.next().context("rule QUEUE:THRESHOLD:PER")?;
+            rules.push(WireRule {
+                queue: queue.to_owned(),
+                threshold: threshold.parse().context("threshold is a number")?,
+                per: Some(fairjob::config::parse_duration(per)?.as_secs()),
+            });
+        }
+        if rules.is_empty() {
+            bail!(
+                "no rules known for `{class}`: run this from a worker that registers it, or pass --rule QUEUE:THRESHOLD:PER"
+            );
+        }
+        let base = registry
+            .get(class)
+            .map(|r| r.options.queue)
+            .unwrap_or("(declared queue)");
+        let max_window = rules
+            .iter()
+            .filter_map(|r| r.per)
+            .max()
+            .unwrap_or(0)
+            .max(DEFAULT_MAX_WINDOW.as_secs());
+        // A scan of the keyspace in resumable steps (an admin command; the
+        // dashboard runs it only on request).
+        let mut cursor = 0;
+        let mut rows = Vec::new();
+        let mut now = 0;
+        loop {
+            let page = self
+                .broker
+                .reroute_windows(class, base, &rules, max_window, cursor, 1000)
                 .await?;
-            // The next job is counted before the rules are checked.
-            if r.threshold < n + 1 {
-                next_queue = r.queue.clone();
+            now = page.now.max(now);
+            rows.extend(page.rows);
+            match page.next {
+                Some(next) => cursor = next,
+                None => break,
             }
-            counts.push(format!("{}/{} in {}s", n, r.threshold, per));
         }
+        rows.sort_by(|a, b| a.tenant.cmp(&b.tenant));
         println!(
-            "  {tenant:<24} {}  → next job: {next_queue}",
-            counts.join(", ")
+            "class {class}: {} tenant(s) with a window (now = {now})",
+            rows.len()
         );
-    }
-    Ok(())
-}
-
-fn glob_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-pub(crate) async fn shards(url: &str, namespace: Option<&str>, queue: &str) -> Result<()> {
-    let b = connect(url, namespace).await?;
-    let sk = b.keys().shard(queue);
-    let tenants: BTreeSet<String> = b.query(redis::cmd("SMEMBERS").arg(&sk.tenants)).await?;
-    let default: Option<String> = b.query(redis::cmd("HGET").arg(&sk.limits).arg("*")).await?;
-    let inbox: u64 = b.query(redis::cmd("LLEN").arg(&sk.inbox)).await?;
-    println!(
-        "sharded queue {queue}: {} tenant(s), default limit {}, inbox {inbox}",
-        tenants.len(),
-        default.as_deref().unwrap_or("unlimited")
-    );
-    println!(
-        "  {:<24} {:>8} {:>8} {:>10} {:>9}",
-        "tenant", "pending", "running", "limit", "rotation"
-    );
-    let tenants: Vec<String> = tenants.into_iter().collect();
-    for chunk in tenants.chunks(500) {
-        // One round trip per 500 tenants.
-        let mut pipe = redis::pipe();
-        for t in chunk {
-            pipe.llen(format!("{}{}", sk.shard_prefix, t))
-                .hget(&sk.running, t)
-                .hget(&sk.limits, t)
-                .zrank(&sk.ring, t);
-        }
-        type Row = (u64, Option<u64>, Option<String>, Option<u64>);
-        let rows: Vec<Row> = b.pipe(&pipe).await?;
-        for (t, (pending, running, limit, rank)) in chunk.iter().zip(rows) {
-            let name = if t.is_empty() {
-                "(no tenant)".to_owned()
-            } else {
-                decode(t).unwrap_or_else(|| t.clone())
-            };
+        for row in rows {
+            let counts: Vec<String> = rules
+                .iter()
+                .zip(&row.counts)
+                .map(|(r, n)| format!("{}/{} in {}s", n, r.threshold, r.per.unwrap_or(max_window)))
+                .collect();
             println!(
-                "  {name:<24} {pending:>8} {:>8} {:>10} {:>9}",
-                running.unwrap_or(0),
-                limit.or(default.clone()).unwrap_or_else(|| "-".into()),
-                rank.map(|r| format!("#{}", r + 1))
-                    .unwrap_or_else(|| "-".into())
+                "  {:<24} {}  → next job: {}",
+                row.tenant,
+                counts.join(", "),
+                row.next_queue
             );
         }
+        Ok(())
     }
-    Ok(())
+
+    pub(crate) async fn shards(&self, queue: &str) -> Result<()> {
+        let mut page = Page::first(MAX_PAGE);
+        let mut first = true;
+        let num = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |x| format!("{x}"));
+        let int = |v: Option<u32>| v.map_or_else(|| "-".to_owned(), |x| x.to_string());
+        loop {
+            let view = self.broker.shard_view(queue, page).await?;
+            if first {
+                println!(
+                    "sharded queue {queue}: {} tenant(s), {} runnable, inbox {}; defaults: weight {}, \
+                     floor {}, cap {}; virtual time {:.3}",
+                    view.tenants,
+                    view.runnable,
+                    view.inbox,
+                    view.default_weight
+                        .map_or_else(|| "1".to_owned(), |w| w.to_string()),
+                    view.default_floor.unwrap_or(0),
+                    view.default_limit
+                        .map_or_else(|| "unlimited".to_owned(), |l| l.to_string()),
+                    view.virtual_time
+                );
+                let next: Vec<&str> = view
+                    .next_up
+                    .iter()
+                    .map(|t| t.as_deref().unwrap_or("(no tenant)"))
+                    .collect();
+                println!("  served next: {}", next.join(", "));
+                println!(
+                    "  {:<24} {:>8} {:>8} {:>7} {:>6} {:>6} {:>12} {:>9} {:>8}",
+                    "tenant",
+                    "pending",
+                    "running",
+                    "weight",
+                    "floor",
+                    "cap",
+                    "pass",
+                    "rotation",
+                    "share"
+                );
+                first = false;
+            }
+            for row in &view.rows {
+                let name = row.tenant.as_deref().unwrap_or("(no tenant)");
+                let share = if view.dispatched > 0 {
+                    format!(
+                        "{:.1}%",
+                        100.0 * row.dispatched as f64 / view.dispatched as f64
+                    )
+                } else {
+                    "-".to_owned()
+                };
+                println!(
+                    "  {name:<24} {:>8} {:>8} {:>7} {:>6} {:>6} {:>12} {:>9} {:>8}",
+                    row.pending,
+                    row.running,
+                    num(row.weight.or(view.default_weight).or(Some(1.0))),
+                    int(row.floor.or(view.default_floor).or(Some(0))),
+                    row.limit
+                        .or(view.default_limit)
+                        .map_or_else(|| "-".to_owned(), |l| l.to_string()),
+                    row.pass
+                        .map_or_else(|| "-".to_owned(), |p| format!("{p:.3}")),
+                    row.rotation.map_or_else(
+                        || "-".to_owned(),
+                        |r| format!("#{r}{}", if row.under_floor { " f" } else { "" })
+                    ),
+                    share
+                );
+            }
+            match view.next {
+                Some(cursor) => page.cursor = cursor,
+                None => {
+                    println!(
+                        "  share: of the {} jobs dispatched in the last {} minutes; f: under its floor",
+                        view.dispatched,
+                        fairjob::broker::admin::SHARE_MINUTES
+                    );
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    pub(crate) async fn shard_policy(
+        &self,
+        queue: &str,
+        tenant: Option<&str>,
+        policy: ShardPolicy,
+    ) -> Result<()> {
+        self.broker.set_shard_policy(queue, tenant, policy).await?;
+        let show = |s: &str, v: String| format!("{s} {v}");
+        let mut changed = Vec::new();
+        for (name, v) in [
+            ("weight", describe(policy.weight)),
+            ("floor", describe(policy.floor)),
+            ("cap", describe(policy.cap)),
+        ] {
+            if let Some(v) = v {
+                changed.push(show(name, v));
+            }
+        }
+        println!(
+            "{queue}: {} for {}",
+            if changed.is_empty() {
+                "nothing changed".to_owned()
+            } else {
+                changed.join(", ")
+            },
+            tenant
+                .map(|t| format!("tenant {t}"))
+                .unwrap_or_else(|| "every tenant without its own (the default)".into()),
+        );
+        Ok(())
+    }
+
+    pub(crate) async fn shard_limit(
+        &self,
+        queue: &str,
+        tenant: Option<&str>,
+        limit: Option<u32>,
+    ) -> Result<()> {
+        self.broker.set_shard_limit(queue, tenant, limit).await?;
+        println!(
+            "{queue}: running limit of {} set to {}",
+            tenant
+                .map(|t| format!("tenant {t} ({})", encode(t)))
+                .unwrap_or_else(|| "every tenant (default)".into()),
+            limit
+                .map(|l| l.to_string())
+                .unwrap_or_else(|| "none".into())
+        );
+        Ok(())
+    }
+
+    pub(crate) async fn limits(&self, registry: &Registry) -> Result<()> {
+        println!(
+            "{:<40} {:>10} {:>8} {:>9} {:>8}",
+            "key", "limit", "running", "reserved", "waiting"
+        );
+        let mut page = Page::first(MAX_PAGE);
+        let mut count = 0;
+        loop {
+            let found = self.broker.limits(page).await?;
+            for l in &found.rows {
+                let limit = match (l.limit, declared_default(registry, &l.key)) {
+                    (Some(n), _) => n.to_string(),
+                    (None, Some(d)) => format!("{d} (default)"),
+                    (None, None) => "default".to_owned(),
+                };
+                println!(
+                    "{:<40} {:>10} {:>8} {:>9} {:>8}",
+                    l.key, limit, l.running, l.reserved, l.waiting
+                );
+                count += 1;
+            }
+            match found.next {
+                Some(cursor) => page.cursor = cursor,
+                None => break,
+            }
+        }
+        println!("{count} key(s)");
+        Ok(())
+    }
+
+    pub(crate) async fn set_limit(
+        &self,
+        registry: &Registry,
+        key: &str,
+        limit: Option<u32>,
+    ) -> Result<()> {
+        let default = declared_default(registry, key).unwrap_or(0);
+        let released = fairjob::limit::set_limit(&self.broker, key, limit, default).await?;
+        println!(
+            "{key}: limit {}; released {released} waiting job(s)",
+            limit
+                .map(|l| l.to_string())
+                .unwrap_or_else(|| "back to the declared default".into())
+        );
+        Ok(())
+    }
 }
 
-pub(crate) async fn shard_limit(
-    url: &str,
-    namespace: Option<&str>,
-    queue: &str,
-    tenant: Option<&str>,
-    limit: Option<u32>,
-) -> Result<()> {
-    let b = connect(url, namespace).await?;
-    b.set_shard_limit(queue, tenant, limit).await?;
-    println!(
-        "{queue}: running limit of {} set to {}",
-        tenant
-            .map(|t| format!("tenant {t} ({})", encode(t)))
-            .unwrap_or_else(|| "every tenant (default)".into()),
-        limit
-            .map(|l| l.to_string())
-            .unwrap_or_else(|| "none".into())
-    );
-    Ok(())
+fn describe<T: std::fmt::Display>(s: Setting<T>) -> Option<String> {
+    match s {
+        Setting::Keep => None,
+        Setting::Clear => Some("removed".to_owned()),
+        Setting::Set(v) => Some(format!("set to {v}")),
+    }
 }
 
 /// The declared default of a full key (`Class:key` or `group:name:key`), if a
 /// registered job declares it.
 fn declared_default(registry: &Registry, key: &str) -> Option<u32> {
-    registry.iter().find_map(|r| {
-        let c = r.options.concurrency?;
-        let prefix = match c.group {
-            Some(g) => format!("group:{g}:"),
-            None => format!("{}:", r.class),
-        };
-        key.starts_with(&prefix).then_some(c.limit)
-    })
+    fairjob::limit::declared_limit(
+        registry
+            .iter()
+            .filter_map(|r| r.options.concurrency.as_ref().map(|c| (r.class, c))),
+        key,
+    )
 }
 
-pub(crate) async fn limits(url: &str, namespace: Option<&str>, registry: &Registry) -> Result<()> {
-    let b = connect(url, namespace).await?;
-    let all = fairjob::limit::list(&b).await?;
-    println!(
-        "{:<40} {:>10} {:>8} {:>9} {:>8}",
-        "key", "limit", "running", "reserved", "waiting"
-    );
-    for l in &all {
-        let limit = match (l.limit, declared_default(registry, &l.key)) {
-            (Some(n), _) => n.to_string(),
-            (None, Some(d)) => format!("{d} (default)"),
-            (None, None) => "default".to_owned(),
-        };
-        println!(
-            "{:<40} {:>10} {:>8} {:>9} {:>8}",
-            l.key, limit, l.running, l.reserved, l.waiting
-        );
+impl Inspect {
+    /// `explain <jid>`: the dashboard's explain, walking until found or done.
+    pub(crate) async fn explain(
+        &self,
+        registry: &Registry,
+        jid: &str,
+        tenant: Option<&str>,
+        json: bool,
+    ) -> Result<()> {
+        let mut classes = self.broker.classes().await?;
+        for c in registry.class_infos() {
+            if !classes.iter().any(|k| k.class == c.class) {
+                classes.push(c);
+            }
+        }
+        let mut cursor: Option<String> = None;
+        loop {
+            let e = self
+                .broker
+                .explain(
+                    jid,
+                    tenant,
+                    cursor.as_deref(),
+                    Some(fairjob::broker::admin::EXPLAIN_MAX_BUDGET),
+                    &classes,
+                )
+                .await?;
+            if e.next.is_some() && !e.found {
+                eprintln!("… scanned {} entries so far", e.scanned);
+                cursor = e.next;
+                continue;
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&e)?);
+            } else {
+                println!("job {jid}:");
+                for r in &e.reasons {
+                    println!("  - {}", r.text);
+                }
+                if let Some(j) = &e.job {
+                    println!(
+                        "  ({} in {}, tenant {}; {} entries scanned)",
+                        j.class,
+                        j.queue,
+                        j.tenant.as_deref().unwrap_or("-"),
+                        e.scanned
+                    );
+                }
+            }
+            return Ok(());
+        }
     }
-    println!("{} key(s)", all.len());
-    Ok(())
-}
-
-pub(crate) async fn set_limit(
-    url: &str,
-    namespace: Option<&str>,
-    registry: &Registry,
-    key: &str,
-    limit: Option<u32>,
-) -> Result<()> {
-    let b = connect(url, namespace).await?;
-    let default = declared_default(registry, key).unwrap_or(0);
-    let released = fairjob::limit::set_limit(&b, key, limit, default).await?;
-    println!(
-        "{key}: limit {}; released {released} waiting job(s)",
-        limit
-            .map(|l| l.to_string())
-            .unwrap_or_else(|| "back to the declared default".into())
-    );
-    Ok(())
 }

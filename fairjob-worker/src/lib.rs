@@ -7,13 +7,17 @@
 //! fairjob_worker::main!(my_jobs);
 //! ```
 //!
-//! That gives the whole CLI: `worker -r redis://… -q default,4 -q slow,1 -c 25`,
-//! `worker jobs`, `worker stats`, `worker tenants <Class>`, `worker shards <queue>`.
+//! That gives the whole CLI: `worker -r redis://… -q default,4 -q slow,1 -c 25`
+//! (also `worker run …`, and `worker run --web 127.0.0.1:7433` to serve the
+//! dashboard beside processing), `worker jobs`, `worker stats`, `worker
+//! tenants <Class>`, `worker shards <queue>`, `worker explain <jid>`, `worker
+//! web --bind 127.0.0.1:7433`.
 //! The `fairjob-worker` binary built from this crate has every command that needs
 //! no job types; asked to run jobs, it explains how to build a worker with `main!`.
 
 mod cli;
 mod inspect;
+mod web;
 
 use std::process::ExitCode;
 

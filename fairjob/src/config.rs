@@ -1,24 +1,113 @@
-//! Worker settings: every command-line flag has a key here, so a TOML file
-//! (`-C worker.toml`) can say everything the flags can. Durations are humantime
-//! strings (`"25s"`, `"1m 30s"`).
+//! Settings, in one place: [`ClientConfig`] (how to reach Redis, key layout,
+//! reroute windows, payload limits) and [`WorkerConfig`], which contains one, so
+//! the worker's own client (promotions, jobs enqueued from jobs, the CLI's
+//! commands) counts in the same windows as the application's.
 //!
-//! This module only describes and validates settings; [`crate::worker`] uses them.
+//! `ClientBuilder` and `WorkerBuilder` are thin named setters over these. Every
+//! command-line flag of the worker has a key in the TOML form (`-C
+//! worker.toml`), which is flat: `redis`, `namespace`, `concurrency`, … side by
+//! side. Durations are humantime strings (`"25s"`, `"1m 30s"`).
+//!
+//! Layer 3: settings and their validation; nothing here connects or runs.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::broker::ConnectOptions;
 use crate::error::{Error, Result};
-use crate::worker::QueueSpec;
+use crate::fair::DEFAULT_MAX_WINDOW;
+use crate::queues::QueueSpec;
 
-/// The worker's settings with Sidekiq-like defaults.
+/// The default Redis URL.
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+
+/// The client's default maximum payload size: 1 MiB.
+pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024;
+
+/// Everything a [`Client`](crate::Client) needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct WorkerConfig {
-    /// Redis URL (`REDIS_URL`); `redis://127.0.0.1:6379` when unset.
+pub struct ClientConfig {
+    /// Redis URL (`REDIS_URL`); [`DEFAULT_REDIS_URL`] when unset.
     pub redis: Option<String>,
-    /// Key prefix.
+    /// Key prefix (`ns:`), as redis-namespace did for Sidekiq.
     pub namespace: Option<String>,
+    /// How long connecting may take (default 5s).
+    #[serde(with = "human")]
+    pub connect_timeout: Duration,
+    /// How long one command may take (default 5s).
+    #[serde(with = "human")]
+    pub response_timeout: Duration,
+    /// The reroute window key format, the gem's `enqueues_key` (placeholders
+    /// `%<job_class>s`, `%<fair_tenant>s`, `%<queue>s`); the gem's by default.
+    pub fair_key_format: Option<String>,
+    /// The reroute window kept per tenant (default 1 day, as the gem); raised
+    /// automatically to the longest `per` of a job's rules.
+    #[serde(with = "human")]
+    pub max_throttling_window: Duration,
+    /// Largest payload a push accepts, in bytes (default 1 MiB).
+    pub max_payload_bytes: usize,
+    /// Queues that are tenant-sharded (besides those declared by
+    /// `#[job(shard_by_tenant)]` and those workers announce in Redis).
+    pub sharded_queues: Vec<String>,
+    /// Connect in Redis Cluster mode even with one seed URL (detected
+    /// otherwise; a server not in cluster mode is then an error).
+    pub cluster: bool,
+    /// After each push, wait until this many replicas have the write (Redis
+    /// `WAIT`); the push fails if they don't within `wait_timeout`. 0 (the
+    /// default) waits for none.
+    pub wait_replicas: u32,
+    /// How long a push waits for its replicas (default 1 s).
+    #[serde(with = "human")]
+    pub wait_timeout: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            redis: None,
+            namespace: None,
+            connect_timeout: Duration::from_secs(5),
+            response_timeout: Duration::from_secs(5),
+            fair_key_format: None,
+            max_throttling_window: DEFAULT_MAX_WINDOW,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD,
+            sharded_queues: Vec::new(),
+            cluster: false,
+            wait_replicas: 0,
+            wait_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+impl ClientConfig {
+    /// The Redis URL in force.
+    pub fn redis_url(&self) -> &str {
+        self.redis.as_deref().unwrap_or(DEFAULT_REDIS_URL)
+    }
+
+    /// The broker's connection options.
+    pub fn connect_options(&self) -> ConnectOptions {
+        ConnectOptions {
+            namespace: self.namespace.clone().filter(|n| !n.is_empty()),
+            response_timeout: self.response_timeout,
+            connect_timeout: self.connect_timeout,
+            fair_key_format: self.fair_key_format.clone(),
+            cluster: self.cluster,
+            wait_replicas: self.wait_replicas,
+            wait_timeout: self.wait_timeout,
+        }
+    }
+}
+
+/// The worker's settings with Sidekiq-like defaults, and its client's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "WorkerConfigFile", into = "WorkerConfigFile")]
+pub struct WorkerConfig {
+    /// The worker's client: Redis, namespace, windows (also used for pushes
+    /// from jobs, promotions and the CLI's commands).
+    pub client: ClientConfig,
     /// One tier of queues, Sidekiq style: `"name"` or `"name,weight"`.
     pub queues: Vec<String>,
     /// Ordered tiers, each a list like `queues`: a tier is fetched only when every
@@ -27,42 +116,41 @@ pub struct WorkerConfig {
     /// Jobs run at once (default 10).
     pub concurrency: usize,
     /// Shutdown timeout (default 25s).
-    #[serde(with = "human")]
     pub timeout: Duration,
     /// Worker lease: a worker silent this long is dead and its jobs are offered
     /// again (default 30s).
-    #[serde(with = "human")]
     pub lease: Duration,
     /// Heartbeat interval (default: a third of the lease).
-    #[serde(with = "human_opt")]
     pub heartbeat: Option<Duration>,
     /// How often some worker looks for dead workers' jobs (default 15s).
-    #[serde(with = "human")]
     pub reaper_interval: Duration,
     /// How often an idle worker looks at its queues without a wake-up (jobs pushed
     /// by clients that don't send wake-ups, e.g. Ruby Sidekiq) (default 1s).
-    #[serde(with = "human")]
     pub poll_interval: Duration,
     /// Average interval of the scheduler (`schedule`/`retry` promotion) (default 5s, ±50%).
-    #[serde(with = "human")]
     pub scheduled_poll_interval: Duration,
     /// Interruptions (worker deaths) before a job is dead-lettered (default 3).
     pub max_interruptions: u32,
     /// Largest payload a worker reads as a job; larger entries go to `dead` (default 16 MiB).
     pub max_payload_bytes: usize,
-    /// Queues that are tenant-sharded (besides those declared by `#[job(shard_by_tenant)]`).
-    pub sharded_queues: Vec<String>,
+    /// How long a job may run when its type sets no `#[job(timeout)]`: then it
+    /// is cancelled and, after a short grace, fails and is retried (default:
+    /// no limit, as in Sidekiq).
+    pub job_timeout: Option<Duration>,
     /// Sidekiq's process `tag`, shown in the Web UI.
     pub tag: String,
     /// Sidekiq's process labels.
     pub labels: Vec<String>,
+    /// Keep per-queue and per-tenant wait statistics (enqueue → start) and
+    /// per-queue throughput in Redis, aggregated in the worker and flushed
+    /// with its heartbeat, for the dashboard and metrics (default true).
+    pub wait_stats: bool,
 }
 
 impl Default for WorkerConfig {
     fn default() -> Self {
         WorkerConfig {
-            redis: None,
-            namespace: None,
+            client: ClientConfig::default(),
             queues: Vec::new(),
             tiers: Vec::new(),
             concurrency: 10,
@@ -74,9 +162,10 @@ impl Default for WorkerConfig {
             scheduled_poll_interval: Duration::from_secs(5),
             max_interruptions: 3,
             max_payload_bytes: 16 * 1024 * 1024,
-            sharded_queues: Vec::new(),
+            job_timeout: None,
             tag: String::new(),
             labels: Vec::new(),
+            wait_stats: true,
         }
     }
 }
@@ -117,6 +206,124 @@ impl WorkerConfig {
     /// The heartbeat interval in force.
     pub fn heartbeat_interval(&self) -> Duration {
         self.heartbeat.unwrap_or(self.lease / 3)
+    }
+}
+
+/// The flat form of [`WorkerConfig`] in a TOML file: client keys beside worker keys.
+#[derive(Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct WorkerConfigFile {
+    redis: Option<String>,
+    namespace: Option<String>,
+    #[serde(with = "human")]
+    connect_timeout: Duration,
+    #[serde(with = "human")]
+    response_timeout: Duration,
+    fair_key_format: Option<String>,
+    #[serde(with = "human")]
+    max_throttling_window: Duration,
+    max_enqueue_bytes: usize,
+    sharded_queues: Vec<String>,
+    cluster: bool,
+    wait_replicas: u32,
+    #[serde(with = "human")]
+    wait_timeout: Duration,
+    queues: Vec<String>,
+    tiers: Vec<Vec<String>>,
+    concurrency: usize,
+    #[serde(with = "human")]
+    timeout: Duration,
+    #[serde(with = "human")]
+    lease: Duration,
+    #[serde(with = "human_opt")]
+    heartbeat: Option<Duration>,
+    #[serde(with = "human")]
+    reaper_interval: Duration,
+    #[serde(with = "human")]
+    poll_interval: Duration,
+    #[serde(with = "human")]
+    scheduled_poll_interval: Duration,
+    max_interruptions: u32,
+    max_payload_bytes: usize,
+    #[serde(with = "human_opt")]
+    job_timeout: Option<Duration>,
+    tag: String,
+    labels: Vec<String>,
+    wait_stats: bool,
+}
+
+impl Default for WorkerConfigFile {
+    fn default() -> Self {
+        WorkerConfig::default().into()
+    }
+}
+
+impl From<WorkerConfig> for WorkerConfigFile {
+    fn from(w: WorkerConfig) -> Self {
+        let c = w.client;
+        WorkerConfigFile {
+            redis: c.redis,
+            namespace: c.namespace,
+            connect_timeout: c.connect_timeout,
+            response_timeout: c.response_timeout,
+            fair_key_format: c.fair_key_format,
+            max_throttling_window: c.max_throttling_window,
+            max_enqueue_bytes: c.max_payload_bytes,
+            sharded_queues: c.sharded_queues,
+            cluster: c.cluster,
+            wait_replicas: c.wait_replicas,
+            wait_timeout: c.wait_timeout,
+            queues: w.queues,
+            tiers: w.tiers,
+            concurrency: w.concurrency,
+            timeout: w.timeout,
+            lease: w.lease,
+            heartbeat: w.heartbeat,
+            reaper_interval: w.reaper_interval,
+            poll_interval: w.poll_interval,
+            scheduled_poll_interval: w.scheduled_poll_interval,
+            max_interruptions: w.max_interruptions,
+            max_payload_bytes: w.max_payload_bytes,
+            job_timeout: w.job_timeout,
+            tag: w.tag,
+            labels: w.labels,
+            wait_stats: w.wait_stats,
+        }
+    }
+}
+
+impl From<WorkerConfigFile> for WorkerConfig {
+    fn from(f: WorkerConfigFile) -> Self {
+        WorkerConfig {
+            client: ClientConfig {
+                redis: f.redis,
+                namespace: f.namespace,
+                connect_timeout: f.connect_timeout,
+                response_timeout: f.response_timeout,
+                fair_key_format: f.fair_key_format,
+                max_throttling_window: f.max_throttling_window,
+                max_payload_bytes: f.max_enqueue_bytes,
+                sharded_queues: f.sharded_queues,
+                cluster: f.cluster,
+                wait_replicas: f.wait_replicas,
+                wait_timeout: f.wait_timeout,
+            },
+            queues: f.queues,
+            tiers: f.tiers,
+            concurrency: f.concurrency,
+            timeout: f.timeout,
+            lease: f.lease,
+            heartbeat: f.heartbeat,
+            reaper_interval: f.reaper_interval,
+            poll_interval: f.poll_interval,
+            scheduled_poll_interval: f.scheduled_poll_interval,
+            max_interruptions: f.max_interruptions,
+            max_payload_bytes: f.max_payload_bytes,
+            job_timeout: f.job_timeout,
+            tag: f.tag,
+            labels: f.labels,
+            wait_stats: f.wait_stats,
+        }
     }
 }
 
@@ -187,17 +394,29 @@ mod tests {
     }
 
     #[test]
-    fn config_round_trips_through_serde() {
+    fn config_round_trips_through_serde_flat() {
         let c = WorkerConfig {
             queues: vec!["default,4".into(), "slow,1".into()],
+            client: ClientConfig {
+                namespace: Some("app".into()),
+                fair_key_format: Some("w:%<job_class>s:%<fair_tenant>s".into()),
+                ..ClientConfig::default()
+            },
             ..WorkerConfig::default()
         };
         let json = serde_json::to_string(&c).unwrap();
         assert!(json.contains(r#""timeout":"25s""#), "{json}");
+        assert!(json.contains(r#""namespace":"app""#), "{json}");
+        assert!(!json.contains(r#""client""#), "{json}");
         let back: WorkerConfig = serde_json::from_str(&json).unwrap();
         assert_eq!(back, c);
         let err = serde_json::from_str::<WorkerConfig>(r#"{"concurency":3}"#).unwrap_err();
         assert!(err.to_string().contains("unknown field"), "{err}");
+        let partial: WorkerConfig =
+            serde_json::from_str(r#"{"redis":"redis://h:1","concurrency":3}"#).unwrap();
+        assert_eq!(partial.client.redis.as_deref(), Some("redis://h:1"));
+        assert_eq!(partial.concurrency, 3);
+        assert_eq!(partial.lease, Duration::from_secs(30));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Errors: the library's [`Error`] and what a job's `perform` returns, [`JobError`].
 //!
-//! `Error` keeps its sources; `JobError` says what should happen next to the job
-//! (retry, retry after a delay, or discard).
+//! The bottom layer: it names no other module of the crate. `Error` keeps its
+//! sources; `JobError` says what should happen next to the job (retry, retry
+//! after a delay, or discard).
 
 use std::fmt;
 use std::time::Duration;
@@ -22,7 +23,7 @@ pub enum Error {
     /// Authentication failed; the URL's password is never part of the message.
     #[error("redis refused the credentials: {0}")]
     Auth(String),
-    /// The Redis URL or a connection option is invalid.
+    /// The Redis URL or a connection option is invalid, or the server cannot be reached.
     #[error("invalid redis connection settings: {0}")]
     Connection(String),
     /// A job's arguments could not be encoded as JSON.
@@ -34,12 +35,12 @@ pub enum Error {
         source: serde_json::Error,
     },
     /// A payload's `args` do not fit the job type.
-    #[error("cannot decode the arguments of `{class}`: {reason}")]
+    #[error("cannot decode the arguments of `{class}`: {source}")]
     Decode {
         /// Job class.
         class: String,
-        /// What was expected and what was found.
-        reason: String,
+        /// What was wrong.
+        source: DecodeError,
     },
     /// A payload is not a Sidekiq job (not JSON, not an object, missing fields…).
     #[error("malformed payload: {0}")]
@@ -55,7 +56,10 @@ pub enum Error {
         max: usize,
     },
     /// No registered job type has this class name.
-    #[error("unknown job class `{class}`")]
+    #[error(
+        "no job type is registered for class `{class}` in this worker \
+         (Ruby-only and Rust-only classes need their own queues)"
+    )]
     UnknownJob {
         /// The payload's class.
         class: String,
@@ -78,47 +82,147 @@ pub enum Error {
         /// The jid the job would have had.
         jid: String,
     },
-    /// A tenant id is not acceptable (empty ids are "no tenant", not an error).
-    #[error("invalid tenant id: {0}")]
-    InvalidTenant(String),
     /// Invalid configuration (queue list, durations, limits…).
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A push reached Redis but fewer replicas than
+    /// [`ClientBuilder::wait_replicas`](crate::ClientBuilder::wait_replicas)
+    /// asked for confirmed it in time: a failover now could lose it. The job
+    /// is in Redis (unless that failover happens), so pushing it again may
+    /// enqueue it twice.
+    #[error(
+        "only {acked} of {wanted} replicas confirmed the push within {timeout_ms} ms \
+         (it is on the primary; a failover before it replicates would lose it)"
+    )]
+    NotReplicated {
+        /// Replicas that confirmed.
+        acked: u32,
+        /// Replicas asked for.
+        wanted: u32,
+        /// The wait, in milliseconds.
+        timeout_ms: u64,
+    },
+    /// An operating-system facility failed (a signal handler could not be installed…).
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// fairjob's testing mode (`fairjob::testing::Fake`) keeps jobs in memory
+    /// and has no Redis: this command or operation needs one.
+    #[error("{}", not_in_testing_mode(.0))]
+    NotInTestingMode(String),
+    /// A job performed by fairjob's testing mode failed (what its `perform` or
+    /// a server middleware returned, or its panic).
+    #[error("job `{class}` (jid {jid}) failed: {error_class}: {message}")]
+    JobFailed {
+        /// Job class.
+        class: String,
+        /// The jid.
+        jid: String,
+        /// The failure's `error_class`.
+        error_class: String,
+        /// The failure's `error_message`.
+        message: String,
+    },
+    /// A request to fairjob's testing mode that it cannot carry out (nothing to
+    /// perform, a drain that never ends…).
+    #[error("fairjob testing mode: {0}")]
+    Fake(String),
+}
+
+/// The description of the Redis client error that a command on a testing-mode
+/// connection fails with; [`Error::from_redis`] turns it into
+/// [`Error::NotInTestingMode`].
+pub(crate) const NO_REDIS_IN_TESTING_MODE: &str = "fairjob's testing mode has no Redis";
+
+/// What a testing-mode error says about `what` (a command, an operation).
+pub(crate) fn not_in_testing_mode(what: &str) -> String {
+    format!(
+        "{what} is not available in fairjob's testing mode \
+         (test it against a real Redis with fairjob::testing::RedisServer)"
+    )
+}
+
+/// Why a payload's `args` do not decode into a job type.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// `args` holds another number of arguments than the type has fields.
+    #[error("expected {expected} argument{} in `args`, got {got}", if *.expected == 1 { "" } else { "s" })]
+    Arity {
+        /// The type's arity.
+        expected: usize,
+        /// The payload's.
+        got: usize,
+    },
+    /// `args` is not a JSON array.
+    #[error("`args` is not a JSON array: {0}")]
+    NotAnArray(#[source] serde_json::Error),
+    /// An argument does not deserialize into the field's type.
+    #[error("cannot decode `args`: {0}")]
+    Json(#[source] serde_json::Error),
 }
 
 impl Error {
-    /// Maps a Redis error, recognising OOM and authentication replies.
+    /// Maps a Redis error, recognising out-of-memory and authentication replies
+    /// by the error codes Redis sends (`OOM`, `NOAUTH`, `WRONGPASS`), also
+    /// inside a pipeline's errors.
     pub(crate) fn from_redis(err: redis::RedisError) -> Self {
-        let text = err.to_string();
-        if text.contains("OOM") && text.contains("maxmemory") {
-            Error::OutOfMemory(text)
-        } else if matches!(err.kind(), redis::ErrorKind::AuthenticationFailed)
-            || text.contains("WRONGPASS")
-            || text.contains("NOAUTH")
+        if err.kind() == redis::ErrorKind::Client
+            && err.to_string().starts_with(NO_REDIS_IN_TESTING_MODE)
         {
-            Error::Auth(text)
+            let detail = err.detail().unwrap_or_default();
+            let what = detail
+                .split_once(" is not available")
+                .map_or(detail, |(w, _)| w);
+            return Error::NotInTestingMode(what.to_owned());
+        }
+        let has = |wanted: &[&str]| match err.code() {
+            Some(code) => wanted.contains(&code),
+            None => err
+                .clone()
+                .into_server_errors()
+                .is_some_and(|items| items.iter().any(|(_, e)| wanted.contains(&e.code()))),
+        };
+        if has(&["OOM"]) {
+            Error::OutOfMemory(err.to_string())
+        } else if has(&["NOAUTH", "WRONGPASS"])
+            || matches!(err.kind(), redis::ErrorKind::AuthenticationFailed)
+        {
+            Error::Auth(err.to_string())
         } else {
             Error::Redis(err)
         }
     }
 
-    /// True for errors that a retry may cure (connection trouble, OOM, timeouts).
+    /// True for errors that a retry may cure (connection trouble, OOM, timeouts,
+    /// a cluster that is moving slots or electing a primary).
     pub fn is_transient(&self) -> bool {
+        use redis::ServerErrorKind as S;
         match self {
             Error::Redis(e) => {
                 e.is_io_error()
                     || e.is_timeout()
                     || e.is_connection_dropped()
                     || e.is_connection_refusal()
+                    || e.is_cluster_error()
                     || matches!(
                         e.kind(),
-                        redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading)
-                            | redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain)
-                            | redis::ErrorKind::Server(redis::ServerErrorKind::MasterDown)
-                            | redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
+                        redis::ErrorKind::Server(
+                            S::BusyLoading
+                                | S::TryAgain
+                                | S::MasterDown
+                                | S::ReadOnly
+                                | S::ClusterDown
+                                | S::Moved
+                                | S::Ask
+                        )
                     )
             }
-            Error::OutOfMemory(_) => true,
+            Error::OutOfMemory(_) | Error::Connection(_) => true,
             _ => false,
         }
     }
@@ -133,36 +237,37 @@ pub struct JobError {
     message: String,
 }
 
+/// What should happen to a job after a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum JobErrorKind {
+#[non_exhaustive]
+pub enum JobErrorKind {
+    /// Retried with Sidekiq's backoff.
     Retry,
+    /// Retried after this delay.
     RetryIn(Duration),
+    /// Not retried: the job goes to `dead` (if its options allow).
     Discard,
 }
 
 impl JobError {
     /// A failure retried with Sidekiq's backoff (the default for `?`).
     pub fn retry(message: impl fmt::Display) -> Self {
-        JobError {
-            kind: JobErrorKind::Retry,
-            class: "JobError".into(),
-            message: message.to_string(),
-        }
+        Self::new(JobErrorKind::Retry, message)
     }
 
     /// A failure retried after `delay` instead of the backoff (the attempt still counts).
     pub fn retry_in(delay: Duration, message: impl fmt::Display) -> Self {
-        JobError {
-            kind: JobErrorKind::RetryIn(delay),
-            class: "JobError".into(),
-            message: message.to_string(),
-        }
+        Self::new(JobErrorKind::RetryIn(delay), message)
     }
 
     /// A failure that must not be retried; the job goes to `dead` (if its `retry` allows).
     pub fn discard(message: impl fmt::Display) -> Self {
+        Self::new(JobErrorKind::Discard, message)
+    }
+
+    fn new(kind: JobErrorKind, message: impl fmt::Display) -> Self {
         JobError {
-            kind: JobErrorKind::Discard,
+            kind,
             class: "JobError".into(),
             message: message.to_string(),
         }
@@ -190,7 +295,8 @@ impl JobError {
         self.kind == JobErrorKind::Discard
     }
 
-    pub(crate) fn kind(&self) -> JobErrorKind {
+    /// What should happen next.
+    pub fn kind(&self) -> JobErrorKind {
         self.kind
     }
 }
@@ -227,5 +333,67 @@ impl<E: std::error::Error> From<E> for JobError {
             class: short.to_owned(),
             message,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redis_error_codes_map_to_typed_errors() {
+        let parsed = |reply: &str| -> Error {
+            let v = redis::parse_redis_value(reply.as_bytes()).unwrap();
+            match v {
+                redis::Value::ServerError(e) => Error::from_redis(e.into()),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(matches!(
+            parsed("-OOM command not allowed when used memory > 'maxmemory'.\r\n"),
+            Error::OutOfMemory(_)
+        ));
+        assert!(matches!(
+            parsed("-WRONGPASS invalid username-password pair\r\n"),
+            Error::Auth(_)
+        ));
+        assert!(matches!(
+            parsed("-NOAUTH Authentication required.\r\n"),
+            Error::Auth(_)
+        ));
+        // A message that merely mentions the words is not misread.
+        assert!(matches!(
+            parsed("-ERR user script says OOM maxmemory WRONGPASS\r\n"),
+            Error::Redis(_)
+        ));
+    }
+
+    #[test]
+    fn a_testing_mode_refusal_reads_back_as_its_own_error() {
+        let raw = redis::RedisError::from((
+            redis::ErrorKind::Client,
+            NO_REDIS_IN_TESTING_MODE,
+            not_in_testing_mode("the Redis command PING"),
+        ));
+        let text = raw.to_string();
+        assert!(
+            text.contains("PING is not available in fairjob's testing mode"),
+            "{text}"
+        );
+        match Error::from_redis(raw) {
+            Error::NotInTestingMode(what) => assert_eq!(what, "the Redis command PING"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn decode_errors_keep_their_source() {
+        let json = serde_json::from_str::<u8>("x").unwrap_err();
+        let e = Error::Decode {
+            class: "A".into(),
+            source: DecodeError::Json(json),
+        };
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(std::error::Error::source(source).is_some());
     }
 }

@@ -13,55 +13,16 @@
 //! (`fairjob_queue_pinned`) and never rerouted or counted, also on retry; a
 //! rerouted job remembers its declared queue (`fairjob_original_queue`), so its
 //! retries are judged against it; the whole check is atomic; `now` is Redis's.
+//!
+//! Layer 3: policy over the wire format and the broker's push; no IO here.
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::broker::{Candidate, Keys, RerouteSpec};
-use crate::job::ThrottleRule;
-use crate::payload::{Payload, fields};
+use crate::wire::{Payload, ThrottleRule, WireRule, fields};
 
 /// The gem's default maximum window: one day.
 pub const DEFAULT_MAX_WINDOW: Duration = Duration::from_secs(86_400);
-
-/// A reroute rule as it travels in the payload (`fair_tenant_queues`), like the gem's.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WireRule {
-    /// Target queue.
-    pub queue: String,
-    /// Jobs allowed in the window.
-    pub threshold: u64,
-    /// Window in seconds (the gem may write it as a string).
-    #[serde(deserialize_with = "lenient_secs", default)]
-    pub per: Option<u64>,
-}
-
-fn lenient_secs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum N {
-        Int(u64),
-        Float(f64),
-        Str(String),
-    }
-    Ok(match Option::<N>::deserialize(d)? {
-        Some(N::Int(n)) => Some(n),
-        Some(N::Float(f)) if f >= 0.0 => Some(f as u64),
-        Some(N::Str(s)) => s.trim().parse::<f64>().ok().map(|f| f as u64),
-        _ => None,
-    })
-}
-
-impl From<&ThrottleRule> for WireRule {
-    fn from(r: &ThrottleRule) -> Self {
-        WireRule {
-            queue: r.queue.to_owned(),
-            threshold: r.threshold,
-            per: Some(r.per.as_secs()),
-        }
-    }
-}
 
 /// The rules carried by a payload.
 pub fn rules_of(payload: &Payload) -> Vec<WireRule> {
@@ -162,16 +123,6 @@ mod tests {
                 .into_bytes(),
         )
         .unwrap()
-    }
-
-    #[test]
-    fn rules_read_like_the_gems_even_with_string_per() {
-        let p = payload(
-            r#","fair_tenant_queues":[{"queue":"slow","threshold":1,"per":"86400"},{"queue":"supaslow","threshold":1,"per":3600}]"#,
-        );
-        let rules = rules_of(&p);
-        assert_eq!(rules[0].per, Some(86400));
-        assert_eq!(rules[1].queue, "supaslow");
     }
 
     #[test]

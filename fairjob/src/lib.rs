@@ -4,7 +4,7 @@
 //! with Sidekiq: Ruby and Rust clients and workers share one Redis.
 //!
 //! ```no_run
-//! use fairjob::{Client, Job, JobContext, JobError, Perform};
+//! use fairjob::prelude::*;
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Serialize, Deserialize, Job)]
@@ -29,10 +29,19 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Modules, in the order data flows: [`job`] (declare) → [`client`] (enqueue,
-//! client middleware) → [`broker`] (Redis keys and Lua scripts) → [`worker`]
-//! (fetch, server middleware, perform, ack / retry / dead). [`fair`] holds tenant
-//! detection and reroute rules, [`config`] the worker's settings.
+//! The crate is built in layers, each using only those below it (a test reads
+//! the sources and fails on an import that points up):
+//!
+//! | layer | modules | owns |
+//! |---|---|---|
+//! | 0 | [`error`] | `Error`, `JobError` |
+//! | 1 | [`wire`] | Sidekiq's payload, field names, job options; no IO |
+//! | 2 | [`broker`] | Redis: connection, keys, scripts, admin views (the only code naming the Redis client) |
+//! | 3 | [`fair`], [`limit`], [`queues`], [`config`] | reroute rules, slot limits, queue lists, settings |
+//! | 4 | [`client`] | untyped push: payload in, jid out; client middleware |
+//! | 5 | [`job`] | `Job`, `Perform`, `Enqueue`, `JobContext`, the registry |
+//! | 6 | [`worker`] | fetch, process, retry, heartbeat, reaper, scheduler, shutdown |
+//! | 7 | `testing`, [`prelude`] | test support; the common imports |
 
 pub mod broker;
 pub mod client;
@@ -41,22 +50,24 @@ pub mod error;
 pub mod fair;
 pub mod job;
 pub mod limit;
-pub mod payload;
+pub mod prelude;
+pub mod queues;
+#[cfg(feature = "testing")]
+pub mod testing;
+pub mod wire;
 pub mod worker;
 
 pub use client::{
-    Client, ClientBuilder, ClientMiddleware, ClientNext, Enqueue, PushJob, client_middleware_fn,
+    Client, ClientBuilder, ClientMiddleware, ClientNext, IntoPush, PushJob, client_middleware_fn,
 };
+pub use config::{ClientConfig, WorkerConfig};
 pub use error::{Error, JobError, Result};
 pub use fairjob_macros::Job;
-pub use job::{
-    ArgsShape, ConcurrencyLimit, Job, JobOptions, JobRegistration, Perform, Registry, Retry,
-    ThrottleRule,
-};
-pub use payload::Payload;
+pub use job::{Enqueue, Job, JobContext, JobRegistration, Perform, Registry};
+pub use queues::QueueSpec;
+pub use wire::{ArgsShape, ConcurrencyLimit, JobOptions, Payload, Retry, ThrottleRule, payload};
 pub use worker::{
-    JobContext, QueueSpec, ServerMiddleware, ServerNext, Worker, WorkerBuilder, WorkerHandle,
-    server_middleware_fn,
+    ServerMiddleware, ServerNext, Worker, WorkerBuilder, WorkerHandle, server_middleware_fn,
 };
 
 /// Support for the derive macro's generated code. Not a public API.
@@ -64,12 +75,9 @@ pub use worker::{
 pub mod __private {
     pub use inventory;
 
-    pub use crate::job::{
-        ArgsShape, ConcurrencyLimit, JobOptions, JobRegistration, Perform, Retry, ThrottleRule,
-    };
-
-    /// Compile-time check that a derived job also implements `Perform`.
-    pub const fn assert_perform<T: Perform>() {}
+    pub use crate::client::DeclaredShardedQueue;
+    pub use crate::job::{JobRegistration, Perform};
+    pub use crate::wire::{ArgsShape, ConcurrencyLimit, JobOptions, Retry, ThrottleRule};
 
     /// A `#[fair_tenant(field)]` value; empty is no tenant.
     pub fn tenant_of<T: std::fmt::Display + ?Sized>(value: &T) -> Option<String> {

@@ -23,6 +23,21 @@ impl Perform for NoopJob {
     }
 }
 
+/// The list, inside the namespace, that the jobs here RPUSH what they did to
+/// (read with [`crate::Redis::records`]).
+pub const RECORD: &str = "record";
+
+/// RPUSHes `line` to the list [`RECORD`] of the job's namespace.
+async fn record(
+    cx: &JobContext,
+    line: impl redis::ToRedisArgs + Send + Sync,
+) -> Result<(), JobError> {
+    let b = cx.client().broker();
+    let key = format!("{}{RECORD}", b.keys().prefix());
+    crate::query::<i64>(b, redis::cmd("RPUSH").arg(key).arg(line)).await?;
+    Ok(())
+}
+
 /// Records `<queue> <tenant> <arg> <attempt> <interrupted>` onto the list `record`
 /// (inside the namespace) so a test can see what ran where.
 #[derive(Debug, Serialize, Deserialize, Job)]
@@ -31,7 +46,6 @@ pub struct RecordJob(pub String);
 
 impl Perform for RecordJob {
     async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
-        let b = cx.client().broker();
         let line = format!(
             "{} {} {} {} {}",
             cx.queue(),
@@ -40,13 +54,7 @@ impl Perform for RecordJob {
             cx.attempt(),
             cx.was_interrupted()
         );
-        b.query::<i64>(
-            redis::cmd("RPUSH")
-                .arg(format!("{}record", b.keys().prefix()))
-                .arg(line),
-        )
-        .await?;
-        Ok(())
+        record(cx, line).await
     }
 }
 
@@ -81,6 +89,18 @@ pub struct LedgerJob {
     /// Abort the process instead (a poison pill).
     #[serde(default)]
     pub abort: bool,
+}
+
+impl LedgerJob {
+    /// A job that sleeps `ms`.
+    pub fn sleeping(ms: u64) -> LedgerJob {
+        LedgerJob { ms, abort: false }
+    }
+
+    /// A poison pill: aborts the worker process that runs it.
+    pub fn poison() -> LedgerJob {
+        LedgerJob { ms: 0, abort: true }
+    }
 }
 
 fn ledger(kind: &str, jid: &str) {
@@ -157,16 +177,22 @@ pub struct ShardJob {
     pub ms: u64,
 }
 
+impl ShardJob {
+    /// `n` jobs of `tenant` numbered from 0, that don't sleep.
+    pub fn batch(tenant: &str, n: u32) -> Vec<ShardJob> {
+        (0..n)
+            .map(|n| ShardJob {
+                tenant: tenant.to_owned(),
+                n,
+                ms: 0,
+            })
+            .collect()
+    }
+}
+
 impl Perform for ShardJob {
     async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
-        let b = cx.client().broker();
-        let key = format!("{}record", b.keys().prefix());
-        b.query::<i64>(
-            redis::cmd("RPUSH")
-                .arg(&key)
-                .arg(format!("{} {}", self.tenant, self.n)),
-        )
-        .await?;
+        record(cx, format!("{} {}", self.tenant, self.n)).await?;
         if self.ms > 0 {
             tokio::time::sleep(Duration::from_millis(self.ms)).await;
         }
@@ -190,7 +216,6 @@ pub struct ProbeJob {
 impl Perform for ProbeJob {
     async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
         ledger("start", cx.jid());
-        let b = cx.client().broker();
         let line = serde_json::json!({
             "tag": self.tag,
             "jid": cx.jid(),
@@ -200,12 +225,7 @@ impl Perform for ProbeJob {
             "retry_count": cx.retry_count(),
             "pid": std::process::id(),
         });
-        b.query::<i64>(
-            redis::cmd("RPUSH")
-                .arg(format!("{}record", b.keys().prefix()))
-                .arg(line.to_string()),
-        )
-        .await?;
+        record(cx, line.to_string()).await?;
         tokio::time::sleep(Duration::from_millis(self.ms)).await;
         ledger("end", cx.jid());
         Ok(())
@@ -221,7 +241,6 @@ pub struct EchoTenantJob(pub String);
 
 impl Perform for EchoTenantJob {
     async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
-        let b = cx.client().broker();
         let line = serde_json::json!({
             "tag": self.0,
             "queue": cx.queue(),
@@ -229,13 +248,7 @@ impl Perform for EchoTenantJob {
             "payload_queue": cx.payload().queue(),
             "payload_tenant": cx.payload().tenant(),
         });
-        b.query::<i64>(
-            redis::cmd("RPUSH")
-                .arg(format!("{}record", b.keys().prefix()))
-                .arg(line.to_string()),
-        )
-        .await?;
-        Ok(())
+        record(cx, line.to_string()).await
     }
 }
 
@@ -273,13 +286,26 @@ pub struct GaugeJob {
     pub ms: u64,
 }
 
+impl GaugeJob {
+    /// `n` jobs of `tenant` numbered from 0, each sleeping `ms`.
+    pub fn batch(tenant: &str, n: u32, ms: u64) -> Vec<GaugeJob> {
+        (0..n)
+            .map(|n| GaugeJob {
+                tenant: tenant.to_owned(),
+                n,
+                ms,
+            })
+            .collect()
+    }
+}
+
 impl Perform for GaugeJob {
     async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
         let b = cx.client().broker();
         let ns = b.keys().prefix().to_owned();
         let me = format!("{} {}", self.tenant, self.n);
         let gauge = format!("{ns}gauge:{}", self.tenant);
-        let mut conn = b.conn();
+        let mut conn = b.connection();
         let _: i64 = GAUGE_UP
             .key(&gauge)
             .key(format!("{ns}gauge-max"))
@@ -287,8 +313,7 @@ impl Perform for GaugeJob {
             .invoke_async(&mut conn)
             .await
             .map_err(|e| JobError::retry(e.to_string()))?;
-        b.query::<i64>(redis::cmd("RPUSH").arg(format!("{ns}record")).arg(&me))
-            .await?;
+        record(cx, &me).await?;
         tokio::time::sleep(Duration::from_millis(self.ms)).await;
         let mut pipe = redis::pipe();
         pipe.decr(&gauge, 1)
@@ -297,7 +322,7 @@ impl Perform for GaugeJob {
             .ignore()
             .incr(format!("{ns}performed"), 1)
             .ignore();
-        b.pipe::<()>(&pipe).await?;
+        crate::pipe::<()>(b, &pipe).await?;
         Ok(())
     }
 }
@@ -319,13 +344,7 @@ pub struct ShardFailJob {
 
 impl Perform for ShardFailJob {
     async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
-        let b = cx.client().broker();
-        b.query::<i64>(
-            redis::cmd("RPUSH")
-                .arg(format!("{}record", b.keys().prefix()))
-                .arg(format!("{} fail {}", self.tenant, cx.attempt())),
-        )
-        .await?;
+        record(cx, format!("{} fail {}", self.tenant, cx.attempt())).await?;
         Err(JobError::retry(format!("boom {}", self.tenant)).with_class("ArgumentError"))
     }
 }
@@ -343,6 +362,37 @@ pub fn scale_reset(n: usize) {
     seen.clear();
     seen.resize_with(n, || std::sync::atomic::AtomicU8::new(0));
     SCALE_DONE.store(0, Ordering::SeqCst);
+}
+
+/// Waits until [`SCALE_DONE`] reaches `total`; an error when it stops moving for `stall`.
+pub async fn scale_wait(total: usize, stall: Duration) -> Result<(), String> {
+    let mut last = (std::time::Instant::now(), 0);
+    loop {
+        let done = SCALE_DONE.load(Ordering::SeqCst);
+        if done >= total {
+            return Ok(());
+        }
+        if done != last.1 {
+            last = (std::time::Instant::now(), done);
+        }
+        if last.0.elapsed() > stall {
+            return Err(format!("stuck at {done}/{total} for {stall:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// The first ten ids of [`SCALE_SEEN`] not performed exactly once, with their counts.
+pub fn scale_not_once() -> Vec<(usize, u8)> {
+    SCALE_SEEN
+        .read()
+        .expect("scale lock")
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (i, c.load(Ordering::SeqCst)))
+        .filter(|(_, c)| *c != 1)
+        .take(10)
+        .collect()
 }
 
 fn scale_mark(id: u64) {
@@ -376,6 +426,19 @@ pub struct PlainScaleJob(pub u32, pub u64);
 impl Perform for PlainScaleJob {
     async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
         scale_mark(self.1);
+        Ok(())
+    }
+}
+
+/// Enqueues a [`TJob`] for its tenant from inside `perform`, through the
+/// worker's own client (its middleware, namespace and reroute windows).
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "SpawnJob", queue = "spawn")]
+pub struct SpawnJob(pub String);
+
+impl Perform for SpawnJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        TJob { tenant: self.0 }.perform_async(cx.client()).await?;
         Ok(())
     }
 }

@@ -16,7 +16,7 @@ static GAUGE_UP: LazyLock<redis::Script> = LazyLock::new(|| {
 });
 
 /// Sleeps `ms` holding a slot of `key` (limit 3 by default).
-#[derive(Debug, Serialize, Deserialize, Job)]
+#[derive(Debug, Clone, Serialize, Deserialize, Job)]
 #[job(class = "SlotJob", queue = "slots")]
 #[concurrency(limit = 3, key = key)]
 pub struct SlotJob {
@@ -26,6 +26,17 @@ pub struct SlotJob {
     pub ms: u64,
 }
 
+impl SlotJob {
+    /// `n` jobs of `key`, each sleeping `ms`.
+    pub fn batch(key: &str, n: usize, ms: u64) -> Vec<SlotJob> {
+        let job = SlotJob {
+            key: key.to_owned(),
+            ms,
+        };
+        std::iter::repeat_n(job, n).collect()
+    }
+}
+
 impl Perform for SlotJob {
     async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
         let b = cx.client().broker();
@@ -33,14 +44,14 @@ impl Perform for SlotJob {
         let mut inv = GAUGE_UP.prepare_invoke();
         inv.key(format!("{p}gauge:{}", self.key))
             .key(format!("{p}gauge-max:{}", self.key));
-        let mut conn = b.conn();
+        let mut conn = b.connection();
         let _: i64 = inv.invoke_async(&mut conn).await?;
         tokio::time::sleep(Duration::from_millis(self.ms)).await;
         let mut pipe = redis::pipe();
         pipe.decr(format!("{p}gauge:{}", self.key), 1).ignore();
         pipe.rpush(format!("{p}done"), format!("{} {}", self.key, cx.jid()))
             .ignore();
-        b.pipe::<()>(&pipe).await?;
+        crate::pipe::<()>(b, &pipe).await?;
         Ok(())
     }
 }
@@ -90,20 +101,13 @@ impl Perform for BenchSlotJob {
     }
 }
 
-/// The same job without a limit.
+/// The same job (the same payload, the same work) without a limit.
 #[derive(Debug, Serialize, Deserialize, Job)]
 #[job(class = "BenchFreeJob", queue = "bench_slots")]
-pub struct BenchFreeJob {
-    /// Unused key (same payload shape).
-    pub key: String,
-    /// Sleep.
-    pub ms: u64,
-}
+pub struct BenchFreeJob(pub BenchSlotJob);
 
 impl Perform for BenchFreeJob {
-    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
-        tokio::time::sleep(Duration::from_millis(self.ms)).await;
-        BENCH_DONE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Ok(())
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        self.0.perform(cx).await
     }
 }

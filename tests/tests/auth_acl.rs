@@ -8,39 +8,23 @@
 
 use std::time::{Duration, Instant};
 
-use fairjob::broker::Keys;
 use fairjob::{Client, Error, Job};
 use fairjob_tests::jobs::{FailJob, LedgerJob, ProbeJob, ShardJob};
 use fairjob_tests::{
-    Ledger, RedisServer, ledger_dir, namespace, process_alive, raw, start_worker_logged, wait_for,
+    Ledger, Redis, RedisServer, TestWorker, eventually, ledger_dir, namespace, raw,
 };
 use redis::AsyncCommands;
 
 const ADMIN_PW: &str = "Adm1n-pw-7c1f";
 const APP_PW: &str = "App-pw-93e0b";
 const WRONG_PW: &str = "Wr0ng-pw-d4a8";
-const ARGS: &[&str] = &[
-    "-q",
-    "ledger",
-    "-q",
-    "conversions",
-    "-q",
-    "default",
-    "-c",
-    "5",
-    "--lease",
-    "1500ms",
-    "--heartbeat",
-    "300ms",
-    "--reaper-interval",
-    "300ms",
-    "--poll-interval",
-    "100ms",
-    "--scheduled-poll-interval",
-    "100ms",
-    "-t",
-    "3s",
-];
+
+/// A worker of every queue the jobs here use, logging to `log`.
+fn worker(url: &str, ns: &str, log: &std::path::Path) -> TestWorker {
+    TestWorker::new(url, ns)
+        .queues(["ledger", "conversions", "default"])
+        .log_to(log)
+}
 
 /// A redis-server with a password, and an ACL user `app` limited to `ns:*`.
 async fn secured(ns: &str) -> RedisServer {
@@ -71,10 +55,10 @@ async fn an_acl_user_runs_jobs_end_to_end() {
     let ns = namespace();
     let server = secured(&ns).await;
     let url = app_url(&server, APP_PW);
-    let keys = Keys::new(Some(&ns));
+    let redis = Redis::connect(&url, &ns).await;
 
     // The ACL really is in force: CONFIG and INFO are refused, other keys too.
-    let mut app = raw(&url).await;
+    let mut app = redis.conn();
     let config: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("maxmemory-policy")
@@ -86,18 +70,10 @@ async fn an_acl_user_runs_jobs_end_to_end() {
     let other: redis::RedisResult<()> = app.set("outside", 1).await;
     assert!(other.is_err(), "keys outside the namespace are refused");
 
-    let c = Client::builder(&url).namespace(&ns).build().await.unwrap();
+    let c = redis.client().await;
     let mut jids = Vec::new();
     for _ in 0..20 {
-        jids.push(
-            LedgerJob {
-                ms: 10,
-                abort: false,
-            }
-            .perform_async(&c)
-            .await
-            .unwrap(),
-        );
+        jids.push(LedgerJob::sleeping(10).perform_async(&c).await.unwrap());
     }
     let scheduled = ProbeJob {
         tag: "scheduled".into(),
@@ -119,39 +95,32 @@ async fn an_acl_user_runs_jobs_end_to_end() {
     FailJob("acl".into()).perform_async(&c).await.unwrap();
 
     let dir = ledger_dir("acl");
-    let log_path = dir.join("worker.log");
-    let mut w = start_worker_logged(&url, &ns, Some(&*dir), ARGS, &log_path);
-    let ran = wait_for(Duration::from_secs(20), || {
-        let l = Ledger::read(&dir);
-        jids.iter().all(|j| l.ended(j) == 1) && l.ended(&scheduled) == 1
-    });
-    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-    assert!(
-        ran,
-        "jobs did not run as the ACL user; worker alive: {}; log:\n{log}",
-        process_alive(w.pid())
+    let mut w = worker(&url, &ns, &dir.join("worker.log"))
+        .ledger(&dir)
+        .start();
+    eventually!(
+        within Duration::from_secs(20),
+        {
+            let l = Ledger::read(&dir);
+            jids.iter().all(|j| l.ended(j) == 1) && l.ended(&scheduled) == 1
+        },
+        "jobs run as the ACL user; worker alive: {}; log:\n{}",
+        w.is_running(),
+        w.log()
     );
-    let mut r = raw(&url).await;
-    assert!(
-        fairjob_tests::wait_until(Duration::from_secs(10), || async {
-            let mut r = raw(&url).await;
-            // 3 ShardJobs and the scheduled ProbeJob record onto `record`.
-            let recorded: u64 = r.llen(format!("{ns}:record")).await.unwrap();
-            let retry: u64 = r.zcard(keys.retry()).await.unwrap();
-            recorded == 4 && retry == 1
-        })
-        .await,
-        "shard jobs and the failing job did not run; log:\n{}",
-        std::fs::read_to_string(&log_path).unwrap_or_default()
+    // 3 ShardJobs and the scheduled ProbeJob record onto `record`.
+    eventually!(
+        redis.records().await.len() == 4 && redis.zcard(redis.keys().retry()).await == 1,
+        "shard jobs and the failing job run; log:\n{}",
+        w.log()
     );
-    let retry: Vec<String> = r.zrange(keys.retry(), 0, -1).await.unwrap();
+    let retry = redis.zrange(redis.keys().retry()).await;
     assert!(retry[0].contains("boom acl"), "{retry:?}");
 
-    assert!(process_alive(w.pid()), "the worker died");
-    w.signal("TERM");
-    let status = w.wait_timeout(Duration::from_secs(10));
+    assert!(w.is_running(), "the worker died");
+    let status = w.stop();
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
-    let log = std::fs::read_to_string(&log_path).unwrap();
+    let log = w.log();
     println!("auth_acl: worker log as the ACL user:\n{log}");
     assert!(
         log.contains("maxmemory-policy"),
@@ -164,12 +133,11 @@ async fn an_acl_user_runs_jobs_end_to_end() {
 /// Starts a worker with `url`, expects it to exit non-zero within 5 s; returns its log.
 fn refused_worker(url: &str, ns: &str, tag: &str) -> String {
     let dir = ledger_dir(tag);
-    let log_path = dir.join("worker.log");
     let started = Instant::now();
-    let mut w = start_worker_logged(url, ns, None, ARGS, &log_path);
+    let mut w = worker(url, ns, &dir.join("worker.log")).start();
     let status = w.wait_timeout(Duration::from_secs(5));
     let took = started.elapsed();
-    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let log = w.log();
     println!("auth_acl ({tag}): exit {status:?} after {took:?}; log: {log}");
     let status = status.unwrap_or_else(|| panic!("the worker still runs after 5 s: {log}"));
     assert!(

@@ -2,45 +2,48 @@
 //! without Ruby: they must exit 0 and write their reports. These are benchmarks,
 //! not tests: nothing here looks at a timing.
 
+use std::path::Path;
 use std::process::Command;
 
-use fairjob_tests::{TempDir, temp_dir};
+use fairjob_tests::temp_dir;
 
-fn out_dir(name: &str) -> TempDir {
-    temp_dir(&format!("bench-smoke-{name}"))
+/// Runs the benchmark binary `exe` with `args` and `out` last; panics unless it exits 0.
+fn run(exe: &str, args: &[&str], out: &Path) {
+    let run = Command::new(exe)
+        .args(args)
+        .arg(out)
+        .output()
+        .unwrap_or_else(|e| panic!("{exe} starts: {e}"));
+    assert!(
+        run.status.success(),
+        "{exe} failed:\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
 }
 
 #[test]
 fn bench_runs_at_tiny_sizes_without_sidekiq() {
-    let dir = out_dir("bench");
+    let dir = temp_dir("bench-smoke-bench");
     let out = dir.join("bench.md");
-    let run = Command::new(env!("CARGO_BIN_EXE_bench"))
-        .args([
-            "--jobs",
-            "200",
-            "--single-jobs",
-            "50",
-            "--reps",
-            "1",
-            "--skip-sidekiq",
-        ])
-        .args([
-            "--latency-jobs",
-            "50",
-            "--latency-rate",
-            "500",
-            "--census-jobs",
-            "50",
-        ])
-        .args(["--redis-benchmark-n", "1000", "--out"])
-        .arg(&out)
-        .output()
-        .expect("the bench binary starts");
-    assert!(
-        run.status.success(),
-        "bench failed:\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let args = [
+        "--jobs",
+        "200",
+        "--single-jobs",
+        "50",
+        "--reps",
+        "1",
+        "--skip-sidekiq",
+        "--latency-jobs",
+        "50",
+        "--latency-rate",
+        "500",
+        "--census-jobs",
+        "50",
+        "--redis-benchmark-n",
+        "1000",
+        "--out",
+    ];
+    run(env!("CARGO_BIN_EXE_bench"), &args, &out);
     let md = std::fs::read_to_string(&out).expect("bench writes its report");
     assert!(
         md.contains("| processing jobs/s, no-op, 1 process, c=10 |"),
@@ -52,32 +55,22 @@ fn bench_runs_at_tiny_sizes_without_sidekiq() {
 
 #[test]
 fn fairness_runs_at_tiny_sizes() {
-    let dir = out_dir("fairness");
-    let run = Command::new(env!("CARGO_BIN_EXE_fairness"))
-        .args([
-            "--greedy-jobs",
-            "300",
-            "--small-tenants",
-            "3",
-            "--small-jobs",
-            "3",
-        ])
-        .args([
-            "--spread-secs",
-            "0.3",
-            "--job-ms",
-            "1",
-            "--no-docs",
-            "--out-dir",
-        ])
-        .arg(&*dir)
-        .output()
-        .expect("the fairness binary starts");
-    assert!(
-        run.status.success(),
-        "fairness failed:\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let dir = temp_dir("bench-smoke-fairness");
+    let args = [
+        "--greedy-jobs",
+        "300",
+        "--small-tenants",
+        "3",
+        "--small-jobs",
+        "3",
+        "--spread-secs",
+        "0.3",
+        "--job-ms",
+        "1",
+        "--no-docs",
+        "--out-dir",
+    ];
+    run(env!("CARGO_BIN_EXE_fairness"), &args, &dir);
     let md = std::fs::read_to_string(dir.join("fairness.md")).expect("fairness writes its report");
     for mode in [
         "idle baseline",

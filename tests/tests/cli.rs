@@ -5,29 +5,12 @@ use std::process::Command;
 
 use fairjob::Job;
 use fairjob_tests::jobs::TJob;
-use fairjob_tests::{bin, client, namespace, redis};
-
-fn run(url: &str, ns: &str, args: &[&str]) -> String {
-    let out = Command::new(bin("test-worker"))
-        .args(["-r", url, "--namespace", ns])
-        .args(args)
-        .output()
-        .expect("test-worker runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{args:?} failed: {text}");
-    text
-}
+use fairjob_tests::{Redis, bin};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_stats_tenants_and_limits() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let jobs = run(&url, &ns, &["jobs"]);
+    let redis = Redis::start().await;
+    let jobs = redis.cli(&["jobs"]);
     assert!(
         jobs.contains("TJob") && jobs.contains("throttle(whatever_semislow > 1 per 1day)"),
         "{jobs}"
@@ -37,7 +20,7 @@ async fn jobs_stats_tenants_and_limits() {
         "{jobs}"
     );
 
-    let c = client(&url, &ns).await;
+    let c = redis.client().await;
     for _ in 0..2 {
         TJob {
             tenant: "foo".into(),
@@ -52,7 +35,7 @@ async fn jobs_stats_tenants_and_limits() {
     .perform_async(&c)
     .await
     .unwrap();
-    let tenants = run(&url, &ns, &["tenants", "TJob"]);
+    let tenants = redis.cli(&["tenants", "TJob"]);
     let foo = tenants
         .lines()
         .find(|l| l.trim_start().starts_with("foo "))
@@ -71,7 +54,7 @@ async fn jobs_stats_tenants_and_limits() {
         "1 job so far: the next is the 2nd, over threshold 1: {bar}"
     );
 
-    let stats = run(&url, &ns, &["stats"]);
+    let stats = redis.cli(&["stats"]);
     assert!(
         stats.contains("whatever") && stats.contains("scheduled: 0"),
         "{stats}"
@@ -80,16 +63,16 @@ async fn jobs_stats_tenants_and_limits() {
     fairjob::limit::set_limit(c.broker(), "SlotJob:k", Some(2), 3)
         .await
         .unwrap();
-    let limits = run(&url, &ns, &["limits"]);
+    let limits = redis.cli(&["limits"]);
     assert!(
         limits
             .lines()
             .any(|l| l.starts_with("SlotJob:k") && l.contains(" 2 ")),
         "{limits}"
     );
-    let set = run(&url, &ns, &["limits", "set", "SlotJob:k", "default"]);
+    let set = redis.cli(&["limits", "set", "SlotJob:k", "default"]);
     assert!(set.contains("back to the declared default"), "{set}");
-    let limits = run(&url, &ns, &["limits"]);
+    let limits = redis.cli(&["limits"]);
     assert!(limits.contains("3 (default)"), "{limits}");
 }
 

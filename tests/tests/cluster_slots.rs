@@ -12,10 +12,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use fairjob::broker::Keys;
 use fairjob::{Job, QueueSpec};
 use fairjob_tests::jobs::{ShardFailJob, ShardJob};
-use fairjob_tests::{RedisServer, WorkerProcess, client, namespace, raw, wait_until, worker};
+use fairjob_tests::{Redis, eventually, namespace};
 use redis::AsyncCommands;
 
 const Q: &str = "conversions";
@@ -55,33 +54,21 @@ fn assert_no_cross_slot_errors() {
 const TENANTS: [&str; 5] = ["a:b", "{x}", "日本", "two words", "}{"];
 
 /// A cluster-mode redis-server owning every slot, checked to refuse cross-slot keys.
-async fn cluster_node() -> RedisServer {
-    let server = RedisServer::start(&[
+async fn cluster_node() -> Redis {
+    let redis = Redis::start_with(&[
         "--cluster-enabled",
         "yes",
         "--cluster-config-file",
         "nodes.conf",
     ])
-    .expect("a cluster-mode redis-server starts");
-    let mut r = raw(&server.url()).await;
-    let _: () = redis::cmd("CLUSTER")
-        .arg("ADDSLOTSRANGE")
-        .arg(0)
-        .arg(16383)
-        .query_async(&mut r)
-        .await
-        .expect("CLUSTER ADDSLOTSRANGE");
-    let url = server.url();
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            let info: String = redis::cmd("CLUSTER")
-                .arg("INFO")
-                .query_async(&mut raw(&url).await)
-                .await
-                .unwrap_or_default();
-            info.contains("cluster_state:ok")
-        })
-        .await,
+    .await;
+    let _: () = redis
+        .query(redis::cmd("CLUSTER").arg("ADDSLOTSRANGE").arg(0).arg(16383))
+        .await;
+    eventually!(
+        within Duration::from_secs(20),
+        let info = redis.query::<String>(redis::cmd("CLUSTER").arg("INFO")).await;
+        info.contains("cluster_state:ok"),
         "the one-node cluster comes up"
     );
     let err = redis::cmd("MSET")
@@ -89,70 +76,50 @@ async fn cluster_node() -> RedisServer {
         .arg(1)
         .arg("b")
         .arg(2)
-        .query_async::<()>(&mut r)
+        .query_async::<()>(&mut redis.conn())
         .await
         .expect_err("a cluster node refuses keys of two slots");
     assert!(
         err.to_string().to_lowercase().contains("crossslot"),
         "{err}"
     );
-    server
+    redis
 }
 
-async fn keyslot(url: &str, key: &str) -> i64 {
-    redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key)
-        .query_async(&mut raw(url).await)
+async fn keyslot(redis: &Redis, key: &str) -> i64 {
+    redis
+        .query(redis::cmd("CLUSTER").arg("KEYSLOT").arg(key))
         .await
-        .unwrap()
 }
 
 /// Every key of the sharded queue now in Redis, with its slot.
-async fn queue_keys(url: &str, keys: &Keys) -> BTreeMap<String, i64> {
-    let sk = keys.shard(Q);
+async fn queue_keys(redis: &Redis) -> BTreeMap<String, i64> {
+    let sk = redis.keys().shard(Q);
     let tag_prefix = sk.ring.trim_end_matches("ring").to_owned();
-    let all: Vec<String> = raw(url).await.keys("*").await.unwrap();
     let mut out = BTreeMap::new();
-    for k in all {
+    for k in redis.scan_keys("*").await {
         if k.starts_with(&tag_prefix) || k == sk.inbox {
-            let slot = keyslot(url, &k).await;
+            let slot = keyslot(redis, &k).await;
             out.insert(k, slot);
         }
     }
     out
 }
 
-async fn records(url: &str, ns: &str) -> Vec<String> {
-    raw(url)
-        .await
-        .lrange(format!("{ns}:record"), 0, -1)
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sharded_queue_lives_in_the_slot_of_its_inbox() {
     capture_logs();
-    let server = cluster_node().await;
-    let url = server.url();
-    let ns = namespace();
-    let keys = Keys::new(Some(&ns));
+    let redis = cluster_node().await;
+    let keys = redis.keys();
     let sk = keys.shard(Q);
-    let inbox_slot = keyslot(&url, &sk.inbox).await;
-    let c = client(&url, &ns).await;
+    let inbox_slot = keyslot(&redis, &sk.inbox).await;
+    let c = redis.client().await;
     assert!(c.is_sharded(Q));
 
     // Enqueue: in bulk, one by one, and as a Ruby producer would (LPUSH to the inbox).
-    c.push_bulk(TENANTS.iter().flat_map(|t| {
-        (0..4).map(|n| ShardJob {
-            tenant: (*t).to_owned(),
-            n,
-            ms: 0,
-        })
-    }))
-    .await
-    .unwrap();
+    c.push_bulk(TENANTS.iter().flat_map(|t| ShardJob::batch(t, 4)))
+        .await
+        .unwrap();
     for t in TENANTS {
         ShardJob {
             tenant: t.to_owned(),
@@ -168,18 +135,14 @@ async fn a_sharded_queue_lives_in_the_slot_of_its_inbox() {
         "queue": Q, "jid": fairjob::payload::new_jid(), "created_at": 1.7e9,
         "enqueued_at": 1.7e9, "fair_tenant": "ruby",
     });
-    let _: i64 = raw(&url)
-        .await
-        .lpush(&sk.inbox, ruby.to_string())
-        .await
-        .unwrap();
+    redis.lpush_raw(Q, ruby.to_string()).await;
     // A limit of 0 pauses one tenant; set on the cluster node like everything else.
     c.broker()
         .set_shard_limit(Q, Some("}{"), Some(0))
         .await
         .unwrap();
 
-    let before = queue_keys(&url, &keys).await;
+    let before = queue_keys(&redis).await;
     assert!(
         before.len() >= TENANTS.len() + 3,
         "shard lists, ring, tenants, limits: {before:?}"
@@ -188,7 +151,8 @@ async fn a_sharded_queue_lives_in_the_slot_of_its_inbox() {
         assert_eq!(*slot, inbox_slot, "{k} is outside the inbox's slot");
     }
 
-    let w = worker(&url, &ns)
+    let w = redis
+        .worker()
         .concurrency(4)
         .queues(QueueSpec::parse(&[Q.to_owned()]).unwrap())
         .build()
@@ -196,30 +160,21 @@ async fn a_sharded_queue_lives_in_the_slot_of_its_inbox() {
         .unwrap();
     let run = fairjob_tests::spawn(w);
     let expected = (TENANTS.len() - 1) * 5 + 1;
-    assert!(
-        wait_until(Duration::from_secs(30), || async {
-            records(&url, &ns).await.len() >= expected
-        })
-        .await,
-        "jobs ran: {:?}",
-        records(&url, &ns).await
+    eventually!(
+        within Duration::from_secs(30),
+        let records = redis.records().await; records.len() >= expected,
+        "jobs run"
     );
     // The paused tenant's jobs wait; raising its limit lets them run.
-    assert!(
-        !records(&url, &ns)
-            .await
-            .iter()
-            .any(|r| r.starts_with("}{ "))
-    );
+    assert!(!redis.records().await.iter().any(|r| r.starts_with("}{ ")));
     c.broker()
         .set_shard_limit(Q, Some("}{"), Some(2))
         .await
         .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            records(&url, &ns).await.len() == expected + 5
-        })
-        .await
+    eventually!(
+        within Duration::from_secs(20),
+        let records = redis.records().await; records.len() == expected + 5,
+        "the resumed tenant runs"
     );
 
     // A failing job goes to Sidekiq's retry set (its own key, its own step).
@@ -229,42 +184,30 @@ async fn a_sharded_queue_lives_in_the_slot_of_its_inbox() {
     .perform_async(&c)
     .await
     .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            raw(&url).await.zcard::<_, u64>(keys.retry()).await.unwrap() == 1
-        })
-        .await,
+    eventually!(
+        within Duration::from_secs(20),
+        redis.zcard(keys.retry()).await == 1,
         "the failed job waits in `retry`"
     );
     // Make it due now: it is promoted back to its tenant's shard, fails again
     // and is buried in `dead` (retry = 1).
-    let waiting: Vec<String> = raw(&url).await.zrange(keys.retry(), 0, -1).await.unwrap();
-    let _: i64 = raw(&url)
-        .await
+    let waiting = redis.zrange(keys.retry()).await;
+    let _: i64 = redis
+        .conn()
         .zadd(keys.retry(), &waiting[0], 0)
         .await
         .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            raw(&url).await.zcard::<_, u64>(keys.dead()).await.unwrap() == 1
-        })
-        .await,
-        "the retried job ran from its shard and died: {:?}",
-        records(&url, &ns).await
+    eventually!(
+        within Duration::from_secs(20),
+        redis.zcard(keys.dead()).await == 1,
+        "the retried job runs from its shard and dies: {:?}",
+        redis.records().await
     );
     run.stop().await;
     assert_no_cross_slot_errors();
     // The worker's one refused BLPOP over two slots' wake lists made it wait on
     // one list from then on (no refusal per idle poll).
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut raw(&url).await)
-        .await
-        .unwrap();
-    let blpop = stats
-        .lines()
-        .find(|l| l.starts_with("cmdstat_blpop:"))
-        .expect("the worker waited with BLPOP");
+    let blpop = redis.info("commandstats", "cmdstat_blpop").await;
     let field = |name: &str| -> u64 {
         blpop
             .split([':', ','])
@@ -274,11 +217,11 @@ async fn a_sharded_queue_lives_in_the_slot_of_its_inbox() {
     assert!(field("rejected_calls") <= 1, "{blpop}");
     assert!(field("calls") >= 1, "{blpop}");
 
-    let mut seen: Vec<String> = records(&url, &ns)
+    let (mut seen, fails): (Vec<String>, Vec<String>) = redis
+        .records()
         .await
         .into_iter()
-        .filter(|r| !r.contains(" fail "))
-        .collect();
+        .partition(|r| !r.contains(" fail "));
     seen.sort();
     let mut want: Vec<String> = TENANTS
         .iter()
@@ -287,22 +230,16 @@ async fn a_sharded_queue_lives_in_the_slot_of_its_inbox() {
         .collect();
     want.sort();
     assert_eq!(seen, want, "every job ran exactly once");
-    let fails: Vec<String> = records(&url, &ns)
-        .await
-        .into_iter()
-        .filter(|r| r.contains(" fail "))
-        .collect();
     assert_eq!(fails, ["{x} fail 1", "{x} fail 2"]);
-    let dead: Vec<String> = raw(&url).await.zrange(keys.dead(), 0, -1).await.unwrap();
-    let v: serde_json::Value = serde_json::from_str(&dead[0]).unwrap();
-    assert_eq!(v["fair_tenant"], "{x}");
-    assert_eq!(v["queue"], Q);
-    assert_eq!(v["retry_count"], 1);
+    let dead = redis.payloads(&keys.dead()).await;
+    assert_eq!(dead[0]["fair_tenant"], "{x}");
+    assert_eq!(dead[0]["queue"], Q);
+    assert_eq!(dead[0]["retry_count"], 1);
 
     // Nothing is left running or in progress, and what remains is in the slot.
-    let running: BTreeMap<String, i64> = raw(&url).await.hgetall(&sk.running).await.unwrap();
+    let running: BTreeMap<String, i64> = redis.conn().hgetall(&sk.running).await.unwrap();
     assert!(running.is_empty(), "{running:?}");
-    let after = queue_keys(&url, &keys).await;
+    let after = queue_keys(&redis).await;
     assert!(
         !after.keys().any(|k| k.starts_with(&sk.inflight_prefix)),
         "{after:?}"
@@ -310,23 +247,14 @@ async fn a_sharded_queue_lives_in_the_slot_of_its_inbox() {
     for (k, slot) in &after {
         assert_eq!(*slot, inbox_slot, "{k} is outside the inbox's slot");
     }
-    let stale: i64 = raw(&url)
-        .await
-        .get::<_, Option<i64>>(keys.stat("fenced"))
-        .await
-        .unwrap()
-        .unwrap_or(0);
-    assert_eq!(stale, 0);
+    assert_eq!(redis.stat("fenced").await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_workers_sharded_jobs_are_recovered_on_a_cluster_node() {
-    let server = cluster_node().await;
-    let url = server.url();
-    let ns = namespace();
-    let keys = Keys::new(Some(&ns));
-    let sk = keys.shard(Q);
-    let c = client(&url, &ns).await;
+    let redis = cluster_node().await;
+    let sk = redis.keys().shard(Q);
+    let c = redis.client().await;
     c.push_bulk(TENANTS.iter().map(|t| ShardJob {
         tenant: (*t).to_owned(),
         n: 0,
@@ -334,70 +262,48 @@ async fn a_killed_workers_sharded_jobs_are_recovered_on_a_cluster_node() {
     }))
     .await
     .unwrap();
-    let args = [
-        "-q",
-        Q,
-        "-c",
-        "10",
-        "--lease",
-        "1500ms",
-        "--heartbeat",
-        "300ms",
-        "--reaper-interval",
-        "300ms",
-    ];
-    let mut doomed = WorkerProcess::start(&url, &ns, None, &args);
+    let worker = redis.worker_process().queues([Q]).concurrency(10);
+    let mut doomed = worker.start();
     let in_progress = || async {
-        let ks: Vec<String> = raw(&url)
-            .await
-            .keys(format!("{}*", sk.inflight_prefix))
-            .await
-            .unwrap();
         let mut n = 0;
-        for k in ks {
-            n += raw(&url).await.hlen::<_, usize>(&k).await.unwrap();
+        for k in redis.scan_keys(&format!("{}*", sk.inflight_prefix)).await {
+            n += redis.hlen(&k).await;
         }
         n
     };
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            in_progress().await == TENANTS.len()
-        })
-        .await,
+    eventually!(
+        within Duration::from_secs(20),
+        let held = in_progress().await; held == TENANTS.len(),
         "the first worker holds every job"
     );
     doomed.signal("KILL");
     doomed.wait_timeout(Duration::from_secs(5));
     // A new worker's reaper returns them to their shards (fenced, in the slot),
     // each tenant's running count released once, and runs them again.
-    let _rescuer = WorkerProcess::start(&url, &ns, None, &args);
-    assert!(
-        wait_until(Duration::from_secs(30), || async {
-            records(&url, &ns).await.len() == 2 * TENANTS.len()
-        })
-        .await,
-        "recovered jobs ran again: {:?}",
-        records(&url, &ns).await
+    let _rescuer = worker.start();
+    eventually!(
+        within Duration::from_secs(30),
+        let records = redis.records().await; records.len() == 2 * TENANTS.len(),
+        "recovered jobs run again"
     );
-    let running: BTreeMap<String, i64> = raw(&url).await.hgetall(&sk.running).await.unwrap();
+    let running: BTreeMap<String, i64> = redis.conn().hgetall(&sk.running).await.unwrap();
     assert_eq!(running.len(), TENANTS.len(), "{running:?}");
     assert!(running.values().all(|n| *n == 1), "{running:?}");
-    let recovered: i64 = raw(&url).await.get(keys.stat("recovered")).await.unwrap();
-    assert_eq!(recovered, TENANTS.len() as i64);
+    assert_eq!(redis.stat("recovered").await, TENANTS.len() as i64);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_whose_braces_would_split_a_sharded_queue_are_refused() {
-    let server = fairjob_tests::redis();
-    let url = server.url();
+    let redis = Redis::start().await;
+    let url = redis.url();
     for q in ["a}b", "{x}"] {
-        let err = fairjob::Client::builder(&url)
+        let err = fairjob::Client::builder(url)
             .sharded_queue(q)
             .build()
             .await
             .expect_err("the client refuses it");
         assert!(err.to_string().contains("can't be sharded"), "{err}");
-        let err = worker(&url, &namespace())
+        let err = fairjob_tests::worker(url, &namespace())
             .sharded_queue(q)
             .build()
             .await
@@ -405,7 +311,7 @@ async fn names_whose_braces_would_split_a_sharded_queue_are_refused() {
         assert!(err.to_string().contains("can't be sharded"), "{err}");
     }
     // Braces that are a whole tag in the namespace keep everything in one slot.
-    fairjob::Client::builder(&url)
+    fairjob::Client::builder(url)
         .namespace("{app}")
         .sharded_queue("a}b")
         .build()

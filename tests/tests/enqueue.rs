@@ -4,38 +4,31 @@
 use std::time::Duration;
 
 use fairjob::{Client, Error, Job, client_middleware_fn};
-use fairjob_examples::EchoJob;
-use fairjob_tests::{client, namespace, raw, redis, wait_until, worker};
+use fairjob_examples::{ECHO_LIST, EchoJob};
+use fairjob_tests::{Redis, eventually};
 use redis::AsyncCommands;
-use serde_json::Value;
 
-async fn echoed(url: &str, ns: &str) -> Vec<String> {
-    let mut c = raw(url).await;
-    c.lrange(format!("{ns}:fairjob-examples:echo"), 0, -1)
-        .await
-        .unwrap()
+/// What `EchoJob`s echoed, in order.
+async fn echoed(redis: &Redis) -> Vec<String> {
+    redis.lrange(redis.key(ECHO_LIST)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn perform_async_writes_a_sidekiq_payload() {
-    let server = redis();
-    let ns = namespace();
-    let c = client(&server.url(), &ns).await;
+    let redis = Redis::start().await;
+    let keys = redis.keys();
+    let c = redis.client().await;
     let jid = EchoJob("hi".into()).perform_async(&c).await.unwrap();
     assert_eq!(jid.len(), 24);
     assert!(
         jid.chars()
             .all(|ch| ch.is_ascii_hexdigit() && !ch.is_ascii_uppercase())
     );
-    let mut r = raw(&server.url()).await;
-    let queues: Vec<String> = r.smembers(format!("{ns}:queues")).await.unwrap();
+    let queues: Vec<String> = redis.conn().smembers(keys.queues()).await.unwrap();
     assert_eq!(queues, vec!["default".to_owned()]);
-    let items: Vec<String> = r
-        .lrange(format!("{ns}:queue:default"), 0, -1)
-        .await
-        .unwrap();
+    let items = redis.lrange(keys.queue("default")).await;
     assert_eq!(items.len(), 1);
-    let v: Value = serde_json::from_str(&items[0]).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&items[0]).unwrap();
     assert_eq!(v["class"], "EchoJob");
     assert_eq!(v["args"], serde_json::json!(["hi"]));
     assert_eq!(v["jid"], jid.as_str());
@@ -48,47 +41,44 @@ async fn perform_async_writes_a_sidekiq_payload() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_runs_jobs_from_the_client() {
-    let server = redis();
-    let ns = namespace();
-    let c = client(&server.url(), &ns).await;
-    let w = worker(&server.url(), &ns).build().await.unwrap();
-    let run = fairjob_tests::spawn(w);
+    let redis = Redis::start().await;
+    let keys = redis.keys();
+    let c = redis.client().await;
+    let run = fairjob_tests::spawn(redis.worker().build().await.unwrap());
     for i in 0..20 {
         EchoJob(format!("job-{i}")).perform_async(&c).await.unwrap();
     }
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            echoed(&server.url(), &ns).await.len() == 20
-        })
-        .await
+    eventually!(
+        let echoed = echoed(&redis).await; echoed.len() == 20,
+        "the worker runs every job"
     );
     run.stop().await;
-    let mut r = raw(&server.url()).await;
     // A clean exit leaves no in-progress record, lease or process entry behind.
-    let inflight: Vec<String> = r.keys(format!("{ns}:fairjob:inflight:*")).await.unwrap();
+    let inflight = redis.inflight_keys().await;
     assert!(inflight.is_empty(), "{inflight:?}");
-    let procs: Vec<String> = r.smembers(format!("{ns}:processes")).await.unwrap();
-    assert!(procs.is_empty(), "{procs:?}");
-    let processed: u64 = r.get(format!("{ns}:stat:processed")).await.unwrap();
+    let leases = redis.scan_keys(&format!("{}*", keys.lease(""))).await;
+    assert!(leases.is_empty(), "{leases:?}");
+    assert_eq!(redis.scard(keys.processes()).await, 0);
+    let processed: u64 = redis.get(keys.stat_processed(None)).await;
     assert_eq!(processed, 20);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn perform_in_waits_in_schedule_then_runs_once() {
-    let server = redis();
-    let ns = namespace();
-    let c = client(&server.url(), &ns).await;
+    let redis = Redis::start().await;
+    let keys = redis.keys();
+    let c = redis.client().await;
     let jid = EchoJob("later".into())
         .perform_in(&c, Duration::from_millis(1500))
         .await
         .unwrap();
-    let mut r = raw(&server.url()).await;
-    let sched: Vec<(String, f64)> = r
-        .zrange_withscores(format!("{ns}:schedule"), 0, -1)
+    let sched: Vec<(String, f64)> = redis
+        .conn()
+        .zrange_withscores(keys.schedule(), 0, -1)
         .await
         .unwrap();
     assert_eq!(sched.len(), 1);
-    let v: Value = serde_json::from_str(&sched[0].0).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&sched[0].0).unwrap();
     assert_eq!(v["jid"], jid.as_str());
     assert!(
         v.get("enqueued_at").is_none(),
@@ -100,33 +90,25 @@ async fn perform_in_waits_in_schedule_then_runs_once() {
         "score {} now {now}",
         sched[0].1
     );
-    let w = worker(&server.url(), &ns).build().await.unwrap();
-    let run = fairjob_tests::spawn(w);
+    let run = fairjob_tests::spawn(redis.worker().build().await.unwrap());
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(echoed(&server.url(), &ns).await.is_empty(), "ran too early");
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            echoed(&server.url(), &ns).await == vec!["later".to_owned()]
-        })
-        .await
+    assert!(echoed(&redis).await.is_empty(), "ran too early");
+    eventually!(
+        let echoed = echoed(&redis).await; echoed == ["later"],
+        "the job runs when due"
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        echoed(&server.url(), &ns).await,
-        vec!["later".to_owned()],
-        "ran exactly once"
-    );
+    assert_eq!(echoed(&redis).await, ["later"], "ran exactly once");
     run.stop().await;
-    let promoting: u64 = r.zcard(format!("{ns}:fairjob:promoting")).await.unwrap();
-    assert_eq!(promoting, 0);
+    assert_eq!(redis.zcard(keys.promoting(&keys.schedule())).await, 0);
+    assert_eq!(redis.zcard(keys.schedule()).await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_bulk_and_middleware_that_edits_or_stops() {
-    let server = redis();
-    let ns = namespace();
-    let c = Client::builder(server.url())
-        .namespace(&ns)
+    let redis = Redis::start().await;
+    let c = Client::builder(redis.url())
+        .namespace(redis.ns())
         .middleware(client_middleware_fn(|mut job, next| async move {
             if job.payload().args().get().contains("skip") {
                 return Ok(None);
@@ -146,11 +128,7 @@ async fn push_bulk_and_middleware_that_edits_or_stops() {
         .await
         .unwrap();
     assert!(jids[0].is_some() && jids[1].is_none() && jids[2].is_some());
-    let mut r = raw(&server.url()).await;
-    let items: Vec<String> = r
-        .lrange(format!("{ns}:queue:default"), 0, -1)
-        .await
-        .unwrap();
+    let items = redis.lrange(redis.keys().queue("default")).await;
     assert_eq!(items.len(), 2);
     assert!(items.iter().all(|i| i.contains(r#""mw_seen":"yes""#)));
     let err = EchoJob("skip".into()).perform_async(&c).await.unwrap_err();
@@ -159,10 +137,9 @@ async fn push_bulk_and_middleware_that_edits_or_stops() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn payload_above_the_maximum_is_refused_before_any_write() {
-    let server = redis();
-    let ns = namespace();
-    let c = Client::builder(server.url())
-        .namespace(&ns)
+    let redis = Redis::start().await;
+    let c = Client::builder(redis.url())
+        .namespace(redis.ns())
         .max_payload_bytes(1024)
         .build()
         .await
@@ -180,15 +157,10 @@ async fn payload_above_the_maximum_is_refused_before_any_write() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::PayloadTooLarge { .. }), "{err}");
-    let mut r = raw(&server.url()).await;
-    let keys: Vec<String> = r.keys(format!("{ns}:*")).await.unwrap();
+    let keys = redis.scan_keys(&redis.key("*")).await;
     assert!(keys.is_empty(), "nothing written: {keys:?}");
     // The default maximum is 1 MiB.
-    let big = Client::builder(server.url())
-        .namespace(&ns)
-        .build()
-        .await
-        .unwrap();
+    let big = redis.client().await;
     assert!(
         EchoJob("y".repeat(2 << 20))
             .perform_async(&big)
@@ -215,18 +187,15 @@ async fn wrong_password_fails_fast_and_the_password_never_shows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_handle_quiets_and_stops_the_worker() {
-    let server = redis();
-    let ns = namespace();
-    let c = client(&server.url(), &ns).await;
-    let w = worker(&server.url(), &ns).build().await.unwrap();
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let w = redis.worker().build().await.unwrap();
     let handle = fairjob::worker::WorkerHandle::new();
     let run = tokio::spawn(w.run_with(handle.clone()));
     EchoJob("before".into()).perform_async(&c).await.unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            echoed(&server.url(), &ns).await.len() == 1
-        })
-        .await
+    eventually!(
+        let echoed = echoed(&redis).await; echoed.len() == 1,
+        "the worker runs a job"
     );
     handle.quiet();
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -236,8 +205,8 @@ async fn a_worker_handle_quiets_and_stops_the_worker() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
-        echoed(&server.url(), &ns).await,
-        vec!["before".to_owned()],
+        echoed(&redis).await,
+        ["before"],
         "a quiet worker fetches nothing"
     );
     handle.stop();

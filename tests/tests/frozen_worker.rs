@@ -7,90 +7,47 @@
 use std::time::{Duration, Instant};
 
 use fairjob::Job;
-use fairjob::broker::Keys;
 use fairjob_tests::jobs::LedgerJob;
-use fairjob_tests::{
-    Ledger, WorkerProcess, client, ledger_dir, namespace, process_alive, raw, redis, wait_for,
-};
-use redis::AsyncCommands;
+use fairjob_tests::{Ledger, Redis, eventually, ledger_dir};
 
-const ARGS: &[&str] = &[
-    "-q",
-    "ledger",
-    "-c",
-    "2",
-    "--lease",
-    "1500ms",
-    "--heartbeat",
-    "300ms",
-    "--reaper-interval",
-    "300ms",
-    "--poll-interval",
-    "100ms",
-    "--scheduled-poll-interval",
-    "100ms",
-    "-t",
-    "3s",
-];
-
-async fn counter(url: &str, key: &str) -> u64 {
-    let mut r = raw(url).await;
-    r.get::<_, Option<u64>>(key).await.unwrap().unwrap_or(0)
-}
-
-/// The in-progress record key of the worker process `pid`, if it has one.
-async fn inflight_len_of(url: &str, keys: &Keys, pid: u32) -> u64 {
-    let mut r = raw(url).await;
-    let ids: Vec<String> = r.hkeys(keys.workers()).await.unwrap();
-    let needle = format!(":{pid}:");
-    let mut n = 0;
-    for id in ids.iter().filter(|id| id.contains(&needle)) {
-        n += r.hlen::<_, u64>(keys.inflight(id)).await.unwrap();
+/// Jobs in the in-progress record of the worker process `pid`.
+async fn inflight_len_of(redis: &Redis, pid: u32) -> usize {
+    match redis.identity_of(pid).await {
+        Some(id) => redis.hlen(redis.keys().inflight(&id)).await,
+        None => 0,
     }
-    n
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_worker_loses_its_job_and_its_late_ack_is_fenced() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let keys = Keys::new(Some(&ns));
+    let redis = Redis::start().await;
+    let keys = redis.keys();
     let dir = ledger_dir("frozen");
-    let c = client(&url, &ns).await;
+    let c = redis.client().await;
+    let worker = redis.ledger_worker(&dir).concurrency(2);
 
-    let mut a = WorkerProcess::start(&url, &ns, Some(&*dir), ARGS);
-    let jid = LedgerJob {
-        ms: 4000,
-        abort: false,
-    }
-    .perform_async(&c)
-    .await
-    .unwrap();
-    assert!(
-        wait_for(Duration::from_secs(10), || Ledger::read(&dir).started(&jid)
-            == 1),
-        "worker A did not start the job"
+    let mut a = worker.start();
+    let jid = LedgerJob::sleeping(4000).perform_async(&c).await.unwrap();
+    eventually!(
+        Ledger::read(&dir).started(&jid) == 1,
+        "worker A starts the job"
     );
     assert_eq!(Ledger::read(&dir).starts[&jid], vec![a.pid()]);
-    let mut b = WorkerProcess::start(&url, &ns, Some(&*dir), ARGS);
+    let mut b = worker.start();
 
     a.signal("STOP");
     let frozen_at = Instant::now();
     // B recovers the job once A's lease (1.5 s) has expired and runs it.
-    let rerun = wait_for(Duration::from_secs(4), || {
-        Ledger::read(&dir).started(&jid) == 2
-    });
+    let starts = eventually!(
+        within Duration::from_secs(4),
+        let starts = Ledger::read(&dir).starts[&jid].clone(); starts.len() == 2,
+        "the frozen worker's job is re-run within 4 s"
+    );
     let rerun_after = frozen_at.elapsed();
-    let starts = Ledger::read(&dir).starts[&jid].clone();
     let remaining = Duration::from_secs(4).saturating_sub(frozen_at.elapsed());
     std::thread::sleep(remaining);
     a.signal("CONT");
     let thawed_at = Instant::now();
-    assert!(
-        rerun,
-        "the frozen worker's job was not re-run within 4 s: starts {starts:?}"
-    );
     let mut by = starts.clone();
     by.sort_unstable();
     let mut expected = vec![a.pid(), b.pid()];
@@ -98,36 +55,26 @@ async fn a_frozen_worker_loses_its_job_and_its_late_ack_is_fenced() {
     assert_eq!(by, expected, "one start on A, one on B");
 
     // A finishes its copy (its 4 s sleep is over) and acks: fenced.
-    let fenced_key = keys.stat("fenced");
-    assert!(
-        wait_for(Duration::from_secs(5), || {
-            let l = Ledger::read(&dir);
-            l.ends.get(&jid).is_some_and(|p| p.contains(&a.pid()))
-        }),
-        "the thawed worker did not finish its copy"
+    let ended_on = |pid: u32| {
+        let l = Ledger::read(&dir);
+        l.ends.get(&jid).is_some_and(|p| p.contains(&pid))
+    };
+    eventually!(
+        within Duration::from_secs(5),
+        ended_on(a.pid()),
+        "the thawed worker finishes its copy"
     );
-    let mut fenced = 0;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        fenced = counter(&url, &fenced_key).await;
-        if fenced >= 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let b_still_running = Ledger::read(&dir)
-        .ends
-        .get(&jid)
-        .is_none_or(|p| !p.contains(&b.pid()));
-    let b_inflight = inflight_len_of(&url, &keys, b.pid()).await;
+    let fenced = eventually!(
+        within Duration::from_secs(5),
+        let fenced = redis.stat("fenced").await; fenced >= 1,
+        "the stale ack is fenced"
+    );
+    let b_still_running = !ended_on(b.pid());
+    let b_inflight = inflight_len_of(&redis, b.pid()).await;
     println!(
         "frozen_worker: re-run by B {rerun_after:?} after SIGSTOP; fenced = {fenced} \
          {:?} after SIGCONT; B's in-progress record held {b_inflight} job(s) then",
         thawed_at.elapsed()
-    );
-    assert!(
-        fenced >= 1,
-        "the stale ack was not fenced: fenced = {fenced}"
     );
     if b_still_running {
         assert_eq!(
@@ -137,94 +84,54 @@ async fn a_frozen_worker_loses_its_job_and_its_late_ack_is_fenced() {
     }
 
     // B's run is the owned one: it ends and acks; the job is done once.
-    assert!(
-        wait_for(Duration::from_secs(10), || {
-            let l = Ledger::read(&dir);
-            l.ends.get(&jid).is_some_and(|p| p.contains(&b.pid()))
-        }),
-        "B did not finish the job"
+    eventually!(ended_on(b.pid()), "B finishes the job");
+    eventually!(
+        within Duration::from_secs(5),
+        let left = redis.inflight_keys().await; left.is_empty(),
+        "in-progress records empty"
     );
-    let mut r = raw(&url).await;
-    assert!(
-        wait_for(Duration::from_secs(5), || inflight_empty(&url, &keys)),
-        "in-progress records not empty"
-    );
-    let retry: u64 = r.zcard(keys.retry()).await.unwrap();
-    let dead: u64 = r.zcard(keys.dead()).await.unwrap();
-    let queued: u64 = r.llen(keys.queue("ledger")).await.unwrap();
+    let retry = redis.zcard(keys.retry()).await;
+    let dead = redis.zcard(keys.dead()).await;
+    let queued = redis.llen(keys.queue("ledger")).await;
     assert_eq!((retry, dead, queued), (0, 0, 0));
     assert_eq!(Ledger::read(&dir).started(&jid), 2);
 
     // The thawed worker is alive and still works: with B gone, A runs new jobs.
-    assert!(process_alive(a.pid()), "the thawed worker died");
-    b.signal("TERM");
-    assert!(b.wait_timeout(Duration::from_secs(10)).is_some());
+    assert!(a.is_running(), "the thawed worker died");
+    assert!(b.stop().is_some());
     let mut later = Vec::new();
     for _ in 0..5 {
-        later.push(
-            LedgerJob {
-                ms: 10,
-                abort: false,
-            }
-            .perform_async(&c)
-            .await
-            .unwrap(),
-        );
+        later.push(LedgerJob::sleeping(10).perform_async(&c).await.unwrap());
     }
-    assert!(
-        wait_for(Duration::from_secs(10), || {
+    eventually!(
+        {
             let l = Ledger::read(&dir);
             later
                 .iter()
                 .all(|j| l.ends.get(j).is_some_and(|p| p == &vec![a.pid()]))
-        }),
-        "the thawed worker did not process later jobs"
+        },
+        "the thawed worker processes later jobs"
     );
     assert!(a.child.try_wait().unwrap().is_none(), "worker A exited");
 }
 
-fn inflight_empty(url: &str, keys: &Keys) -> bool {
-    let url = url.to_owned();
-    let pattern = format!("{}fairjob:inflight:*", keys.prefix());
-    std::thread::spawn(move || {
-        let client = redis::Client::open(url).unwrap();
-        let mut con = client.get_connection().unwrap();
-        let found: Vec<String> = redis::cmd("KEYS").arg(pattern).query(&mut con).unwrap();
-        found.is_empty()
-    })
-    .join()
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_job_on_a_healthy_worker_is_never_recovered() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let keys = Keys::new(Some(&ns));
+    let redis = Redis::start().await;
     let dir = ledger_dir("long");
-    let c = client(&url, &ns).await;
+    let c = redis.client().await;
+    let worker = redis.ledger_worker(&dir).concurrency(2);
 
-    let a = WorkerProcess::start(&url, &ns, Some(&*dir), ARGS);
+    let a = worker.start();
     // 5 × the 1.5 s lease.
-    let jid = LedgerJob {
-        ms: 7500,
-        abort: false,
-    }
-    .perform_async(&c)
-    .await
-    .unwrap();
-    assert!(
-        wait_for(Duration::from_secs(10), || Ledger::read(&dir).started(&jid)
-            == 1),
-        "the job did not start"
-    );
+    let jid = LedgerJob::sleeping(7500).perform_async(&c).await.unwrap();
+    eventually!(Ledger::read(&dir).started(&jid) == 1, "the job starts");
     // A second worker whose reaper runs every 300 ms all along.
-    let b = WorkerProcess::start(&url, &ns, Some(&*dir), ARGS);
-    assert!(
-        wait_for(Duration::from_secs(15), || Ledger::read(&dir).ended(&jid)
-            == 1),
-        "the long job did not end"
+    let b = worker.start();
+    eventually!(
+        within Duration::from_secs(15),
+        Ledger::read(&dir).ended(&jid) == 1,
+        "the long job ends"
     );
     let l = Ledger::read(&dir);
     assert_eq!(
@@ -233,10 +140,12 @@ async fn a_long_job_on_a_healthy_worker_is_never_recovered() {
         "the job started more than once"
     );
     assert_eq!(l.ends[&jid], vec![a.pid()]);
-    assert!(wait_for(Duration::from_secs(5), || inflight_empty(
-        &url, &keys
-    )));
-    assert_eq!(counter(&url, &keys.stat("recovered")).await, 0);
-    assert_eq!(counter(&url, &keys.stat("fenced")).await, 0);
-    assert!(process_alive(a.pid()) && process_alive(b.pid()));
+    eventually!(
+        within Duration::from_secs(5),
+        let left = redis.inflight_keys().await; left.is_empty(),
+        "in-progress records empty"
+    );
+    assert_eq!(redis.stat("recovered").await, 0);
+    assert_eq!(redis.stat("fenced").await, 0);
+    assert!(a.is_running() && b.is_running());
 }

@@ -15,9 +15,8 @@ use std::time::{Duration, Instant};
 use fairjob::{Job, Registry};
 use fairjob_examples::{ECHO_LIST, EchoJob};
 use fairjob_tests::jobs::FailJob;
+use fairjob_tests::{Redis, RedisServer, RunningWorker, eventually};
 use serde_json::Value;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 /// How long a Ruby script may run before the test fails.
 const RUBY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -99,62 +98,29 @@ async fn ruby_json(script: &'static str, args: Vec<String>) -> Value {
         .unwrap_or_else(|e| panic!("`ruby {script}` printed no JSON ({e}):\n{out}"))
 }
 
-/// A fairjob worker running in this process (no namespace) until [`InProcessWorker::stop`].
-struct InProcessWorker {
-    identity: String,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<fairjob::Result<()>>>,
+/// A private redis-server and a handle on it with NO namespace (Sidekiq 6.4.1 has none).
+async fn unprefixed() -> (RedisServer, Redis) {
+    let server = fairjob_tests::redis();
+    let redis = Redis::connect(&server.url(), "").await;
+    (server, redis)
 }
 
-impl std::fmt::Debug for InProcessWorker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InProcessWorker")
-            .field("identity", &self.identity)
-            .finish_non_exhaustive()
-    }
+/// A fairjob worker on `redis` with the test intervals and `registry`, running.
+async fn start_worker(redis: &Redis, registry: Registry) -> RunningWorker {
+    let worker = redis
+        .worker()
+        .registry(registry)
+        .build()
+        .await
+        .expect("fairjob worker builds");
+    fairjob_tests::spawn(worker)
 }
 
-impl InProcessWorker {
-    /// Builds a worker on `url` with the test intervals, NO namespace and `registry`, and runs it.
-    async fn start(url: &str, registry: Registry) -> InProcessWorker {
-        let worker = fairjob_tests::worker(url, "")
-            .registry(registry)
-            .build()
-            .await
-            .expect("fairjob worker builds");
-        let identity = worker.identity().to_owned();
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(worker.run_until(async move {
-            let _ = rx.await;
-        }));
-        InProcessWorker {
-            identity,
-            stop: Some(tx),
-            task: Some(task),
-        }
-    }
-
-    /// Graceful shutdown; fails the test if the worker errs or hangs.
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let result = tokio::time::timeout(Duration::from_secs(15), task)
-                .await
-                .expect("fairjob worker shuts down within 15s")
-                .expect("worker task did not panic");
-            result.expect("fairjob worker ran without error");
-        }
-    }
-}
-
-impl Drop for InProcessWorker {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
+/// Graceful shutdown; fails the test if the worker errs or hangs.
+async fn stop(worker: RunningWorker) {
+    tokio::time::timeout(Duration::from_secs(15), worker.stop())
+        .await
+        .expect("fairjob worker shuts down within 15s");
 }
 
 /// A real `sidekiq` server process; TERM then KILL on drop, whatever happens.
@@ -226,27 +192,6 @@ impl Drop for SidekiqProcess {
     }
 }
 
-/// The values of the list `key`.
-async fn lrange(url: &str, key: &str) -> Vec<String> {
-    let mut conn = fairjob_tests::raw(url).await;
-    redis::cmd("LRANGE")
-        .arg(key)
-        .arg(0)
-        .arg(-1)
-        .query_async(&mut conn)
-        .await
-        .expect("LRANGE")
-}
-
-async fn zcard(url: &str, key: &str) -> i64 {
-    let mut conn = fairjob_tests::raw(url).await;
-    redis::cmd("ZCARD")
-        .arg(key)
-        .query_async(&mut conn)
-        .await
-        .expect("ZCARD")
-}
-
 fn registry_of_echo() -> Registry {
     let mut r = Registry::new();
     r.register::<EchoJob>().expect("register EchoJob");
@@ -257,36 +202,25 @@ fn registry_of_echo() -> Registry {
 /// wake-up token, so the worker finds it by its idle poll.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ruby_push_is_performed_by_fairjob() {
-    let server = fairjob_tests::redis();
-    let url = server.url();
-    let worker = InProcessWorker::start(&url, registry_of_echo()).await;
+    let (_server, redis) = unprefixed().await;
+    let url = redis.url().to_owned();
+    let worker = start_worker(&redis, registry_of_echo()).await;
 
-    let pushed = ruby_json("push.rb", vec![url.clone(), "from-ruby".into()]).await;
+    let pushed = ruby_json("push.rb", vec![url, "from-ruby".into()]).await;
     let jid = pushed["jid"]
         .as_str()
         .expect("push.rb prints the jid")
         .to_owned();
     assert_eq!(jid.len(), 24, "a Sidekiq jid: {jid}");
 
-    let done = fairjob_tests::wait_until(Duration::from_secs(10), || {
-        let url = url.clone();
-        async move {
-            lrange(&url, ECHO_LIST)
-                .await
-                .iter()
-                .any(|v| v == "from-ruby")
-        }
-    })
-    .await;
-    assert!(
-        done,
-        "fairjob did not perform the Ruby-pushed EchoJob within 10s; {ECHO_LIST} = {:?}, queue:default = {:?}",
-        lrange(&url, ECHO_LIST).await,
-        lrange(&url, "queue:default").await
+    eventually!(
+        let echoed = redis.lrange(ECHO_LIST).await; echoed.iter().any(|v| v == "from-ruby"),
+        "fairjob performs the Ruby-pushed EchoJob; queue:default = {:?}",
+        redis.lrange("queue:default").await
     );
-    worker.stop().await;
+    stop(worker).await;
     assert!(
-        lrange(&url, "queue:default").await.is_empty(),
+        redis.lrange("queue:default").await.is_empty(),
         "the job left queue:default"
     );
 }
@@ -294,44 +228,32 @@ async fn ruby_push_is_performed_by_fairjob() {
 /// fairjob `Client` → a real Ruby Sidekiq server process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fairjob_push_is_performed_by_ruby_sidekiq() {
-    let server = fairjob_tests::redis();
-    let url = server.url();
-    let client = fairjob_tests::client(&url, "").await;
+    let (_server, redis) = unprefixed().await;
+    let client = redis.client().await;
     let jid = EchoJob("from-rust".into())
         .perform_async(&client)
         .await
         .expect("push EchoJob");
     assert_eq!(
-        lrange(&url, "queue:default").await.len(),
+        redis.llen("queue:default").await,
         1,
         "fairjob pushed to the unprefixed queue:default"
     );
 
-    let mut sidekiq = SidekiqProcess::start(&url);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut done = false;
-    while Instant::now() < deadline {
-        sidekiq.assert_running();
-        if lrange(&url, ECHO_LIST)
-            .await
-            .iter()
-            .any(|v| v == "ruby:from-rust")
-        {
-            done = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(
-        done,
-        "Ruby Sidekiq did not perform fairjob's EchoJob (jid {jid}) within 30s; {ECHO_LIST} = {:?}, queue:default = \
-         {:?}\nsidekiq log:\n{}",
-        lrange(&url, ECHO_LIST).await,
-        lrange(&url, "queue:default").await,
+    let mut sidekiq = SidekiqProcess::start(redis.url());
+    eventually!(
+        within Duration::from_secs(30),
+        let echoed = {
+            sidekiq.assert_running();
+            redis.lrange(ECHO_LIST).await
+        };
+        echoed.iter().any(|v| v == "ruby:from-rust"),
+        "Ruby Sidekiq performs fairjob's EchoJob (jid {jid}); queue:default = {:?}\nsidekiq log:\n{}",
+        redis.lrange("queue:default").await,
         sidekiq.log()
     );
     assert!(
-        lrange(&url, "queue:default").await.is_empty(),
+        redis.lrange("queue:default").await.is_empty(),
         "Sidekiq took the job off queue:default"
     );
     drop(sidekiq);
@@ -341,31 +263,25 @@ async fn fairjob_push_is_performed_by_ruby_sidekiq() {
 /// a job pushed by fairjob is read by Sidekiq's `Queue` API.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failed_fairjob_job_is_readable_by_ruby_retryset() {
-    let server = fairjob_tests::redis();
-    let url = server.url();
-    let client = fairjob_tests::client(&url, "").await;
+    let (_server, redis) = unprefixed().await;
+    let url = redis.url().to_owned();
+    let client = redis.client().await;
 
     // Part 1: the retry set.
     let mut registry = Registry::new();
     registry.register::<FailJob>().expect("register FailJob");
-    let worker = InProcessWorker::start(&url, registry).await;
+    let worker = start_worker(&redis, registry).await;
     let jid = FailJob("x".into())
         .perform_async(&client)
         .await
         .expect("push FailJob");
-    let failed = fairjob_tests::wait_until(Duration::from_secs(10), || {
-        let url = url.clone();
-        async move { zcard(&url, "retry").await == 1 }
-    })
-    .await;
-    assert!(
-        failed,
-        "FailJob did not reach the retry zset within 10s (ZCARD retry = {})",
-        zcard(&url, "retry").await
+    eventually!(
+        let retries = redis.zcard("retry").await; retries == 1,
+        "FailJob reaches the retry zset"
     );
-    worker.stop().await;
+    stop(worker).await;
     // The first retry is ≥ 15 s away, so the entry is still there.
-    assert_eq!(zcard(&url, "retry").await, 1);
+    assert_eq!(redis.zcard("retry").await, 1);
 
     let got = ruby_json("retry_set.rb", vec![url.clone()]).await;
     assert_eq!(
@@ -409,27 +325,14 @@ async fn failed_fairjob_job_is_readable_by_ruby_retryset() {
 /// Sidekiq's `ProcessSet` (the Web UI's Busy page) lists a fairjob worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sidekiq_web_api_lists_fairjob_processes() {
-    let server = fairjob_tests::redis();
-    let url = server.url();
-    let worker = InProcessWorker::start(&url, registry_of_echo()).await;
-    let identity = worker.identity.clone();
-    let registered = fairjob_tests::wait_until(Duration::from_secs(5), || {
-        let url = url.clone();
-        let identity = identity.clone();
-        async move {
-            let mut conn = fairjob_tests::raw(&url).await;
-            redis::cmd("SISMEMBER")
-                .arg("processes")
-                .arg(&identity)
-                .query_async::<bool>(&mut conn)
-                .await
-                .unwrap_or(false)
-        }
-    })
-    .await;
-    assert!(
-        registered,
-        "fairjob worker {identity} did not join the `processes` set"
+    let (_server, redis) = unprefixed().await;
+    let url = redis.url().to_owned();
+    let worker = start_worker(&redis, registry_of_echo()).await;
+    let identity = worker.identity().to_owned();
+    eventually!(
+        within Duration::from_secs(5),
+        is_listed(&redis, &identity).await,
+        "fairjob worker {identity} joins the `processes` set"
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
 
@@ -461,7 +364,7 @@ async fn sidekiq_web_api_lists_fairjob_processes() {
         "the Busy page shows the fairjob worker: {page}"
     );
 
-    worker.stop().await;
+    stop(worker).await;
     // A clean stop leaves the process set.
     let procs = ruby_json("processes.rb", vec![url.clone()]).await;
     assert!(
@@ -478,20 +381,20 @@ async fn sidekiq_web_api_lists_fairjob_processes() {
 /// fairjob worker: quiet stops fetching, stop shuts it down.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sidekiq_quiet_and_stop_buttons_reach_fairjob_workers() {
-    let server = fairjob_tests::redis();
-    let url = server.url();
-    let worker = fairjob_tests::worker(&url, "")
+    let (_server, redis) = unprefixed().await;
+    let url = redis.url().to_owned();
+    let worker = redis
+        .worker()
         .registry(registry_of_echo())
         .build()
         .await
         .unwrap();
     let identity = worker.identity().to_owned();
     let task = tokio::spawn(worker.run_until(std::future::pending()));
-    assert!(
-        fairjob_tests::wait_until(Duration::from_secs(5), || async {
-            zcard_processes(&url, &identity).await
-        })
-        .await
+    eventually!(
+        within Duration::from_secs(5),
+        is_listed(&redis, &identity).await,
+        "fairjob worker {identity} joins the `processes` set"
     );
     let sent = ruby_json(
         "signal.rb",
@@ -499,27 +402,22 @@ async fn sidekiq_quiet_and_stop_buttons_reach_fairjob_workers() {
     )
     .await;
     assert_eq!(sent["sent"], "quiet");
-    let quiet = fairjob_tests::wait_until(Duration::from_secs(5), || async {
-        let mut c = fairjob_tests::raw(&url).await;
-        redis::cmd("HGET")
-            .arg(&identity)
-            .arg("quiet")
-            .query_async::<Option<String>>(&mut c)
-            .await
-            .ok()
-            .flatten()
-            == Some("true".to_owned())
-    })
-    .await;
-    assert!(quiet, "the worker reports quiet after Sidekiq's quiet!");
+    eventually!(
+        within Duration::from_secs(5),
+        let quiet = redis
+            .query::<Option<String>>(redis::cmd("HGET").arg(&identity).arg("quiet"))
+            .await;
+        quiet.as_deref() == Some("true"),
+        "the worker reports quiet after Sidekiq's quiet!"
+    );
     // Quiet: a new job is not fetched.
-    let client = fairjob_tests::client(&url, "").await;
+    let client = redis.client().await;
     fairjob::Job::perform_async(fairjob_examples::EchoJob("while quiet".into()), &client)
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert!(
-        lrange(&url, "fairjob-examples:echo").await.is_empty(),
+        redis.lrange(ECHO_LIST).await.is_empty(),
         "a quiet worker fetches nothing"
     );
     ruby_json(
@@ -534,12 +432,9 @@ async fn sidekiq_quiet_and_stop_buttons_reach_fairjob_workers() {
     );
 }
 
-async fn zcard_processes(url: &str, identity: &str) -> bool {
-    let mut conn = fairjob_tests::raw(url).await;
-    redis::cmd("SISMEMBER")
-        .arg("processes")
-        .arg(identity)
-        .query_async::<bool>(&mut conn)
+/// Whether `identity` is in Sidekiq's `processes` set.
+async fn is_listed(redis: &Redis, identity: &str) -> bool {
+    redis
+        .query(redis::cmd("SISMEMBER").arg("processes").arg(identity))
         .await
-        .unwrap_or(false)
 }

@@ -6,99 +6,13 @@
 //! never names a key otherwise.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
+use fairjob_tests::source::{files_with_ext, strip_rust_comments, workspace_root};
 
-fn files_with_ext(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            files_with_ext(&p, ext, out);
-        } else if p.extension().is_some_and(|x| x == ext) {
-            out.push(p);
-        }
-    }
-}
-
-/// Rust source with `//` comments removed (string literals kept).
-fn strip_rust_comments(src: &str) -> String {
-    let mut out = String::with_capacity(src.len());
-    let b = src.as_bytes();
-    let mut i = 0;
-    let mut in_str = false;
-    while i < b.len() {
-        let c = b[i];
-        if in_str {
-            out.push(c as char);
-            if c == b'\\' && i + 1 < b.len() {
-                out.push(b[i + 1] as char);
-                i += 2;
-                continue;
-            }
-            if c == b'"' {
-                in_str = false;
-            }
-            i += 1;
-            continue;
-        }
-        if c == b'"' && (i == 0 || b[i - 1] != b'\'') {
-            in_str = true;
-            out.push('"');
-            i += 1;
-            continue;
-        }
-        if c == b'/' && i + 1 < b.len() && b[i + 1] == b'/' {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
-            }
-            continue;
-        }
-        // Keep multi-byte UTF-8 intact.
-        let ch = src[i..].chars().next().unwrap();
-        out.push(ch);
-        i += ch.len_utf8();
-    }
-    out
-}
-
-/// The text between the `(` at `open` and its matching `)`.
+/// The text between the `(` at `open` and its matching `)` (strings in `"`).
 fn paren_body(s: &str, open: usize) -> &str {
-    let b = s.as_bytes();
-    let mut depth = 0;
-    let mut in_str: Option<u8> = None;
-    let mut i = open;
-    while i < b.len() {
-        let c = b[i];
-        if let Some(q) = in_str {
-            if c == b'\\' {
-                i += 2;
-                continue;
-            }
-            if c == q {
-                in_str = None;
-            }
-        } else if c == b'"' {
-            in_str = Some(c);
-        } else if c == b'(' {
-            depth += 1;
-        } else if c == b')' {
-            depth -= 1;
-            if depth == 0 {
-                return &s[open + 1..i];
-            }
-        }
-        i += 1;
-    }
-    &s[open + 1..]
+    &s[open + 1..close_of(s, open, b"\"")]
 }
 
 fn rust_sources() -> Vec<PathBuf> {
@@ -109,7 +23,7 @@ fn rust_sources() -> Vec<PathBuf> {
         "fairjob-macros/src",
         "examples/src",
     ] {
-        files_with_ext(&root().join(crate_dir), "rs", &mut files);
+        files.extend(files_with_ext(&workspace_root().join(crate_dir), "rs"));
     }
     files.sort();
     files
@@ -117,10 +31,8 @@ fn rust_sources() -> Vec<PathBuf> {
 
 #[test]
 fn scripts_are_compile_time_files_loaded_with_include_str() {
-    let scripts_dir = root().join("fairjob/src/broker/scripts");
-    let mut lua = Vec::new();
-    files_with_ext(&scripts_dir, "lua", &mut lua);
-    lua.sort();
+    let scripts_dir = workspace_root().join("fairjob/src/broker/scripts");
+    let lua = files_with_ext(&scripts_dir, "lua");
     assert!(
         !lua.is_empty(),
         "no scripts found in {}",
@@ -154,19 +66,39 @@ fn scripts_are_compile_time_files_loaded_with_include_str() {
     }
 
     let mut problems = Vec::new();
-    let broker = std::fs::read_to_string(root().join("fairjob/src/broker/mod.rs")).unwrap();
+    let broker =
+        std::fs::read_to_string(workspace_root().join("fairjob/src/broker/scripts.rs")).unwrap();
     for name in on_disk.keys() {
         let referenced = broker.contains(&format!("include_str!(\"scripts/{name}\")"))
             || broker.contains(&format!(", \"{name}\");"));
         if !referenced {
             problems.push(format!(
-                "{name} is not loaded with include_str! in broker/mod.rs"
+                "{name} is not loaded with include_str! in broker/scripts.rs"
             ));
         }
     }
 
-    for path in rust_sources() {
-        let rel = path.strip_prefix(root()).unwrap().display().to_string();
+    let sources = rust_sources();
+    // The check below must have something to check: every crate's sources.
+    for must in [
+        "fairjob/src/lib.rs",
+        "fairjob/src/broker/scripts.rs",
+        "fairjob-worker/src/cli.rs",
+        "fairjob-macros/src/expand.rs",
+        "examples/src/lib.rs",
+    ] {
+        assert!(
+            sources.iter().any(|p| p.ends_with(must)),
+            "{must} not among the Rust sources checked: {} files found",
+            sources.len()
+        );
+    }
+    for path in sources {
+        let rel = path
+            .strip_prefix(workspace_root())
+            .unwrap()
+            .display()
+            .to_string();
         let src = strip_rust_comments(&std::fs::read_to_string(&path).unwrap());
         // Every Script::new takes only include_str!/concat! of files and separators.
         for (at, _) in src.match_indices("Script::new(") {
@@ -201,16 +133,18 @@ fn scripts_are_compile_time_files_loaded_with_include_str() {
             "\"FCALL\"",
             "loadstring",
         ] {
-            if src.contains(needle) && !rel.ends_with("broker/mod.rs") {
+            if src.contains(needle) && !rel.ends_with("broker/scripts.rs") {
                 problems.push(format!(
                     "{rel}: contains `{needle}` (Lua or raw scripting in Rust)"
                 ));
             }
         }
-        if rel.ends_with("broker/mod.rs") {
-            // The only Lua-ish text allowed there is in its own unit test module.
+        if rel.ends_with("broker/scripts.rs") {
+            // The only Lua-ish text allowed there is in its own unit test
+            // module; it calls scripts by hash (EVALSHA) and loads the
+            // compiled-in sources (SCRIPT LOAD), never evaluates a string.
             let body = src.split("#[cfg(test)]").next().unwrap();
-            for needle in ["redis.call", "KEYS[", "ARGV[", "\"EVAL", "\"SCRIPT\""] {
+            for needle in ["redis.call", "KEYS[", "ARGV[", "\"EVAL\"", "\"EVAL_RO\""] {
                 if body.contains(needle) {
                     problems.push(format!("{rel}: contains `{needle}` outside include_str!"));
                 }
@@ -294,8 +228,14 @@ fn split_top(s: &str) -> Vec<(usize, &str)> {
     out
 }
 
-/// The matching close of the bracket at `open` (`(`/`{`), skipping strings.
+/// The matching close of the bracket at `open` (`(`/`{`), skipping Lua strings.
 fn matching(s: &str, open: usize) -> usize {
+    close_of(s, open, b"'\"")
+}
+
+/// The index of the bracket closing the one at `open` (`(`/`{`), skipping
+/// strings opened by one of `quotes`; the end of `s` when it never closes.
+fn close_of(s: &str, open: usize, quotes: &[u8]) -> usize {
     let b = s.as_bytes();
     let (o, c) = (b[open], if b[open] == b'(' { b')' } else { b'}' });
     let mut depth = 0;
@@ -311,7 +251,7 @@ fn matching(s: &str, open: usize) -> usize {
             if ch == q {
                 in_str = None;
             }
-        } else if ch == b'\'' || ch == b'"' {
+        } else if quotes.contains(&ch) {
             in_str = Some(ch);
         } else if ch == o {
             depth += 1;
@@ -372,6 +312,8 @@ const ONE_KEY: &[&str] = &[
     "HKEYS",
     "HVALS",
     "HEXISTS",
+    "HSETNX",
+    "HMGET",
     "LPUSH",
     "RPUSH",
     "LPOP",
@@ -573,6 +515,31 @@ fn collect(files: &[LuaFile]) -> (Facts, Vec<String>) {
     (f, problems)
 }
 
+/// Whether a shard prefix expression is `ARGV[…]`, or a function parameter that
+/// every call site fills with one.
+fn prefix_from_argv(f: &Facts, v: &str, depth: u32) -> bool {
+    let v = v.trim();
+    if v.starts_with("ARGV[") && v.ends_with(']') {
+        return true;
+    }
+    if depth > 6 || !v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return false;
+    }
+    let mut found = false;
+    for (func, params) in &f.params {
+        if let Some(idx) = params.iter().position(|p| p == v) {
+            for (args, _) in f.calls.get(func).into_iter().flatten() {
+                found = true;
+                let arg = args.get(idx).map_or("nil", String::as_str);
+                if !prefix_from_argv(f, arg, depth + 1) {
+                    return false;
+                }
+            }
+        }
+    }
+    found
+}
+
 /// Why `expr`, used as a key, is not derived from KEYS (None = it is).
 fn key_problems(f: &Facts, expr: &str, depth: u32, out: &mut BTreeSet<String>) {
     let e = expr.trim();
@@ -590,7 +557,7 @@ fn key_problems(f: &Facts, expr: &str, depth: u32, out: &mut BTreeSet<String>) {
         let field = prefix.rsplit('.').next().unwrap();
         if field == "prefix" && tail.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             for (v, s) in f.fields.get("prefix").into_iter().flatten() {
-                if !(v.starts_with("ARGV[") && v.ends_with(']')) {
+                if !prefix_from_argv(f, v, 0) {
                     out.insert(format!(
                         "{}:{}: a shard prefix comes from `{v}`, not ARGV: {}",
                         s.file, s.line, s.text

@@ -8,47 +8,35 @@ use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
 use fairjob::Job;
-use fairjob::broker::Keys;
 use fairjob_tests::jobs::{LedgerJob, ProbeJob};
-use fairjob_tests::{Ledger, WorkerProcess, client, ledger_dir, namespace, raw, redis, wait_for};
-use redis::AsyncCommands;
+use fairjob_tests::{Ledger, Redis, TestWorker, eventually, ledger_dir};
 use serde_json::Value;
 
-const ARGS: &[&str] = &[
-    "-q",
-    "ledger",
-    "-c",
-    "1",
-    "--lease",
-    "1500ms",
-    "--heartbeat",
-    "300ms",
-    "--reaper-interval",
-    "300ms",
-    "--poll-interval",
-    "100ms",
-    "--scheduled-poll-interval",
-    "100ms",
-    "--max-interruptions",
-    "3",
-    "-t",
-    "3s",
-];
+/// A worker process of the queue `ledger`, one job at a time, that dead-letters
+/// a job after 3 interruptions, writing to `dir`.
+fn worker(redis: &Redis, dir: &std::path::Path) -> TestWorker {
+    redis
+        .ledger_worker(dir)
+        .concurrency(1)
+        .flag("--max-interruptions", "3")
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_pill_runs_three_times_then_is_dead_and_the_rest_completes() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let keys = Keys::new(Some(&ns));
+    let redis = Redis::start().await;
     let dir = ledger_dir("poison");
-    let c = client(&url, &ns).await;
+    let c = redis.client().await;
 
     let mut normal = Vec::new();
     let mut poison = String::new();
     for i in 0..51 {
-        let abort = i == 10;
-        let jid = LedgerJob { ms: 20, abort }.perform_async(&c).await.unwrap();
+        let job = if i == 10 {
+            LedgerJob::poison()
+        } else {
+            LedgerJob::sleeping(20)
+        };
+        let abort = job.abort;
+        let jid = job.perform_async(&c).await.unwrap();
         if abort {
             poison = jid;
         } else {
@@ -56,21 +44,20 @@ async fn a_poison_pill_runs_three_times_then_is_dead_and_the_rest_completes() {
         }
     }
 
-    let mut r = raw(&url).await;
     let mut deaths = Vec::new();
     let started = Instant::now();
     let mut finished = false;
     // A supervisor: restart the worker each time it dies (bounded).
     for _ in 0..10 {
-        let mut w = WorkerProcess::start(&url, &ns, Some(&*dir), ARGS);
+        let mut w = worker(&redis, &dir).start();
         loop {
             if let Ok(Some(status)) = w.child.try_wait() {
                 deaths.push(status);
                 break;
             }
             let l = Ledger::read(&dir);
-            let dead: u64 = r.zcard(keys.dead()).await.unwrap();
-            if dead >= 1 && normal.iter().all(|j| l.ended(j) == 1) {
+            if redis.zcard(redis.keys().dead()).await >= 1 && normal.iter().all(|j| l.ended(j) == 1)
+            {
                 finished = true;
                 break;
             }
@@ -81,8 +68,7 @@ async fn a_poison_pill_runs_three_times_then_is_dead_and_the_rest_completes() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         if finished {
-            w.signal("TERM");
-            let status = w.wait_timeout(Duration::from_secs(10));
+            let status = w.stop();
             assert!(status.is_some_and(|s| s.success()), "{status:?}");
             break;
         }
@@ -115,9 +101,9 @@ async fn a_poison_pill_runs_three_times_then_is_dead_and_the_rest_completes() {
         );
     }
 
-    let dead: Vec<String> = r.zrange(keys.dead(), 0, -1).await.unwrap();
+    let dead = redis.payloads(&redis.keys().dead()).await;
     assert_eq!(dead.len(), 1, "{dead:?}");
-    let v: Value = serde_json::from_str(&dead[0]).unwrap();
+    let v = &dead[0];
     assert_eq!(v["jid"], poison.as_str());
     assert_eq!(v["class"], "LedgerJob");
     assert_eq!(v["dead_reason"], "interrupted", "{v}");
@@ -125,24 +111,19 @@ async fn a_poison_pill_runs_three_times_then_is_dead_and_the_rest_completes() {
     assert_eq!(v["interrupted_count"], 3, "{v}");
     assert!(v["error_message"].as_str().is_some_and(|m| !m.is_empty()));
     assert!(v["failed_at"].is_f64(), "{v}");
-    let queued: u64 = r.llen(keys.queue("ledger")).await.unwrap();
-    let retry: u64 = r.zcard(keys.retry()).await.unwrap();
-    assert_eq!((queued, retry), (0, 0));
-    let left: Vec<String> = r.keys(format!("{ns}:fairjob:inflight:*")).await.unwrap();
+    let queued = redis.llen(redis.keys().queue("ledger")).await;
+    assert_eq!((queued, redis.zcard(redis.keys().retry()).await), (0, 0));
+    let left = redis.inflight_keys().await;
     assert!(left.is_empty(), "{left:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recovered_job_sees_its_attempt_and_that_it_was_interrupted() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
+    let redis = Redis::start().await;
     let dir = ledger_dir("probe");
-    let c = client(&url, &ns).await;
-    let record = format!("{ns}:record");
-    let mut r = raw(&url).await;
+    let c = redis.client().await;
 
-    let mut a = WorkerProcess::start(&url, &ns, Some(&*dir), ARGS);
+    let mut a = worker(&redis, &dir).start();
     let jid = ProbeJob {
         tag: "probe".into(),
         ms: 3000,
@@ -150,24 +131,20 @@ async fn a_recovered_job_sees_its_attempt_and_that_it_was_interrupted() {
     .perform_async(&c)
     .await
     .unwrap();
-    assert!(
-        wait_for(Duration::from_secs(10), || Ledger::read(&dir).started(&jid)
-            == 1),
-        "the probe did not start"
+    // Started (ledger) and recorded itself (Redis, just after) before the kill.
+    eventually!(
+        Ledger::read(&dir).started(&jid) == 1 && redis.json_records().await.len() == 1,
+        "the probe starts"
     );
     a.signal("KILL");
     let _ = a.wait_timeout(Duration::from_secs(5));
-    let b = WorkerProcess::start(&url, &ns, Some(&*dir), ARGS);
-    assert!(
-        wait_for(Duration::from_secs(15), || Ledger::read(&dir).ended(&jid)
-            == 1),
-        "the recovered probe did not end"
+    let b = worker(&redis, &dir).start();
+    eventually!(
+        within Duration::from_secs(15),
+        Ledger::read(&dir).ended(&jid) == 1,
+        "the recovered probe ends"
     );
-    let runs: Vec<String> = r.lrange(&record, 0, -1).await.unwrap();
-    let runs: Vec<Value> = runs
-        .iter()
-        .map(|s| serde_json::from_str(s).unwrap())
-        .collect();
+    let runs = redis.json_records().await;
     println!("poison: probe runs {runs:?}");
     assert_eq!(runs.len(), 2, "{runs:?}");
     assert_eq!(runs[0]["jid"], jid.as_str());

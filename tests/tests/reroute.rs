@@ -6,57 +6,71 @@ use std::time::Duration;
 use fairjob::Job;
 use fairjob_examples::EchoJob;
 use fairjob_tests::jobs::{BurstJob, TJob};
-use fairjob_tests::{client, namespace, raw, redis, wait_until, worker};
+use fairjob_tests::{Redis, eventually, queues};
 use redis::AsyncCommands;
 use serde_json::Value;
 
-async fn queue_of(url: &str, ns: &str, jid: &str) -> String {
-    let mut r = raw(url).await;
-    let queues: Vec<String> = r.smembers(format!("{ns}:queues")).await.unwrap();
+/// The queue holding job `jid`, and the job.
+async fn find(redis: &Redis, jid: &str) -> (String, Value) {
+    let queues: Vec<String> = redis.conn().smembers(redis.keys().queues()).await.unwrap();
     for q in queues {
-        let items: Vec<String> = r.lrange(format!("{ns}:queue:{q}"), 0, -1).await.unwrap();
-        if items.iter().any(|i| i.contains(jid)) {
-            return q;
+        for job in redis.payloads(&redis.keys().queue(&q)).await {
+            if job["jid"] == jid {
+                return (q, job);
+            }
         }
     }
     panic!("job {jid} is in no queue")
 }
 
+/// The queue holding job `jid`.
+async fn queue_of(redis: &Redis, jid: &str) -> String {
+    find(redis, jid).await.0
+}
+
+/// A `TJob` of tenant `foo`: its window is [`foo_window`].
+fn foo() -> TJob {
+    TJob {
+        tenant: "foo".into(),
+    }
+}
+
+/// `TJob`'s reroute window for tenant `foo`, in the gem's format.
+fn foo_window(redis: &Redis) -> String {
+    redis.keys().fair_window("TJob", "foo", "whatever")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gems_spec() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
+    let redis = Redis::start().await;
+    let c = redis.client().await;
     // No rules: the default queue.
     let jid = EchoJob("x".into()).perform_async(&c).await.unwrap();
-    assert_eq!(queue_of(&url, &ns, &jid).await, "default");
+    assert_eq!(queue_of(&redis, &jid).await, "default");
     // Two rules (1/day → semislow, 1/hour → supaslow); the last matching rule wins.
-    let foo = || TJob {
-        tenant: "foo".into(),
-    };
     let j1 = foo().perform_async(&c).await.unwrap();
-    assert_eq!(queue_of(&url, &ns, &j1).await, "whatever");
+    assert_eq!(queue_of(&redis, &j1).await, "whatever");
     let j2 = foo().perform_async(&c).await.unwrap();
-    assert_eq!(queue_of(&url, &ns, &j2).await, "whatever_supaslow");
+    assert_eq!(queue_of(&redis, &j2).await, "whatever_supaslow");
     let bar = TJob {
         tenant: "bar".into(),
     }
     .perform_async(&c)
     .await
     .unwrap();
-    assert_eq!(queue_of(&url, &ns, &bar).await, "whatever");
+    assert_eq!(queue_of(&redis, &bar).await, "whatever");
     // After 1 hour + 1 s only the daily rule matches.
     c.set_clock_offset(3601);
     let j3 = foo().perform_async(&c).await.unwrap();
-    assert_eq!(queue_of(&url, &ns, &j3).await, "whatever_semislow");
+    assert_eq!(queue_of(&redis, &j3).await, "whatever_semislow");
     // After another day + 1 s, no rule matches.
     c.set_clock_offset(3601 + 86_401);
     let j4 = foo().perform_async(&c).await.unwrap();
-    assert_eq!(queue_of(&url, &ns, &j4).await, "whatever");
+    assert_eq!(queue_of(&redis, &j4).await, "whatever");
     // The window key is the gem's, scored in integer seconds, with the gem's TTL.
-    let mut r = raw(&url).await;
-    let key = format!("{ns}:sidekiq-fair_tenant:enqueued:TJob:tenant:foo");
+    let mut r = redis.conn();
+    let key = foo_window(&redis);
+    assert!(key.ends_with(":sidekiq-fair_tenant:enqueued:TJob:tenant:foo"));
     let members: Vec<(String, f64)> = r.zrange_withscores(&key, 0, -1).await.unwrap();
     assert!(
         members
@@ -67,52 +81,29 @@ async fn the_gems_spec() {
     let ttl: i64 = r.ttl(&key).await.unwrap();
     assert!(ttl > 86_000 && ttl <= 86_400, "ttl {ttl}");
     // Rules travel in the payload, like the gem's.
-    let items: Vec<String> = r
-        .lrange(format!("{ns}:queue:whatever"), 0, 0)
-        .await
-        .unwrap();
-    let v: Value = serde_json::from_str(&items[0]).unwrap();
+    let v = find(&redis, &j1).await.1;
     assert_eq!(v["fair_tenant_queues"][0]["queue"], "whatever_semislow");
     assert_eq!(v["fair_tenant_queues"][1]["per"], 3600);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_explicit_queue_is_neither_rerouted_nor_counted() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
+    let redis = Redis::start().await;
+    let c = redis.client().await;
     for _ in 0..3 {
-        let jid = TJob {
-            tenant: "foo".into(),
-        }
-        .queue("another")
-        .perform_async(&c)
-        .await
-        .unwrap();
-        assert_eq!(queue_of(&url, &ns, &jid).await, "another");
+        let jid = foo().queue("another").perform_async(&c).await.unwrap();
+        assert_eq!(queue_of(&redis, &jid).await, "another");
     }
-    let mut r = raw(&url).await;
-    let counted: u64 = r
-        .zcard(format!("{ns}:sidekiq-fair_tenant:enqueued:TJob:tenant:foo"))
-        .await
-        .unwrap();
+    let counted = redis.zcard(foo_window(&redis)).await;
     assert_eq!(counted, 0, "explicit-queue jobs use no quota");
-    let jid = TJob {
-        tenant: "foo".into(),
-    }
-    .perform_async(&c)
-    .await
-    .unwrap();
-    assert_eq!(queue_of(&url, &ns, &jid).await, "whatever");
+    let jid = foo().perform_async(&c).await.unwrap();
+    assert_eq!(queue_of(&redis, &jid).await, "whatever");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_enqueuers_cannot_slip_under_the_threshold() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
+    let redis = Redis::start().await;
+    let c = redis.client().await;
     let mut tasks = Vec::new();
     for _ in 0..60 {
         let c = c.clone();
@@ -123,9 +114,8 @@ async fn concurrent_enqueuers_cannot_slip_under_the_threshold() {
     for t in tasks {
         t.await.unwrap();
     }
-    let mut r = raw(&url).await;
-    let kept: u64 = r.llen(format!("{ns}:queue:burst")).await.unwrap();
-    let moved: u64 = r.llen(format!("{ns}:queue:burst_slow")).await.unwrap();
+    let kept = redis.llen(redis.keys().queue("burst")).await;
+    let moved = redis.llen(redis.keys().queue("burst_slow")).await;
     assert_eq!(
         (kept, moved),
         (2, 58),
@@ -135,24 +125,17 @@ async fn concurrent_enqueuers_cannot_slip_under_the_threshold() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_bulk_sends_each_job_to_its_own_final_queue() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
+    let redis = Redis::start().await;
+    let c = redis.client().await;
     let jobs = (0..5)
         .map(|_| BurstJob("acme".into()))
         .chain((0..2).map(|_| BurstJob("other".into())));
     let jids = c.push_bulk(jobs).await.unwrap();
     assert_eq!(jids.iter().filter(|j| j.is_some()).count(), 7);
-    let mut r = raw(&url).await;
-    let burst: Vec<String> = r.lrange(format!("{ns}:queue:burst"), 0, -1).await.unwrap();
-    let slow: Vec<String> = r
-        .lrange(format!("{ns}:queue:burst_slow"), 0, -1)
-        .await
-        .unwrap();
+    let burst = redis.lrange(redis.keys().queue("burst")).await;
+    let slow = redis.payloads(&redis.keys().queue("burst_slow")).await;
     assert_eq!((burst.len(), slow.len()), (4, 3));
-    for item in &slow {
-        let v: Value = serde_json::from_str(item).unwrap();
+    for v in &slow {
         assert_eq!(
             v["queue"], "burst_slow",
             "the payload's queue matches the list it is in"
@@ -163,68 +146,38 @@ async fn push_bulk_sends_each_job_to_its_own_final_queue() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_job_is_judged_against_its_original_queue_and_uses_no_new_quota() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
-    TJob {
-        tenant: "foo".into(),
-    }
-    .perform_async(&c)
-    .await
-    .unwrap();
-    let j2 = TJob {
-        tenant: "foo".into(),
-    }
-    .perform_async(&c)
-    .await
-    .unwrap();
-    assert_eq!(queue_of(&url, &ns, &j2).await, "whatever_supaslow");
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    foo().perform_async(&c).await.unwrap();
+    let j2 = foo().perform_async(&c).await.unwrap();
+    assert_eq!(queue_of(&redis, &j2).await, "whatever_supaslow");
     // Job 2 fails and sits in `retry` until well past every window.
-    let mut r = raw(&url).await;
-    let items: Vec<String> = r
-        .lrange(format!("{ns}:queue:whatever_supaslow"), 0, -1)
-        .await
-        .unwrap();
-    let _: () = r
-        .del(format!("{ns}:queue:whatever_supaslow"))
-        .await
-        .unwrap();
-    let mut failed: Value = serde_json::from_str(&items[0]).unwrap();
+    let keys = redis.keys();
+    let mut r = redis.conn();
+    let mut failed = find(&redis, &j2).await.1;
+    let _: () = r.del(keys.queue("whatever_supaslow")).await.unwrap();
     failed["retry_count"] = 0.into();
-    let _: () = r
-        .zadd(format!("{ns}:retry"), failed.to_string(), 0)
-        .await
-        .unwrap();
+    let _: () = r.zadd(keys.retry(), failed.to_string(), 0).await.unwrap();
     let later = 86_400 + 3600 + 5;
-    let w = worker(&url, &ns)
+    let w = redis
+        .worker()
         .clock_offset(later)
         .registry({
             let mut reg = fairjob::Registry::new();
             reg.register::<fairjob_tests::jobs::NoopJob>().unwrap();
             reg
         })
-        .queues(fairjob::QueueSpec::parse(&["nothing".into()]).unwrap())
+        .queues(queues(&["nothing"]))
         .build()
         .await
         .unwrap();
     let run = fairjob_tests::spawn(w);
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            let mut r = raw(&url).await;
-            r.llen::<_, u64>(format!("{ns}:queue:whatever"))
-                .await
-                .unwrap()
-                == 2
-        })
-        .await,
+    eventually!(
+        redis.llen(keys.queue("whatever")).await == 2,
         "the retry returns to `whatever`, not to the slow queue it was rerouted to"
     );
     run.stop().await;
-    let counted: u64 = r
-        .zcard(format!("{ns}:sidekiq-fair_tenant:enqueued:TJob:tenant:foo"))
-        .await
-        .unwrap();
+    let counted = redis.zcard(foo_window(&redis)).await;
     assert_eq!(
         counted, 1,
         "only the re-pushed jid remains in the window (the other aged out); no new member"
@@ -233,10 +186,8 @@ async fn a_retried_job_is_judged_against_its_original_queue_and_uses_no_new_quot
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenant_ids_are_data() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
+    let redis = Redis::start().await;
+    let c = redis.client().await;
     let long = "x".repeat(10 * 1024);
     let tenants = [
         ":",
@@ -258,10 +209,13 @@ async fn tenant_ids_are_data() {
             BurstJob(t.to_owned()).perform_async(&c).await.unwrap();
         }
     }
-    let mut r = raw(&url).await;
+    let keys = redis.keys();
     for t in tenants {
-        let key = format!("{ns}:sidekiq-fair_tenant:enqueued:BurstJob:tenant:{t}");
-        let n: u64 = r.zcard(&key).await.unwrap();
+        let key = keys.fair_window("BurstJob", t, "burst");
+        assert!(key.ends_with(&format!(
+            ":sidekiq-fair_tenant:enqueued:BurstJob:tenant:{t}"
+        )));
+        let n = redis.zcard(&key).await;
         assert_eq!(
             n,
             3,
@@ -269,31 +223,28 @@ async fn tenant_ids_are_data() {
             &t[..t.len().min(20)]
         );
     }
-    let kept: u64 = r.llen(format!("{ns}:queue:burst")).await.unwrap();
+    let kept = redis.llen(keys.queue("burst")).await;
     assert_eq!(
         kept,
-        2 * tenants.len() as u64,
+        2 * tenants.len(),
         "each tenant got exactly its own quota"
     );
     // An empty tenant is no tenant: not counted.
     BurstJob(String::new()).perform_async(&c).await.unwrap();
-    let keys: Vec<String> = r
-        .keys(format!(
-            "{ns}:sidekiq-fair_tenant:enqueued:BurstJob:tenant:"
-        ))
+    let empty: Vec<String> = redis
+        .conn()
+        .keys(keys.fair_window("BurstJob", "", "burst"))
         .await
         .unwrap();
-    assert!(keys.is_empty());
+    assert!(empty.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenant_detection_order_explicit_then_middleware_then_attribute() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
+    let redis = Redis::start().await;
     // A middleware that sets the tenant of the "current request" unless one is set.
-    let c = fairjob::Client::builder(&url)
-        .namespace(&ns)
+    let c = fairjob::Client::builder(redis.url())
+        .namespace(redis.ns())
         .middleware(fairjob::client_middleware_fn(|mut job, next| async move {
             job.set_tenant_if_absent("from-request");
             next.run(job).await
@@ -302,88 +253,51 @@ async fn tenant_detection_order_explicit_then_middleware_then_attribute() {
         .await
         .unwrap();
     let tenant_of = |jid: String| {
-        let url = url.clone();
-        let ns = ns.clone();
+        let redis = redis.clone();
         async move {
-            let mut r = raw(&url).await;
-            for q in ["whatever", "whatever_supaslow", "whatever_semislow"] {
-                let items: Vec<String> = r.lrange(format!("{ns}:queue:{q}"), 0, -1).await.unwrap();
-                if let Some(i) = items.iter().find(|i| i.contains(&jid)) {
-                    let v: Value = serde_json::from_str(i).unwrap();
-                    return v["fair_tenant"].as_str().unwrap().to_owned();
-                }
-            }
-            panic!("{jid} not found")
+            let (_, job) = find(&redis, &jid).await;
+            job["fair_tenant"].as_str().unwrap().to_owned()
         }
     };
-    // 1. explicit `.set_tenant()` wins over the middleware and the attribute;
-    let jid = TJob {
+    let job = || TJob {
         tenant: "from-attribute".into(),
-    }
-    .set_tenant("explicit")
-    .perform_async(&c)
-    .await
-    .unwrap();
+    };
+    // 1. explicit `.set_tenant()` wins over the middleware and the attribute;
+    let jid = job()
+        .set_tenant("explicit")
+        .perform_async(&c)
+        .await
+        .unwrap();
     assert_eq!(tenant_of(jid).await, "explicit");
     // 2. a tenant set by an earlier middleware wins over the attribute.
-    let jid = TJob {
-        tenant: "from-attribute".into(),
-    }
-    .perform_async(&c)
-    .await
-    .unwrap();
+    let jid = job().perform_async(&c).await.unwrap();
     assert_eq!(tenant_of(jid).await, "from-request");
     // 3. without either, the attribute.
-    let plain = client(&url, &ns).await;
-    let jid = TJob {
-        tenant: "from-attribute".into(),
-    }
-    .perform_async(&plain)
-    .await
-    .unwrap();
+    let plain = redis.client().await;
+    let jid = job().perform_async(&plain).await.unwrap();
     assert_eq!(tenant_of(jid).await, "from-attribute");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduled_job_is_counted_once_when_it_becomes_due() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
-    let window = format!("{ns}:sidekiq-fair_tenant:enqueued:TJob:tenant:foo");
-    TJob {
-        tenant: "foo".into(),
-    }
-    .perform_in(&c, Duration::from_millis(300))
-    .await
-    .unwrap();
-    let mut r = raw(&url).await;
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let window = foo_window(&redis);
+    foo()
+        .perform_in(&c, Duration::from_millis(300))
+        .await
+        .unwrap();
     assert_eq!(
-        r.zcard::<_, u64>(&window).await.unwrap(),
+        redis.zcard(&window).await,
         0,
         "not counted while it waits in `schedule`"
     );
-    let w = worker(&url, &ns)
-        .queues(fairjob::QueueSpec::parse(&["nothing".into()]).unwrap())
-        .build()
-        .await
-        .unwrap();
-    let run = fairjob_tests::spawn(w);
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            raw(&url)
-                .await
-                .llen::<_, u64>(format!("{ns}:queue:whatever"))
-                .await
-                .unwrap()
-                == 1
-        })
-        .await
+    let w = redis.worker().queues(queues(&["nothing"]));
+    let run = fairjob_tests::spawn(w.build().await.unwrap());
+    eventually!(
+        redis.llen(redis.keys().queue("whatever")).await == 1,
+        "the job is pushed when due"
     );
     run.stop().await;
-    assert_eq!(
-        r.zcard::<_, u64>(&window).await.unwrap(),
-        1,
-        "counted once, when pushed"
-    );
+    assert_eq!(redis.zcard(&window).await, 1, "counted once, when pushed");
 }

@@ -5,38 +5,28 @@
 use std::time::Duration;
 
 use fairjob::Job;
-use fairjob_examples::EchoJob;
+use fairjob_examples::{ECHO_LIST, EchoJob};
 use fairjob_tests::jobs::{FailJob, PanicJob};
-use fairjob_tests::{client, namespace, raw, redis, wait_until, worker};
+use fairjob_tests::{Redis, eventually};
 use redis::AsyncCommands;
 use serde_json::Value;
 
-async fn zset(url: &str, key: &str) -> Vec<(Value, f64)> {
-    let mut r = raw(url).await;
-    let items: Vec<(String, f64)> = r.zrange_withscores(key, 0, -1).await.unwrap();
-    items
-        .into_iter()
-        .map(|(s, score)| (serde_json::from_str(&s).unwrap(), score))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failure_is_scheduled_for_retry_in_sidekiqs_format() {
-    let server = redis();
-    let ns = namespace();
-    let c = client(&server.url(), &ns).await;
+    let redis = Redis::start().await;
+    let c = redis.client().await;
     let jid = FailJob("x".into()).perform_async(&c).await.unwrap();
-    let w = worker(&server.url(), &ns).build().await.unwrap();
-    let run = fairjob_tests::spawn(w);
-    let key = format!("{ns}:retry");
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            zset(&server.url(), &key).await.len() == 1
-        })
-        .await
-    );
+    let run = fairjob_tests::spawn(redis.worker().build().await.unwrap());
+    let key = redis.keys().retry();
+    eventually!(redis.zcard(&key).await == 1, "the failure waits in `retry`");
     let now = c.broker().time().await.unwrap();
-    let (job, score) = zset(&server.url(), &key).await.remove(0);
+    let (job, score): (String, f64) = redis
+        .conn()
+        .zrange_withscores::<_, Vec<_>>(&key, 0, -1)
+        .await
+        .unwrap()
+        .remove(0);
+    let job: Value = serde_json::from_str(&job).unwrap();
     assert_eq!(job["jid"], jid.as_str());
     assert_eq!(job["retry_count"], 0);
     assert_eq!(job["error_class"], "ArgumentError");
@@ -53,25 +43,14 @@ async fn a_failure_is_scheduled_for_retry_in_sidekiqs_format() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_last_failure_goes_to_dead_and_keeps_unknown_fields() {
-    let server = redis();
-    let ns = namespace();
-    let mut r = raw(&server.url()).await;
+    let redis = Redis::start().await;
     // retry = 2 and already retried twice (retry_count 1): this failure is the last.
     let payload = r#"{"class":"FailJob","args":["y"],"jid":"0123456789abcdef01234567","queue":"default","retry":2,"retry_count":1,"failed_at":1.5,"custom_field":{"keep":[1,[],12345678901234567890123]}}"#;
-    let _: () = r
-        .lpush(format!("{ns}:queue:default"), payload)
-        .await
-        .unwrap();
-    let w = worker(&server.url(), &ns).build().await.unwrap();
-    let run = fairjob_tests::spawn(w);
-    let key = format!("{ns}:dead");
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            zset(&server.url(), &key).await.len() == 1
-        })
-        .await
-    );
-    let dead: Vec<String> = r.zrange(&key, 0, -1).await.unwrap();
+    redis.lpush_raw("default", payload).await;
+    let run = fairjob_tests::spawn(redis.worker().build().await.unwrap());
+    let key = redis.keys().dead();
+    eventually!(redis.zcard(&key).await == 1, "the job goes to `dead`");
+    let dead = redis.zrange(&key).await;
     assert!(
         dead[0].contains(r#""custom_field":{"keep":[1,[],12345678901234567890123]}"#),
         "{}",
@@ -86,30 +65,22 @@ async fn the_last_failure_goes_to_dead_and_keeps_unknown_fields() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panics_and_unknown_classes_are_failures_and_the_worker_keeps_going() {
-    let server = redis();
-    let ns = namespace();
-    let c = client(&server.url(), &ns).await;
-    let mut r = raw(&server.url()).await;
+    let redis = Redis::start().await;
+    let c = redis.client().await;
     PanicJob.perform_async(&c).await.unwrap();
     let unknown = r#"{"class":"NoSuchJob","args":[],"jid":"aaaaaaaaaaaaaaaaaaaaaaaa","queue":"default","retry":true}"#;
-    let _: () = r
-        .lpush(format!("{ns}:queue:default"), unknown)
-        .await
-        .unwrap();
+    redis.lpush_raw("default", unknown).await;
     EchoJob("after".into()).perform_async(&c).await.unwrap();
-    let w = worker(&server.url(), &ns).build().await.unwrap();
-    let run = fairjob_tests::spawn(w);
-    let key = format!("{ns}:retry");
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            zset(&server.url(), &key).await.len() == 2
-        })
-        .await
+    let run = fairjob_tests::spawn(redis.worker().build().await.unwrap());
+    let key = redis.keys().retry();
+    eventually!(
+        redis.zcard(&key).await == 2,
+        "both failures wait in `retry`"
     );
-    let retries = zset(&server.url(), &key).await;
+    let retries = redis.payloads(&key).await;
     let classes: Vec<&str> = retries
         .iter()
-        .map(|(v, _)| v["error_class"].as_str().unwrap())
+        .map(|v| v["error_class"].as_str().unwrap())
         .collect();
     assert!(
         classes.contains(&"Panic") && classes.contains(&"UnknownJobClass"),
@@ -117,29 +88,18 @@ async fn panics_and_unknown_classes_are_failures_and_the_worker_keeps_going() {
     );
     let panic = retries
         .iter()
-        .find(|(v, _)| v["error_class"] == "Panic")
+        .find(|v| v["error_class"] == "Panic")
         .unwrap();
-    assert!(
-        panic.0["error_message"]
-            .as_str()
-            .unwrap()
-            .contains("kaboom")
-    );
-    let echo: Vec<String> = r
-        .lrange(format!("{ns}:fairjob-examples:echo"), 0, -1)
-        .await
-        .unwrap();
-    assert_eq!(echo, vec!["after".to_owned()]);
+    assert!(panic["error_message"].as_str().unwrap().contains("kaboom"));
+    assert_eq!(redis.lrange(redis.key(ECHO_LIST)).await, ["after"]);
     run.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_entries_go_to_dead_with_their_bytes_and_the_queue_moves() {
-    let server = redis();
-    let ns = namespace();
-    let c = client(&server.url(), &ns).await;
-    let mut r = raw(&server.url()).await;
-    let q = format!("{ns}:queue:default");
+    let redis = Redis::start().await;
+    let keys = redis.keys();
+    let c = redis.client().await;
     let deep = format!(
         "{{\"class\":\"EchoJob\",\"jid\":\"x\",\"args\":{}{}}}",
         "[".repeat(10_000),
@@ -156,26 +116,21 @@ async fn malformed_entries_go_to_dead_with_their_bytes_and_the_queue_moves() {
         huge,
     ];
     for b in &bad {
-        let _: () = r.lpush(&q, b.as_slice()).await.unwrap();
+        redis.lpush_raw("default", b.as_slice()).await;
     }
     EchoJob("behind".into()).perform_async(&c).await.unwrap();
-    let w = worker(&server.url(), &ns).build().await.unwrap();
-    let run = fairjob_tests::spawn(w);
-    let echo_key = format!("{ns}:fairjob-examples:echo");
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            let mut r = raw(&server.url()).await;
-            let n: u64 = r.zcard(format!("{ns}:dead")).await.unwrap();
-            let e: u64 = r.llen(&echo_key).await.unwrap();
-            n == bad.len() as u64 && e == 1
-        })
-        .await,
-        "dead {:?} echo {:?} queue {:?}",
-        r.zcard::<_, u64>(format!("{ns}:dead")).await,
-        r.llen::<_, u64>(&echo_key).await,
-        r.llen::<_, u64>(&q).await,
+    let run = fairjob_tests::spawn(redis.worker().build().await.unwrap());
+    eventually!(
+        within Duration::from_secs(20),
+        let dead_echo_queue = (
+            redis.zcard(keys.dead()).await,
+            redis.llen(redis.key(ECHO_LIST)).await,
+            redis.llen(keys.queue("default")).await,
+        );
+        dead_echo_queue.0 == bad.len() && dead_echo_queue.1 == 1,
+        "every bad entry goes to `dead` and the job behind them runs"
     );
-    let dead: Vec<String> = r.zrange(format!("{ns}:dead"), 0, -1).await.unwrap();
+    let dead = redis.zrange(keys.dead()).await;
     for entry in &dead {
         let v: Value = serde_json::from_str(entry).unwrap();
         assert_eq!(v["error_class"], "MalformedPayload", "{v}");

@@ -9,42 +9,53 @@
 //! Every test runs its own private redis-server.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fairjob::broker::keys::{Keys, ShardKeys, encode};
-use fairjob::{Job, QueueSpec};
+use fairjob::broker::keys::encode;
+use fairjob::{Client, Job};
 use fairjob_tests::jobs::{GaugeJob, ScaleJob, ShardFailJob, ShardJob};
-use fairjob_tests::{WorkerProcess, bin, client, namespace, raw, redis, wait_until, worker};
+use fairjob_tests::{Redis, RunningWorker, TestWorker, eventually, queues};
 use redis::AsyncCommands;
 use serde_json::{Value, json};
 
 const Q: &str = "conversions";
 
-fn shard_keys(ns: &str) -> ShardKeys {
-    Keys::new(Some(ns)).shard(Q)
+/// A worker process of `Q` at concurrency `c`.
+fn worker(redis: &Redis, c: usize) -> TestWorker {
+    redis.worker_process().queues([Q]).concurrency(c)
 }
 
-fn queues(q: &str) -> QueueSpec {
-    QueueSpec::parse(&[q.to_owned()]).unwrap()
-}
-
-async fn records(url: &str, ns: &str) -> Vec<String> {
-    raw(url)
+/// Gives `tenant` a running limit of `limit` and a backlog of `n` GaugeJobs
+/// of `ms` each.
+async fn limited_backlog(c: &Client, tenant: &str, limit: u32, n: u32, ms: u64) {
+    c.broker()
+        .set_shard_limit(Q, Some(tenant), Some(limit))
         .await
-        .lrange(format!("{ns}:record"), 0, -1)
+        .unwrap();
+    c.push_bulk(GaugeJob::batch(tenant, n, ms)).await.unwrap();
+}
+
+/// One in-process worker of `Q` at concurrency 1: its starts are its fetches, in order.
+async fn one_at_a_time(redis: &Redis) -> RunningWorker {
+    let w = redis.worker().concurrency(1).queues(queues(&[Q]));
+    fairjob_tests::spawn(w.build().await.unwrap())
+}
+
+/// Jobs done (the SET `done` of `GaugeJob`s: `<tenant> <n>`).
+async fn done(redis: &Redis) -> usize {
+    redis.scard(redis.key("done")).await
+}
+
+/// The records (`<tenant> <n>`), split.
+async fn order(redis: &Redis) -> Vec<(String, u32)> {
+    redis
+        .records()
         .await
-        .unwrap()
-}
-
-async fn llen(url: &str, key: &str) -> usize {
-    raw(url).await.llen(key).await.unwrap()
-}
-
-async fn scard(url: &str, key: &str) -> usize {
-    raw(url).await.scard(key).await.unwrap()
+        .iter()
+        .map(|l| split_record(l))
+        .collect()
 }
 
 /// Splits a record line `"<tenant> <n>"` (the tenant may contain spaces).
@@ -118,18 +129,28 @@ struct SamplerState {
     watched: Vec<(Instant, i64)>,
 }
 
+impl SamplerState {
+    fn assert_no_violations(&self) {
+        assert!(
+            self.violations.is_empty(),
+            "running counts disagree with the in-progress records: {:?}",
+            &self.violations[..self.violations.len().min(20)]
+        );
+    }
+}
+
 impl Sampler {
-    fn start(url: &str, ns: &str, watch: Option<&str>) -> Sampler {
+    fn start(redis: &Redis, watch: Option<&str>) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let state = Arc::new(Mutex::new(SamplerState::default()));
-        let (url, ns) = (url.to_owned(), ns.to_owned());
+        let mut r = redis.conn();
+        let sk = redis.keys().shard(Q);
         let watch = watch.map(encode);
         let (s, st) = (stop.clone(), state.clone());
         let task = tokio::spawn(async move {
-            let mut r = raw(&url).await;
             let script = redis::Script::new(INVARIANT);
-            let running = shard_keys(&ns).running;
-            let pattern = format!("{}*", shard_keys(&ns).inflight_prefix);
+            let running = sk.running;
+            let pattern = format!("{}*", sk.inflight_prefix);
             while !s.load(Ordering::Relaxed) {
                 let (bad, flat): (Vec<String>, Vec<String>) = script
                     .key(&running)
@@ -162,6 +183,18 @@ impl Sampler {
         Sampler { stop, state, task }
     }
 
+    /// Waits for every tenant's running count to return to 0 (the jobs are
+    /// done), then stops sampling.
+    async fn settle(self, redis: &Redis) -> SamplerState {
+        let running = redis.keys().shard(Q).running;
+        eventually!(
+            within Duration::from_secs(5),
+            let counts = redis.hlen(&running).await; counts == 0,
+            "every tenant's running count returns to 0"
+        );
+        self.finish().await
+    }
+
     async fn finish(self) -> SamplerState {
         self.stop.store(true, Ordering::Relaxed);
         self.task.await.unwrap();
@@ -173,35 +206,12 @@ impl Sampler {
     }
 }
 
-/// Runs the real `test-worker` binary with a subcommand; returns stdout.
-fn cli(url: &str, ns: &str, args: &[&str]) -> String {
-    let out = Command::new(bin("test-worker"))
-        .arg("-r")
-        .arg(url)
-        .arg("--namespace")
-        .arg(ns)
-        .args(args)
-        .env("FAIRJOB_LOG", "warn")
-        .output()
-        .expect("test-worker runs");
-    assert!(
-        out.status.success(),
-        "test-worker {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 /// In-progress tokens of the worker process with `pid`.
-async fn inflight_of_pid(url: &str, ns: &str, pid: u32) -> Vec<String> {
-    let mut r = raw(url).await;
-    let keys: Vec<String> = r
-        .keys(format!("{}*%3A{pid}%3A*", shard_keys(ns).inflight_prefix))
-        .await
-        .unwrap();
+async fn inflight_of_pid(redis: &Redis, pid: u32) -> Vec<String> {
+    let pattern = format!("{}*%3A{pid}%3A*", redis.keys().shard(Q).inflight_prefix);
     let mut out = Vec::new();
-    for k in keys {
-        let fields: Vec<String> = r.hkeys(&k).await.unwrap();
+    for k in redis.scan_keys(&pattern).await {
+        let fields: Vec<String> = redis.conn().hkeys(&k).await.unwrap();
         out.extend(fields);
     }
     out
@@ -227,61 +237,33 @@ fn sidekiq_payload(class: &str, args: Value, tenant: Option<Value>) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_busy_tenant_cannot_starve_ten_small_ones() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
+    let redis = Redis::start().await;
+    let c = redis.client().await;
     assert!(c.is_sharded(Q), "ShardJob declares `conversions` sharded");
-    c.push_bulk((0..10_000).map(|n| ShardJob {
-        tenant: "A".into(),
-        n,
-        ms: 0,
-    }))
-    .await
-    .unwrap();
-    let w = worker(&url, &ns)
-        .concurrency(1)
-        .queues(queues(Q))
-        .build()
-        .await
-        .unwrap();
-    let run = fairjob_tests::spawn(w);
-    // A's backlog is being worked through when the small tenants arrive.
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            llen(&url, &format!("{ns}:record")).await >= 300
-        })
-        .await
+    c.push_bulk(ShardJob::batch("A", 10_000)).await.unwrap();
+    let run = one_at_a_time(&redis).await;
+    eventually!(
+        within Duration::from_secs(20),
+        let started = redis.recorded().await; started >= 300,
+        "A's backlog is being worked through when the small tenants arrive"
     );
     let small: Vec<String> = ('B'..='K').map(|t| t.to_string()).collect();
     let mut enqueued_at = BTreeMap::new();
     for t in &small {
-        c.push_bulk((0..10).map(|n| ShardJob {
-            tenant: t.clone(),
-            n,
-            ms: 0,
-        }))
-        .await
-        .unwrap();
+        c.push_bulk(ShardJob::batch(t, 10)).await.unwrap();
         // Starts recorded by now include every job fetched before the push but
         // one (the job in flight at concurrency 1).
-        enqueued_at.insert(t.clone(), llen(&url, &format!("{ns}:record")).await);
+        enqueued_at.insert(t.clone(), redis.recorded().await);
         tokio::time::sleep(Duration::from_millis(3)).await;
     }
-    assert!(
-        wait_until(Duration::from_secs(120), || async {
-            llen(&url, &format!("{ns}:record")).await >= 10_100
-        })
-        .await,
+    eventually!(
+        within Duration::from_secs(120),
+        let started = redis.recorded().await; started >= 10_100,
         "all 10,100 jobs run"
     );
     run.stop().await;
 
-    let order: Vec<(String, u32)> = records(&url, &ns)
-        .await
-        .iter()
-        .map(|l| split_record(l))
-        .collect();
+    let order = order(&redis).await;
     assert_eq!(order.len(), 10_100, "each job ran once");
     for t in &small {
         let first = order
@@ -297,52 +279,46 @@ async fn one_busy_tenant_cannot_starve_ten_small_ones() {
     }
     assert_round_robin_and_fifo(&order);
     // A tenant's last job is done: it left the rotation and the tenant list.
-    let sk = shard_keys(&ns);
-    let mut r = raw(&url).await;
-    let ring: usize = r.zcard(&sk.ring).await.unwrap();
-    let running: usize = r.hlen(&sk.running).await.unwrap();
-    assert_eq!((ring, running, scard(&url, &sk.tenants).await), (0, 0, 0));
+    assert_shards_empty(&redis, Q).await;
+}
+
+/// Nothing of the sharded queue `q` is left: no tenant in the rotation, none
+/// running, none listed.
+async fn assert_shards_empty(redis: &Redis, q: &str) {
+    let sk = redis.keys().shard(q);
+    let left = (
+        redis.zcard(&sk.ring).await,
+        redis.hlen(&sk.running).await,
+        redis.scard(&sk.tenants).await,
+    );
+    assert_eq!(left, (0, 0, 0), "ring, running, tenants");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_at_its_limit_runs_again_as_soon_as_one_of_its_jobs_finishes() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
-    c.broker()
-        .set_shard_limit(Q, Some("solo"), Some(1))
-        .await
-        .unwrap();
-    c.push_bulk((0..4).map(|n| GaugeJob {
-        tenant: "solo".into(),
-        n,
-        ms: 200,
-    }))
-    .await
-    .unwrap();
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    limited_backlog(&c, "solo", 1, 4, 200).await;
     // An idle worker looks at its queues only every 30 s: the next job must
     // start because the finish woke it, not because it polled.
-    let w = worker(&url, &ns)
+    let w = redis
+        .worker()
         .concurrency(4)
-        .queues(queues(Q))
-        .poll_intervals(Duration::from_secs(30), Duration::from_secs(5))
-        .build()
-        .await
-        .unwrap();
+        .queues(queues(&[Q]))
+        .poll_interval(Duration::from_secs(30))
+        .scheduled_poll_interval(Duration::from_secs(5));
     let started = Instant::now();
-    let run = fairjob_tests::spawn(w);
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            scard(&url, &format!("{ns}:done")).await == 4
-        })
-        .await
+    let run = fairjob_tests::spawn(w.build().await.unwrap());
+    eventually!(
+        within Duration::from_secs(20),
+        let done = done(&redis).await; done == 4,
+        "every job of `solo` runs"
     );
     let took = started.elapsed();
     run.stop().await;
-    let max: Option<i64> = raw(&url)
-        .await
-        .hget(format!("{ns}:gauge-max"), "solo")
+    let max: Option<i64> = redis
+        .conn()
+        .hget(redis.key("gauge-max"), "solo")
         .await
         .unwrap();
     assert_eq!(max, Some(1), "limit 1: one at a time");
@@ -354,152 +330,96 @@ async fn a_tenant_at_its_limit_runs_again_as_soon_as_one_of_its_jobs_finishes() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_hold_across_worker_processes_and_change_at_runtime() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
-    let sk = shard_keys(&ns);
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let sk = redis.keys().shard(Q);
     c.broker().set_shard_limit(Q, None, Some(3)).await.unwrap();
     // A per-tenant override beats the default: 0 pauses `paused`.
     c.broker()
         .set_shard_limit(Q, Some("paused"), Some(0))
         .await
         .unwrap();
-    let mut total = 0usize;
     let mut jobs = Vec::new();
     for i in 0..50u32 {
-        let t = format!("t{i:02}");
-        for n in 0..(4 + (i % 5) * 4) {
-            jobs.push(GaugeJob {
-                tenant: t.clone(),
-                n,
-                ms: 40,
-            });
-        }
+        jobs.extend(GaugeJob::batch(&format!("t{i:02}"), 4 + (i % 5) * 4, 40));
     }
-    for n in 0..80 {
-        jobs.push(GaugeJob {
-            tenant: "hot".into(),
-            n,
-            ms: 40,
-        });
-    }
-    total += jobs.len();
+    jobs.extend(GaugeJob::batch("hot", 80, 40));
+    let expected = jobs.len();
     c.push_bulk(jobs).await.unwrap();
-    c.push_bulk((0..10).map(|n| GaugeJob {
-        tenant: "paused".into(),
-        n,
-        ms: 40,
-    }))
-    .await
-    .unwrap();
+    c.push_bulk(GaugeJob::batch("paused", 10, 40))
+        .await
+        .unwrap();
 
-    let sampler = Sampler::start(&url, &ns, Some("hot"));
-    let args = [
-        "-q",
-        Q,
-        "-c",
-        "20",
-        "--lease",
-        "5s",
-        "--reaper-interval",
-        "1s",
-    ];
-    let mut workers: Vec<WorkerProcess> = (0..3)
-        .map(|_| WorkerProcess::start(&url, &ns, None, &args))
-        .collect();
+    let sampler = Sampler::start(&redis, Some("hot"));
+    let worker = worker(&redis, 20)
+        .flag("--lease", "5s")
+        .flag("--reaper-interval", "1s");
+    let mut workers = [worker.start(), worker.start(), worker.start()];
 
     // Lower `hot` from the default 3 to 1 while it runs (the CLI, as an operator would).
     let done_of = |t: &'static str| {
-        let url = url.clone();
-        let ns = ns.clone();
+        let redis = redis.clone();
         async move {
-            let all: Vec<String> = raw(&url)
-                .await
-                .smembers(format!("{ns}:done"))
-                .await
-                .unwrap();
+            let all: Vec<String> = redis.conn().smembers(redis.key("done")).await.unwrap();
             all.iter().filter(|l| split_record(l).0 == t).count()
         }
     };
-    assert!(
-        wait_until(Duration::from_secs(30), || {
-            let n = done_of("hot");
-            async move { n.await >= 9 }
-        })
-        .await,
+    eventually!(
+        within Duration::from_secs(30),
+        let hot = done_of("hot").await; hot >= 9,
         "hot runs"
     );
-    let out = cli(&url, &ns, &["shard-limit", Q, "1", "--tenant", "hot"]);
+    let out = redis.cli(&["shard-limit", Q, "1", "--tenant", "hot"]);
     assert!(out.contains("set to 1"), "{out}");
     let lowered = Instant::now();
     // Jobs fetched before the change end within 40 ms (1 s of margin for a
     // loaded machine); from then on one at a time.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let _: () = raw(&url)
-        .await
-        .hset(format!("{ns}:gauge-max"), "hot", 0)
+    let _: () = redis
+        .conn()
+        .hset(redis.key("gauge-max"), "hot", 0)
         .await
         .unwrap();
 
     // Everyone but the paused tenant finishes; the paused one has not started.
-    let expected = total;
-    assert!(
-        wait_until(Duration::from_secs(60), || async {
-            scard(&url, &format!("{ns}:done")).await >= expected
-        })
-        .await,
-        "every job of the unpaused tenants runs: {} of {expected} done",
-        scard(&url, &format!("{ns}:done")).await
+    eventually!(
+        within Duration::from_secs(60),
+        let done = done(&redis).await; done >= expected,
+        "every job of the unpaused tenants runs ({expected})"
     );
     assert_eq!(done_of("paused").await, 0, "a paused tenant does not run");
-    let paused_list = sk.tenant_list(Some("paused"));
-    assert_eq!(llen(&url, &paused_list).await, 10);
-    let in_ring: Option<f64> = raw(&url).await.zscore(&sk.ring, "paused").await.unwrap();
-    assert_eq!(in_ring, None, "a paused tenant is out of the rotation");
-    let table = cli(&url, &ns, &["shards", Q]);
+    assert_eq!(redis.llen(sk.tenant_list(Some("paused"))).await, 10);
+    let in_order: Option<String> = redis.conn().hget(&sk.rmember, "paused").await.unwrap();
+    assert_eq!(in_order, None, "a paused tenant is out of the rotation");
+    let table = redis.cli(&["shards", Q]);
     let row = table
         .lines()
         .find(|l| l.trim_start().starts_with("paused "))
         .unwrap_or_else(|| panic!("no row for paused:\n{table}"));
     let cols: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(cols, ["paused", "10", "0", "0", "-"], "{table}");
-    assert!(table.contains("default limit 3"), "{table}");
+    // pending, running, weight, floor, cap, pass, rotation
+    assert_eq!(cols[..5], ["paused", "10", "0", "1", "0"], "{table}");
+    assert_eq!(cols[5], "0", "cap 0: paused\n{table}");
+    assert_eq!(cols[7], "-", "out of the rotation\n{table}");
+    assert!(table.contains("cap 3;"), "{table}");
 
     // Raising the limit resumes it.
-    let out = cli(&url, &ns, &["shard-limit", Q, "2", "--tenant", "paused"]);
+    let out = redis.cli(&["shard-limit", Q, "2", "--tenant", "paused"]);
     assert!(out.contains("set to 2"), "{out}");
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            scard(&url, &format!("{ns}:done")).await >= expected + 10
-        })
-        .await,
+    eventually!(
+        within Duration::from_secs(20),
+        let done = done(&redis).await; done >= expected + 10,
         "the resumed tenant runs"
     );
-    assert!(
-        wait_until(Duration::from_secs(5), || async {
-            raw(&url).await.hlen::<_, usize>(&sk.running).await.unwrap() == 0
-        })
-        .await,
-        "every tenant's running count returns to 0"
-    );
-    let state = sampler.finish().await;
+    let state = sampler.settle(&redis).await;
     for w in &mut workers {
-        w.signal("TERM");
-        assert!(w.wait_timeout(Duration::from_secs(10)).is_some());
+        assert!(w.stop().is_some());
     }
 
     assert!(state.samples > 50, "{} samples", state.samples);
-    assert!(
-        state.violations.is_empty(),
-        "running counts disagree with the in-progress records: {:?}",
-        &state.violations[..state.violations.len().min(20)]
-    );
-    let gauge_max: HashMap<String, i64> = raw(&url)
-        .await
-        .hgetall(format!("{ns}:gauge-max"))
-        .await
-        .unwrap();
+    state.assert_no_violations();
+    let gauge_max: HashMap<String, i64> =
+        redis.conn().hgetall(redis.key("gauge-max")).await.unwrap();
     for (t, m) in &gauge_max {
         let limit = match t.as_str() {
             "hot" => 1,
@@ -527,57 +447,20 @@ async fn limits_hold_across_worker_processes_and_change_at_runtime() {
         );
         prev = *n;
     }
-    let performed: usize = raw(&url)
-        .await
-        .get(format!("{ns}:performed"))
-        .await
-        .unwrap();
+    let performed: usize = redis.get(redis.key("performed")).await;
     assert_eq!(performed, expected + 10, "no job ran twice");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_workers_jobs_return_to_their_shard_and_release_the_count_once() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
-    let sk = shard_keys(&ns);
-    c.broker()
-        .set_shard_limit(Q, Some("crash"), Some(2))
-        .await
-        .unwrap();
-    c.push_bulk((0..6).map(|n| GaugeJob {
-        tenant: "crash".into(),
-        n,
-        ms: 1500,
-    }))
-    .await
-    .unwrap();
-    let mut others = Vec::new();
-    for i in 0..10 {
-        for n in 0..3 {
-            others.push(GaugeJob {
-                tenant: format!("o{i}"),
-                n,
-                ms: 100,
-            });
-        }
-    }
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let sk = redis.keys().shard(Q);
+    limited_backlog(&c, "crash", 2, 6, 1500).await;
+    let others = (0..10).flat_map(|i| GaugeJob::batch(&format!("o{i}"), 3, 100));
     c.push_bulk(others).await.unwrap();
-    let sampler = Sampler::start(&url, &ns, None);
-    let args = [
-        "-q",
-        Q,
-        "-c",
-        "10",
-        "--lease",
-        "1500ms",
-        "--heartbeat",
-        "300ms",
-        "--reaper-interval",
-        "300ms",
-    ];
-    let mut w1 = WorkerProcess::start(&url, &ns, None, &args);
+    let sampler = Sampler::start(&redis, None);
+    let mut w1 = worker(&redis, 10).start();
     let pid = w1.pid();
     let crash_tokens = |tokens: &[String]| {
         tokens
@@ -585,68 +468,49 @@ async fn a_killed_workers_jobs_return_to_their_shard_and_release_the_count_once(
             .filter(|t| t.ends_with(&format!("|{Q}|crash")))
             .count()
     };
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            crash_tokens(&inflight_of_pid(&url, &ns, pid).await) == 2
-        })
-        .await,
+    eventually!(
+        within Duration::from_secs(20),
+        let held = crash_tokens(&inflight_of_pid(&redis, pid).await); held == 2,
         "the first worker holds two jobs of `crash`"
     );
     // Both have started (recorded their start) before the kill, so each shows twice.
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            records(&url, &ns)
-                .await
-                .iter()
-                .filter(|l| split_record(l).0 == "crash")
-                .count()
-                == 2
-        })
-        .await,
-        "both held `crash` jobs started"
+    let crash_started = || async {
+        order(&redis)
+            .await
+            .iter()
+            .filter(|(t, _)| t == "crash")
+            .count()
+    };
+    eventually!(
+        let started = crash_started().await; started == 2,
+        "both held `crash` jobs start"
     );
     w1.signal("KILL");
     w1.wait_timeout(Duration::from_secs(5)).expect("killed");
-    let held = inflight_of_pid(&url, &ns, pid).await;
+    let held = inflight_of_pid(&redis, pid).await;
     assert_eq!(crash_tokens(&held), 2);
-    let running: Option<i64> = raw(&url).await.hget(&sk.running, "crash").await.unwrap();
+    let running: Option<i64> = redis.conn().hget(&sk.running, "crash").await.unwrap();
     assert_eq!(running, Some(2), "the dead worker's jobs still count");
-    let mut w2 = WorkerProcess::start(&url, &ns, None, &args);
-    assert!(
-        wait_until(Duration::from_secs(40), || async {
-            scard(&url, &format!("{ns}:done")).await == 36
-        })
-        .await,
+    let mut w2 = worker(&redis, 10).start();
+    eventually!(
+        within Duration::from_secs(40),
+        let done = done(&redis).await; done == 36,
         "every job completes"
     );
-    assert!(
-        wait_until(Duration::from_secs(5), || async {
-            raw(&url).await.hlen::<_, usize>(&sk.running).await.unwrap() == 0
-        })
-        .await,
-        "running counts return to 0"
-    );
-    let state = sampler.finish().await;
-    w2.signal("TERM");
-    assert!(w2.wait_timeout(Duration::from_secs(10)).is_some());
-    assert!(
-        state.violations.is_empty(),
-        "running counts disagree with the in-progress records: {:?}",
-        &state.violations[..state.violations.len().min(20)]
-    );
+    let state = sampler.settle(&redis).await;
+    assert!(w2.stop().is_some());
+    state.assert_no_violations();
     assert!(state.max_running["crash"] <= 2, "{:?}", state.max_running);
-    let recovered: usize = raw(&url)
-        .await
-        .get(format!("{ns}:fairjob:stat:recovered"))
-        .await
-        .unwrap();
-    assert_eq!(recovered, held.len(), "each held job recovered once");
+    assert_eq!(
+        redis.stat("recovered").await,
+        held.len() as i64,
+        "each held job recovered once"
+    );
     // The recovered jobs went back to the front of `crash`'s shard: after the
     // kill, `crash` starts them again before its jobs that were still waiting.
-    let crash: Vec<u32> = records(&url, &ns)
+    let crash: Vec<u32> = order(&redis)
         .await
-        .iter()
-        .map(|l| split_record(l))
+        .into_iter()
         .filter(|(t, _)| t == "crash")
         .map(|(_, n)| n)
         .collect();
@@ -667,101 +531,55 @@ async fn a_killed_workers_jobs_return_to_their_shard_and_release_the_count_once(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_workers_late_finish_is_fenced_and_releases_nothing() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
-    let sk = shard_keys(&ns);
-    c.broker()
-        .set_shard_limit(Q, Some("stall"), Some(1))
-        .await
-        .unwrap();
-    c.push_bulk((0..3).map(|n| GaugeJob {
-        tenant: "stall".into(),
-        n,
-        ms: 1000,
-    }))
-    .await
-    .unwrap();
-    let sampler = Sampler::start(&url, &ns, None);
-    let args = [
-        "-q",
-        Q,
-        "-c",
-        "5",
-        "--lease",
-        "1500ms",
-        "--heartbeat",
-        "300ms",
-        "--reaper-interval",
-        "300ms",
-    ];
-    let w1 = WorkerProcess::start(&url, &ns, None, &args);
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            !inflight_of_pid(&url, &ns, w1.pid()).await.is_empty()
-        })
-        .await
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let sk = redis.keys().shard(Q);
+    limited_backlog(&c, "stall", 1, 3, 1000).await;
+    let sampler = Sampler::start(&redis, None);
+    let w1 = worker(&redis, 5).start();
+    eventually!(
+        within Duration::from_secs(20),
+        let held = inflight_of_pid(&redis, w1.pid()).await; !held.is_empty(),
+        "the first worker holds a job"
     );
     w1.signal("STOP");
-    let w2 = WorkerProcess::start(&url, &ns, None, &args);
+    let w2 = worker(&redis, 5).start();
     // w2 recovers the stalled job and runs it again.
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            records(&url, &ns)
-                .await
-                .iter()
-                .filter(|l| *l == "stall 0")
-                .count()
-                == 2
-        })
-        .await,
+    eventually!(
+        within Duration::from_secs(20),
+        let records = redis.records().await;
+        records.iter().filter(|l| *l == "stall 0").count() == 2,
         "the stalled job runs again elsewhere"
     );
     w1.signal("CONT");
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            scard(&url, &format!("{ns}:done")).await == 3
-        })
-        .await
+    eventually!(
+        within Duration::from_secs(20),
+        let done = done(&redis).await; done == 3,
+        "every job completes"
     );
-    assert!(
-        wait_until(Duration::from_secs(5), || async {
-            let fenced: Option<u64> = raw(&url)
-                .await
-                .get(format!("{ns}:fairjob:stat:fenced"))
-                .await
-                .unwrap();
-            fenced >= Some(1) && raw(&url).await.hlen::<_, usize>(&sk.running).await.unwrap() == 0
-        })
-        .await,
+    eventually!(
+        within Duration::from_secs(5),
+        let fenced_running = (redis.stat("fenced").await, redis.hlen(&sk.running).await);
+        fenced_running.0 >= 1 && fenced_running.1 == 0,
         "the late finish is fenced and the count is back to 0"
     );
     let state = sampler.finish().await;
     drop((w1, w2));
-    assert!(
-        state.violations.is_empty(),
-        "running counts disagree with the in-progress records: {:?}",
-        &state.violations[..state.violations.len().min(20)]
-    );
+    state.assert_no_violations();
     assert!(state.max_running["stall"] <= 1, "{:?}", state.max_running);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sidekiq_producers_inbox_is_sorted_into_shards_and_served_round_robin() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
-    let sk = shard_keys(&ns);
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let sk = redis.keys().shard(Q);
     let odd = "a:b {c}/é *";
     c.broker()
         .set_shard_limit(Q, Some(odd), Some(0))
         .await
         .unwrap();
-    let mut r = raw(&url).await;
-    let inbox = format!("{ns}:queue:{Q}");
-    assert_eq!(sk.inbox, inbox);
+    assert_eq!(sk.inbox, redis.key(&format!("queue:{Q}")));
     // Interleaved: direct pushes (straight to the shards) and Ruby-style LPUSHes.
     for n in 0..8u32 {
         for t in ["A", "B"] {
@@ -790,7 +608,7 @@ async fn sidekiq_producers_inbox_is_sorted_into_shards_and_served_round_robin() 
             sidekiq_payload("ShardJob", json!([{"tenant": "-", "n": n, "ms": 0}]), None),
         ];
         for e in entries {
-            let _: () = r.lpush(&inbox, e).await.unwrap();
+            redis.lpush_raw(Q, e).await;
         }
     }
     for n in 0..2 {
@@ -799,26 +617,15 @@ async fn sidekiq_producers_inbox_is_sorted_into_shards_and_served_round_robin() 
             json!([{"tenant": odd, "n": n, "ms": 0}]),
             Some(json!(odd)),
         );
-        let _: () = r.lpush(&inbox, e).await.unwrap();
+        redis.lpush_raw(Q, e).await;
     }
-    let w = worker(&url, &ns)
-        .concurrency(1)
-        .queues(queues(Q))
-        .build()
-        .await
-        .unwrap();
-    let run = fairjob_tests::spawn(w);
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            llen(&url, &format!("{ns}:record")).await >= 40
-        })
-        .await
+    let run = one_at_a_time(&redis).await;
+    eventually!(
+        within Duration::from_secs(20),
+        let started = redis.recorded().await; started >= 40,
+        "every job of the unpaused tenants runs"
     );
-    let order: Vec<(String, u32)> = records(&url, &ns)
-        .await
-        .iter()
-        .map(|l| split_record(l))
-        .collect();
+    let order = order(&redis).await;
     assert_eq!(order.len(), 40, "{order:?}");
     assert_round_robin_and_fifo(&order);
     for (i, round) in order.chunks(5).enumerate() {
@@ -827,9 +634,9 @@ async fn sidekiq_producers_inbox_is_sorted_into_shards_and_served_round_robin() 
     }
     // The inbox is empty; the paused tenant's entries sit in its own shard
     // (keyed by the encoded tenant), the numeric tenant had its own shard.
-    assert_eq!(llen(&url, &inbox).await, 0);
-    assert_eq!(llen(&url, &sk.tenant_list(Some(odd))).await, 2);
-    let tenants: HashSet<String> = r.smembers(&sk.tenants).await.unwrap();
+    assert_eq!(redis.llen(&sk.inbox).await, 0);
+    assert_eq!(redis.llen(sk.tenant_list(Some(odd))).await, 2);
+    let tenants: HashSet<String> = redis.conn().smembers(&sk.tenants).await.unwrap();
     assert!(tenants.contains(&encode(odd)), "{tenants:?}");
     // Resuming it, and a late Ruby push while the worker idles, both run.
     c.broker()
@@ -841,62 +648,50 @@ async fn sidekiq_producers_inbox_is_sorted_into_shards_and_served_round_robin() 
         json!([{"tenant": "late", "n": 0, "ms": 0}]),
         Some(json!("late")),
     );
-    let _: () = r.lpush(&inbox, late).await.unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            llen(&url, &format!("{ns}:record")).await == 43
-        })
-        .await
+    redis.lpush_raw(Q, late).await;
+    eventually!(
+        let started = redis.recorded().await; started == 43,
+        "the resumed tenant and the late push run"
     );
     run.stop().await;
-    let tail: HashSet<String> = records(&url, &ns).await[40..].iter().cloned().collect();
+    let tail: HashSet<String> = redis.records().await[40..].iter().cloned().collect();
     let want: HashSet<String> = [format!("{odd} 0"), format!("{odd} 1"), "late 0".to_owned()]
         .into_iter()
         .collect();
     assert_eq!(tail, want);
-    assert_eq!(scard(&url, &sk.tenants).await, 0);
+    assert_eq!(redis.scard(&sk.tenants).await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_and_scheduled_jobs_return_to_their_tenants_shard() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
-    let sk = shard_keys(&ns);
-    let mut r = raw(&url).await;
+    let redis = Redis::start().await;
+    let keys = redis.keys();
+    let c = redis.client().await;
+    let sk = keys.shard(Q);
     ShardFailJob {
         tenant: "acme co".into(),
     }
     .perform_async(&c)
     .await
     .unwrap();
-    let w = worker(&url, &ns)
-        .queues(queues(Q))
-        .poll_intervals(Duration::from_millis(100), Duration::from_secs(3600))
-        .build()
-        .await
-        .unwrap();
-    let run = fairjob_tests::spawn(w);
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            raw(&url)
-                .await
-                .zcard::<_, usize>(format!("{ns}:retry"))
-                .await
-                .unwrap()
-                == 1
-        })
-        .await
-    );
+    let w = redis
+        .worker()
+        .queues(queues(&[Q]))
+        .poll_interval(Duration::from_millis(100))
+        .scheduled_poll_interval(Duration::from_secs(3600));
+    let run = fairjob_tests::spawn(w.build().await.unwrap());
+    eventually!(redis.zcard(keys.retry()).await == 1, "the job fails");
     run.stop().await;
-    let retry: Vec<String> = r.zrange(format!("{ns}:retry"), 0, -1).await.unwrap();
-    let job: Value = serde_json::from_str(&retry[0]).unwrap();
+    let retry = redis.payloads(&keys.retry()).await;
+    let job = &retry[0];
     assert_eq!(job["fair_tenant"], "acme co");
     assert_eq!(job["queue"], Q);
     assert_eq!(job["retry_count"], 0);
-    let running: usize = r.hlen(&sk.running).await.unwrap();
-    assert_eq!(running, 0, "a failure releases the count");
+    assert_eq!(
+        redis.hlen(&sk.running).await,
+        0,
+        "a failure releases the count"
+    );
 
     let jid = ShardJob {
         tenant: "later/1".into(),
@@ -908,106 +703,73 @@ async fn retries_and_scheduled_jobs_return_to_their_tenants_shard() {
     .unwrap();
 
     // A worker of another queue promotes both, an hour early by its clock.
-    let w = worker(&url, &ns)
-        .queues(queues("default"))
-        .clock_offset(3600)
-        .build()
-        .await
-        .unwrap();
-    let run = fairjob_tests::spawn(w);
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            let mut r = raw(&url).await;
-            let a: usize = r.zcard(format!("{ns}:retry")).await.unwrap();
-            let b: usize = r.zcard(format!("{ns}:schedule")).await.unwrap();
-            a + b == 0
-        })
-        .await,
+    let w = redis
+        .worker()
+        .queues(queues(&["default"]))
+        .clock_offset(3600);
+    let run = fairjob_tests::spawn(w.build().await.unwrap());
+    eventually!(
+        let waiting = redis.zcard(keys.retry()).await + redis.zcard(keys.schedule()).await;
+        waiting == 0,
         "promoted"
     );
     run.stop().await;
-    assert_eq!(llen(&url, &sk.inbox).await, 0, "not through the inbox");
-    let acme: Vec<String> = r
-        .lrange(sk.tenant_list(Some("acme co")), 0, -1)
-        .await
-        .unwrap();
+    assert_eq!(redis.llen(&sk.inbox).await, 0, "not through the inbox");
+    let acme = redis.payloads(&sk.tenant_list(Some("acme co"))).await;
     assert_eq!(acme.len(), 1, "the retry is back in acme co's shard");
-    let retried: Value = serde_json::from_str(&acme[0]).unwrap();
-    assert_eq!(retried["class"], "ShardFailJob");
-    assert_eq!(retried["retry_count"], 0);
+    assert_eq!(acme[0]["class"], "ShardFailJob");
+    assert_eq!(acme[0]["retry_count"], 0);
     assert!(
         sk.tenant_list(Some("acme co"))
             .ends_with(":shard:acme%20co")
     );
-    let later: Vec<String> = r
-        .lrange(sk.tenant_list(Some("later/1")), 0, -1)
-        .await
-        .unwrap();
+    let later = redis.lrange(sk.tenant_list(Some("later/1"))).await;
     assert_eq!(later.len(), 1, "the scheduled job is in later/1's shard");
     assert!(later[0].contains(&jid));
-    let ring: Vec<String> = r.zrange(&sk.ring, 0, -1).await.unwrap();
-    assert_eq!(ring.len(), 2);
-    assert!(ring.contains(&"acme%20co".to_owned()) && ring.contains(&"later%2F1".to_owned()));
+    // Both are in the dispatch order.
+    let ready: Vec<String> = redis.conn().hkeys(&sk.rmember).await.unwrap();
+    assert_eq!(ready.len(), 2);
+    assert!(ready.contains(&"acme%20co".to_owned()) && ready.contains(&"later%2F1".to_owned()));
 
     // And they run from there: the retry fails for the last time (retry = 1).
-    let w = worker(&url, &ns).queues(queues(Q)).build().await.unwrap();
-    let run = fairjob_tests::spawn(w);
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            raw(&url)
-                .await
-                .zcard::<_, usize>(format!("{ns}:dead"))
-                .await
-                .unwrap()
-                == 1
-                && llen(&url, &format!("{ns}:record")).await == 3
-        })
-        .await
+    let run = fairjob_tests::spawn(redis.worker().queues(queues(&[Q])).build().await.unwrap());
+    eventually!(
+        redis.zcard(keys.dead()).await == 1 && redis.records().await.len() == 3,
+        "the retry dies and the scheduled job runs"
     );
     run.stop().await;
-    let rec = records(&url, &ns).await;
+    let rec = redis.records().await;
     assert!(rec.contains(&"later/1 0".to_owned()), "{rec:?}");
     assert_eq!(
         rec.iter().filter(|l| l.starts_with("acme co fail")).count(),
         2,
         "{rec:?}"
     );
-    let running: usize = r.hlen(&sk.running).await.unwrap();
-    assert_eq!(running, 0);
+    assert_eq!(redis.hlen(&sk.running).await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shards_command_shows_pending_running_limit_and_rotation() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
+    let redis = Redis::start().await;
+    let c = redis.client().await;
     for (t, n) in [("alpha", 3u32), ("beta", 2), ("gamma", 1)] {
-        c.push_bulk((0..n).map(|n| ShardJob {
-            tenant: t.into(),
-            n,
-            ms: 0,
-        }))
-        .await
-        .unwrap();
+        c.push_bulk(ShardJob::batch(t, n)).await.unwrap();
     }
     c.broker().set_shard_limit(Q, None, Some(5)).await.unwrap();
     c.broker()
         .set_shard_limit(Q, Some("beta"), Some(0))
         .await
         .unwrap();
-    let _: () = raw(&url)
-        .await
-        .lpush(
-            format!("{ns}:queue:{Q}"),
+    redis
+        .lpush_raw(
+            Q,
             sidekiq_payload("ShardJob", json!([{"tenant": "x", "n": 0}]), None),
         )
-        .await
-        .unwrap();
-    let table = cli(&url, &ns, &["shards", Q]);
+        .await;
+    let table = redis.cli(&["shards", Q]);
     let rows: BTreeMap<&str, Vec<&str>> = table
         .lines()
-        .skip(2)
+        .skip(3)
         .map(|l| {
             let cols: Vec<&str> = l.split_whitespace().collect();
             (cols[0], cols[1..].to_vec())
@@ -1018,12 +780,26 @@ async fn shards_command_shows_pending_running_limit_and_rotation() {
             .lines()
             .next()
             .unwrap()
-            .contains("3 tenant(s), default limit 5, inbox 1"),
+            .contains("3 tenant(s), 2 runnable, inbox 1; defaults: weight 1, floor 0, cap 5"),
         "{table}"
     );
-    assert_eq!(rows["alpha"], ["3", "0", "5", "#1"], "{table}");
-    assert_eq!(rows["beta"], ["2", "0", "0", "-"], "{table}");
-    assert_eq!(rows["gamma"], ["1", "0", "5", "#2"], "{table}");
+    assert!(table.contains("served next: alpha, gamma"), "{table}");
+    // pending, running, weight, floor, cap, pass, rotation, share
+    assert_eq!(
+        rows["alpha"],
+        ["3", "0", "1", "0", "5", "0.000", "#1", "-"],
+        "{table}"
+    );
+    assert_eq!(
+        rows["beta"],
+        ["2", "0", "1", "0", "0", "-", "-", "-"],
+        "{table}"
+    );
+    assert_eq!(
+        rows["gamma"],
+        ["1", "0", "1", "0", "5", "0.000", "#2", "-"],
+        "{table}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1031,10 +807,8 @@ async fn ten_thousand_tenants_and_one_with_a_hundred_thousand_jobs_each_run_once
     const TENANTS: u64 = 10_000;
     const BIG: u64 = 100_000;
     let total = (TENANTS + BIG) as usize;
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
+    let redis = Redis::start().await;
+    let c = redis.client().await;
     fairjob_tests::jobs::scale_reset(total);
     let t0 = Instant::now();
     c.push_bulk(
@@ -1046,60 +820,32 @@ async fn ten_thousand_tenants_and_one_with_a_hundred_thousand_jobs_each_run_once
     .await
     .unwrap();
     let pushed = t0.elapsed();
-    let sk = Keys::new(Some(&ns)).shard("scale");
-    assert_eq!(scard(&url, &sk.tenants).await, TENANTS as usize + 1);
+    let sk = redis.keys().shard("scale");
+    assert_eq!(redis.scard(&sk.tenants).await, TENANTS as usize + 1);
     let t1 = Instant::now();
     let mut runs = Vec::new();
     for _ in 0..2 {
-        let w = worker(&url, &ns)
+        let w = redis
+            .worker()
             .concurrency(100)
-            .lease(
-                Duration::from_secs(30),
-                Duration::from_secs(5),
-                Duration::from_secs(15),
-            )
-            .queues(queues("scale"))
-            .build()
-            .await
-            .unwrap();
-        runs.push(fairjob_tests::spawn(w));
+            .lease(Duration::from_secs(30))
+            .heartbeat(Duration::from_secs(5))
+            .reaper_interval(Duration::from_secs(15))
+            .queues(queues(&["scale"]));
+        runs.push(fairjob_tests::spawn(w.build().await.unwrap()));
     }
-    let mut last = (Instant::now(), 0);
-    loop {
-        let done = fairjob_tests::jobs::SCALE_DONE.load(Ordering::SeqCst);
-        if done >= total {
-            break;
-        }
-        if done != last.1 {
-            last = (Instant::now(), done);
-        }
-        assert!(
-            last.0.elapsed() < Duration::from_secs(20),
-            "stuck at {done}/{total}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let stuck = fairjob_tests::jobs::scale_wait(total, Duration::from_secs(20)).await;
     let drained = t1.elapsed();
     for run in runs {
         run.stop().await;
     }
     eprintln!("scale (debug): pushed {total} in {pushed:?}, drained in {drained:?}");
-    let wrong: Vec<(usize, u8)> = fairjob_tests::jobs::SCALE_SEEN
-        .read()
-        .unwrap()
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (i, c.load(Ordering::SeqCst)))
-        .filter(|(_, c)| *c != 1)
-        .take(10)
-        .collect();
+    assert_eq!(stuck, Ok(()));
+    let wrong = fairjob_tests::jobs::scale_not_once();
     assert!(wrong.is_empty(), "jobs not run exactly once: {wrong:?}");
     assert_eq!(
         fairjob_tests::jobs::SCALE_DONE.load(Ordering::SeqCst),
         total
     );
-    let mut r = raw(&url).await;
-    let ring: usize = r.zcard(&sk.ring).await.unwrap();
-    let running: usize = r.hlen(&sk.running).await.unwrap();
-    assert_eq!((ring, running, scard(&url, &sk.tenants).await), (0, 0, 0));
+    assert_shards_empty(&redis, "scale").await;
 }

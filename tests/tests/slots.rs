@@ -5,112 +5,86 @@
 use std::time::{Duration, Instant};
 
 use fairjob::Job;
-use fairjob_tests::slot_jobs::SlotJob;
-use fairjob_tests::{RedisServer, WorkerProcess, client, namespace, raw, redis, wait_until};
+use fairjob::broker::LimitKeys;
+use fairjob_tests::slot_jobs::{ShardSlotJob, SlotJob};
+use fairjob_tests::{Redis, RedisServer, TestWorker, eventually, namespace, queues};
 use redis::AsyncCommands;
 
-const ARGS: &[&str] = &[
-    "-q",
-    "slots",
-    "-c",
-    "20",
-    "--lease",
-    "1500ms",
-    "--heartbeat",
-    "300ms",
-    "--reaper-interval",
-    "300ms",
-    "--poll-interval",
-    "100ms",
-    "-t",
-    "5s",
-];
-
-async fn count(url: &str, key: &str) -> u64 {
-    raw(url).await.llen(key).await.unwrap()
+/// A worker process of the queue `slots` at concurrency 20.
+fn worker(url: &str, ns: &str) -> TestWorker {
+    TestWorker::new(url, ns)
+        .queues(["slots"])
+        .concurrency(20)
+        .flag("-t", "5s")
 }
 
-async fn get(url: &str, key: &str) -> i64 {
-    raw(url)
-        .await
-        .get::<_, Option<i64>>(key)
-        .await
-        .unwrap()
-        .unwrap_or(0)
+/// The keys of `SlotJob`'s limit for `key`.
+fn limit(redis: &Redis, key: &str) -> LimitKeys {
+    redis.keys().limit(&format!("SlotJob:{key}"))
 }
 
-async fn done_of(url: &str, ns: &str, key: &str) -> usize {
-    let items: Vec<String> = raw(url)
+/// Jobs of `key` that completed (the list `done`: `<key> <jid>`).
+async fn done_of(redis: &Redis, key: &str) -> usize {
+    redis
+        .lrange(redis.key("done"))
         .await
-        .lrange(format!("{ns}:done"), 0, -1)
-        .await
-        .unwrap();
-    items
         .iter()
         .filter(|i| i.rsplit_once(' ').map(|(k, _)| k) == Some(key))
         .count()
 }
 
+/// The most jobs of `key` that ran at once, by the jobs' own gauge.
+async fn gauge_max(redis: &Redis, key: &str) -> i64 {
+    redis.counter(redis.key(&format!("gauge-max:{key}"))).await
+}
+
+/// How many jobs of `key` run now, by the jobs' own gauge.
+async fn gauge(redis: &Redis, key: &str) -> i64 {
+    redis.counter(redis.key(&format!("gauge:{key}"))).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_never_runs_more_than_its_limit_and_waiters_hold_no_worker() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
-    c.push_bulk((0..200).map(|_| SlotJob {
-        key: "hot".into(),
-        ms: 25,
-    }))
-    .await
-    .unwrap();
-    c.push_bulk((0..20).map(|i| SlotJob {
-        key: format!("other{i}"),
-        ms: 5,
-    }))
-    .await
-    .unwrap();
-    let _w1 = WorkerProcess::start(&url, &ns, None, ARGS);
-    let _w2 = WorkerProcess::start(&url, &ns, None, ARGS);
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    c.push_bulk(SlotJob::batch("hot", 200, 25)).await.unwrap();
+    let others = (0..20).flat_map(|i| SlotJob::batch(&format!("other{i}"), 1, 5));
+    c.push_bulk(others).await.unwrap();
+    let _w1 = worker(redis.url(), redis.ns()).start();
+    let _w2 = worker(redis.url(), redis.ns()).start();
     // Every other key's job completes while `hot` still has waiters.
-    let others_done = wait_until(Duration::from_secs(20), || async {
-        let mut n = 0;
-        for i in 0..20 {
-            n += done_of(&url, &ns, &format!("other{i}")).await;
-        }
-        n == 20
-    })
-    .await;
-    assert!(others_done, "jobs of other keys complete");
-    let hot_done = done_of(&url, &ns, "hot").await;
-    let waiting = count(&url, &format!("{ns}:fairjob:{{lk:SlotJob%3Ahot}}:waiters")).await;
+    eventually!(
+        within Duration::from_secs(20),
+        let others = {
+            let mut n = 0;
+            for i in 0..20 {
+                n += done_of(&redis, &format!("other{i}")).await;
+            }
+            n
+        };
+        others == 20,
+        "jobs of other keys complete"
+    );
+    let hot_done = done_of(&redis, "hot").await;
+    let waiting = redis.llen(limit(&redis, "hot").waiters).await;
     assert!(
         hot_done < 200 && waiting > 0,
         "others finished while `hot` still waited (done {hot_done}, waiting {waiting})"
     );
-    assert!(
-        wait_until(Duration::from_secs(60), || async {
-            done_of(&url, &ns, "hot").await == 200
-        })
-        .await,
+    eventually!(
+        within Duration::from_secs(60),
+        let done = done_of(&redis, "hot").await; done == 200,
         "all complete"
     );
     assert!(
-        get(&url, &format!("{ns}:gauge-max:hot")).await <= 3,
+        gauge_max(&redis, "hot").await <= 3,
         "never more than 3 at once"
     );
-    assert_eq!(
-        get(&url, &format!("{ns}:gauge-max:hot")).await,
-        3,
-        "and the limit is used"
-    );
-    let holders: u64 = raw(&url)
-        .await
-        .zcard(format!("{ns}:fairjob:{{lk:SlotJob%3Ahot}}:holders"))
-        .await
-        .unwrap();
+    assert_eq!(gauge_max(&redis, "hot").await, 3, "and the limit is used");
+    let holders = redis.zcard(limit(&redis, "hot").holders).await;
     assert_eq!(holders, 0, "no slot leaks");
     assert_eq!(
-        get(&url, &format!("{ns}:fairjob:stat:fenced")).await,
+        redis.stat("fenced").await,
         0,
         "parking is not a stale completion"
     );
@@ -118,259 +92,186 @@ async fn a_key_never_runs_more_than_its_limit_and_waiters_hold_no_worker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_change_live_zero_pauses_and_raising_releases_waiters_at_once() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
-    c.push_bulk((0..40).map(|_| SlotJob {
-        key: "k".into(),
-        ms: 200,
-    }))
-    .await
-    .unwrap();
-    let _w = WorkerProcess::start(&url, &ns, None, ARGS);
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            done_of(&url, &ns, "k").await >= 3
-        })
-        .await
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    c.push_bulk(SlotJob::batch("k", 40, 200)).await.unwrap();
+    let _w = worker(redis.url(), redis.ns()).start();
+    eventually!(
+        let done = done_of(&redis, "k").await; done >= 3,
+        "`k` runs"
     );
     // 3 → 0: no new starts of `k`, while other keys keep running.
     fairjob::limit::set_limit(c.broker(), "SlotJob:k", Some(0), 3)
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let paused_at = done_of(&url, &ns, "k").await;
-    c.push_bulk((0..5).map(|_| SlotJob {
-        key: "free".into(),
-        ms: 10,
-    }))
-    .await
-    .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            done_of(&url, &ns, "free").await == 5
-        })
-        .await
+    let paused_at = done_of(&redis, "k").await;
+    c.push_bulk(SlotJob::batch("free", 5, 10)).await.unwrap();
+    eventually!(
+        let done = done_of(&redis, "free").await; done == 5,
+        "another key runs while `k` is paused"
     );
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
-        done_of(&url, &ns, "k").await,
+        done_of(&redis, "k").await,
         paused_at,
         "no `k` job started while paused"
     );
-    assert_eq!(get(&url, &format!("{ns}:gauge:k")).await, 0);
+    assert_eq!(gauge(&redis, "k").await, 0);
     // 0 → 5: five waiters released at once.
     let released = fairjob::limit::set_limit(c.broker(), "SlotJob:k", Some(5), 3)
         .await
         .unwrap();
     assert_eq!(released, 5);
-    assert!(
-        wait_until(Duration::from_secs(5), || async {
-            get(&url, &format!("{ns}:gauge:k")).await == 5
-        })
-        .await
+    eventually!(
+        within Duration::from_secs(5),
+        let running = gauge(&redis, "k").await; running == 5,
+        "five `k` jobs run at once"
     );
-    assert!(
-        wait_until(Duration::from_secs(30), || async {
-            done_of(&url, &ns, "k").await == 40
-        })
-        .await
+    eventually!(
+        within Duration::from_secs(30),
+        let done = done_of(&redis, "k").await; done == 40,
+        "every `k` job completes"
     );
-    assert!(get(&url, &format!("{ns}:gauge-max:k")).await <= 5);
-    let listed = fairjob::limit::list(c.broker()).await.unwrap();
-    let k = listed.iter().find(|l| l.key == "SlotJob:k").unwrap();
+    assert!(gauge_max(&redis, "k").await <= 5);
+    let listed = c
+        .broker()
+        .limits(fairjob::broker::admin::Page::first(100))
+        .await
+        .unwrap();
+    let k = listed.rows.iter().find(|l| l.key == "SlotJob:k").unwrap();
     assert_eq!((k.limit, k.running, k.waiting), (Some(5), 0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_holders_slot_is_reclaimed_and_the_waiter_runs() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
+    let redis = Redis::start().await;
+    let c = redis.client().await;
     fairjob::limit::set_limit(c.broker(), "SlotJob:solo", Some(1), 3)
         .await
         .unwrap();
-    let mut holder = WorkerProcess::start(&url, &ns, None, ARGS);
-    SlotJob {
+    let mut holder = worker(redis.url(), redis.ns()).start();
+    let solo = |ms| SlotJob {
         key: "solo".into(),
-        ms: 4000,
-    }
-    .perform_async(&c)
-    .await
-    .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || async {
-            get(&url, &format!("{ns}:gauge:solo")).await == 1
-        })
-        .await
-    );
-    SlotJob {
-        key: "solo".into(),
-        ms: 10,
-    }
-    .perform_async(&c)
-    .await
-    .unwrap();
-    let waiters = format!("{ns}:fairjob:{{lk:SlotJob%3Asolo}}:waiters");
-    assert!(
-        wait_until(Duration::from_secs(5), || async {
-            count(&url, &waiters).await == 1
-        })
-        .await,
+        ms,
+    };
+    solo(4000).perform_async(&c).await.unwrap();
+    eventually!(gauge(&redis, "solo").await == 1, "the first job runs");
+    solo(10).perform_async(&c).await.unwrap();
+    eventually!(
+        within Duration::from_secs(5),
+        redis.llen(limit(&redis, "solo").waiters).await == 1,
         "the second job waits"
     );
-    let _other = WorkerProcess::start(&url, &ns, None, ARGS);
+    let _other = worker(redis.url(), redis.ns()).start();
     holder.signal("KILL");
     let killed = Instant::now();
     let _ = holder.wait_timeout(Duration::from_secs(2));
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            done_of(&url, &ns, "solo").await == 2
-        })
-        .await,
+    eventually!(
+        within Duration::from_secs(20),
+        let done = done_of(&redis, "solo").await; done == 2,
         "the waiter and the recovered job both complete"
     );
     println!(
         "slot reclaimed and both jobs done {:?} after kill -9",
         killed.elapsed()
     );
-    let holders: u64 = raw(&url)
-        .await
-        .zcard(format!("{ns}:fairjob:{{lk:SlotJob%3Asolo}}:holders"))
-        .await
-        .unwrap();
-    assert_eq!(holders, 0);
+    assert_eq!(redis.zcard(limit(&redis, "solo").holders).await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_survive_a_worker_restart_and_a_redis_restart() {
-    let server = RedisServer::start(&["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
+    let mut server =
+        RedisServer::start(&["--appendonly", "yes", "--appendfsync", "always"]).unwrap();
     let url = server.url();
     let ns = namespace();
-    let c = client(&url, &ns).await;
+    let redis = Redis::connect(&url, &ns).await;
+    let c = redis.client().await;
     fairjob::limit::set_limit(c.broker(), "SlotJob:held", Some(0), 3)
         .await
         .unwrap();
-    c.push_bulk((0..6).map(|_| SlotJob {
-        key: "held".into(),
-        ms: 10,
-    }))
-    .await
-    .unwrap();
-    let waiters = format!("{ns}:fairjob:{{lk:SlotJob%3Aheld}}:waiters");
+    c.push_bulk(SlotJob::batch("held", 6, 10)).await.unwrap();
+    let waiters = limit(&redis, "held").waiters;
     {
-        let mut w = WorkerProcess::start(&url, &ns, None, ARGS);
-        assert!(
-            wait_until(Duration::from_secs(10), || async {
-                count(&url, &waiters).await == 6
-            })
-            .await
+        let mut w = worker(&url, &ns).start();
+        eventually!(
+            let waiting = redis.llen(&waiters).await; waiting == 6,
+            "every job waits"
         );
-        w.signal("TERM");
-        assert!(
-            w.wait_timeout(Duration::from_secs(10))
-                .is_some_and(|s| s.success())
-        );
+        assert!(w.stop().is_some_and(|s| s.success()));
     }
     drop(c);
-    let mut server = server;
     let _: () = redis::cmd("SHUTDOWN")
-        .query_async(&mut raw(&url).await)
+        .query_async(&mut redis.conn())
         .await
         .unwrap_or(());
     server.restart(&["--appendonly", "yes"]).unwrap();
-    assert_eq!(count(&url, &waiters).await, 6, "waiters are state in Redis");
-    let c = client(&server.url(), &ns).await;
-    let _w = WorkerProcess::start(&url, &ns, None, ARGS);
+    let redis = Redis::connect(&url, &ns).await;
+    assert_eq!(redis.llen(&waiters).await, 6, "waiters are state in Redis");
+    let c = redis.client().await;
+    let _w = worker(&url, &ns).start();
     fairjob::limit::set_limit(c.broker(), "SlotJob:held", Some(2), 3)
         .await
         .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            done_of(&url, &ns, "held").await == 6
-        })
-        .await
+    eventually!(
+        within Duration::from_secs(20),
+        let done = done_of(&redis, "held").await; done == 6,
+        "the waiters run after the restart"
     );
-    assert!(get(&url, &format!("{ns}:gauge-max:held")).await <= 2);
+    assert!(gauge_max(&redis, "held").await <= 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_can_be_tenant_sharded_and_slot_limited() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = client(&url, &ns).await;
+    let redis = Redis::start().await;
+    let c = redis.client().await;
     let odd = "a b:{c}/é";
-    c.push_bulk((0..6).map(|_| fairjob_tests::slot_jobs::ShardSlotJob {
-        tenant: odd.into(),
+    let job = |tenant: &str| ShardSlotJob {
+        tenant: tenant.into(),
         ms: 30,
-    }))
-    .await
-    .unwrap();
-    c.push_bulk((0..3).map(|_| fairjob_tests::slot_jobs::ShardSlotJob {
-        tenant: "c".into(),
-        ms: 30,
-    }))
-    .await
-    .unwrap();
-    let w = fairjob_tests::worker(&url, &ns)
+    };
+    c.push_bulk((0..6).map(|_| job(odd))).await.unwrap();
+    c.push_bulk((0..3).map(|_| job("c"))).await.unwrap();
+    let w = redis
+        .worker()
         .concurrency(10)
-        .queues(fairjob::QueueSpec::parse(&["conv_slots".into()]).unwrap())
-        .build()
-        .await
-        .unwrap();
-    let run = fairjob_tests::spawn(w);
-    assert!(
-        wait_until(Duration::from_secs(20), || async {
-            done_of(&url, &ns, odd).await == 6 && done_of(&url, &ns, "c").await == 3
-        })
-        .await,
+        .queues(queues(&["conv_slots"]));
+    let run = fairjob_tests::spawn(w.build().await.unwrap());
+    eventually!(
+        within Duration::from_secs(20),
+        done_of(&redis, odd).await == 6 && done_of(&redis, "c").await == 3,
         "released waiters reach their tenant's shard again: {:?} fenced {}",
-        {
-            let mut r = raw(&url).await;
-            let keys: Vec<String> = r.keys(format!("{ns}:*")).await.unwrap();
-            let mut out = Vec::new();
-            for k in keys {
-                let t: String = redis::cmd("TYPE")
-                    .arg(&k)
-                    .query_async(&mut r)
-                    .await
-                    .unwrap();
-                let n: i64 = match t.as_str() {
-                    "list" => r.llen(&k).await.unwrap(),
-                    "hash" => r.hlen(&k).await.unwrap(),
-                    "zset" => r.zcard(&k).await.unwrap(),
-                    "set" => r.scard(&k).await.unwrap(),
-                    _ => -1,
-                };
-                out.push(format!("{k} {t} {n}"));
-            }
-            out.sort();
-            out
-        },
-        get(&url, &format!("{ns}:fairjob:stat:fenced")).await
+        key_sizes(&redis).await,
+        redis.stat("fenced").await
     );
-    assert_eq!(
-        get(&url, &format!("{ns}:fairjob:stat:fenced")).await,
-        0,
-        "no stale completion"
-    );
+    assert_eq!(redis.stat("fenced").await, 0, "no stale completion");
     run.stop().await;
-    assert_eq!(get(&url, &format!("{ns}:gauge-max:{odd}")).await, 1);
-    assert_eq!(get(&url, &format!("{ns}:gauge-max:c")).await, 1);
-    let running: std::collections::HashMap<String, i64> = raw(&url)
-        .await
-        .hgetall(
-            fairjob::broker::Keys::new(Some(&ns))
-                .shard("conv_slots")
-                .running,
-        )
+    assert_eq!(gauge_max(&redis, odd).await, 1);
+    assert_eq!(gauge_max(&redis, "c").await, 1);
+    let running: std::collections::HashMap<String, i64> = redis
+        .conn()
+        .hgetall(redis.keys().shard("conv_slots").running)
         .await
         .unwrap();
     assert!(
         running.is_empty(),
         "tenant running counts released: {running:?}"
     );
+}
+
+/// Every key of the namespace with its type and size, sorted.
+async fn key_sizes(redis: &Redis) -> Vec<String> {
+    let mut out = Vec::new();
+    for k in redis.scan_keys(&redis.key("*")).await {
+        let t: String = redis.query(redis::cmd("TYPE").arg(&k)).await;
+        let n = match t.as_str() {
+            "list" => redis.llen(&k).await,
+            "hash" => redis.hlen(&k).await,
+            "zset" => redis.zcard(&k).await,
+            "set" => redis.scard(&k).await,
+            _ => 0,
+        };
+        out.push(format!("{k} {t} {n}"));
+    }
+    out
 }

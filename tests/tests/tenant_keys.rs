@@ -7,11 +7,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use fairjob::broker::Keys;
-use fairjob::config::WorkerConfig;
-use fairjob::{Client, Job, QueueSpec, Worker};
+use fairjob::{Client, Job, QueueSpec, WorkerBuilder};
 use fairjob_tests::jobs::{EchoTenantJob, TJob};
-use fairjob_tests::{namespace, raw, redis, scan_keys, wait_until};
+use fairjob_tests::{Redis, eventually};
 use redis::AsyncCommands;
 use serde_json::Value;
 
@@ -52,49 +50,27 @@ fn odd_tenants() -> Vec<String> {
     t
 }
 
-fn config(ns: &str, sharded: &[&str]) -> WorkerConfig {
-    WorkerConfig {
-        namespace: Some(ns.to_owned()),
-        concurrency: 5,
-        timeout: Duration::from_secs(3),
-        lease: Duration::from_millis(1500),
-        heartbeat: Some(Duration::from_millis(300)),
-        reaper_interval: Duration::from_millis(300),
-        poll_interval: Duration::from_millis(100),
-        scheduled_poll_interval: Duration::from_millis(100),
-        sharded_queues: sharded.iter().map(|s| (*s).to_owned()).collect(),
-        ..WorkerConfig::default()
-    }
-}
-
-async fn records(url: &str, ns: &str) -> Vec<Value> {
-    let mut r = raw(url).await;
-    let lines: Vec<String> = r.lrange(format!("{ns}:record"), 0, -1).await.unwrap();
-    lines
+/// Runs `worker` until `n` jobs have recorded themselves; returns the records
+/// by tag (each job's argument).
+async fn run_until_recorded(
+    redis: &Redis,
+    worker: WorkerBuilder,
+    n: usize,
+) -> BTreeMap<String, Value> {
+    let run = fairjob_tests::spawn(worker.build().await.unwrap());
+    eventually!(
+        within Duration::from_secs(20),
+        let ran = redis.recorded().await; ran >= n,
+        "{n} jobs run"
+    );
+    run.stop().await;
+    let recs = redis.json_records().await;
+    let by_tag: BTreeMap<String, Value> = recs
         .iter()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-/// Runs an in-process worker on `queues` until `n` records exist (or 20 s).
-async fn run_until_recorded(url: &str, ns: &str, cfg: WorkerConfig, queues: QueueSpec, n: usize) {
-    let w = Worker::builder(url)
-        .config(cfg)
-        .queues(queues)
-        .build()
-        .await
-        .unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(w.run_until(async move {
-        let _ = rx.await;
-    }));
-    let ok = wait_until(Duration::from_secs(20), || async {
-        records(url, ns).await.len() >= n
-    })
-    .await;
-    tx.send(()).unwrap();
-    run.await.unwrap().unwrap();
-    assert!(ok, "only {} of {n} jobs ran", records(url, ns).await.len());
+        .map(|v| (v["tag"].as_str().unwrap().to_owned(), v.clone()))
+        .collect();
+    assert_eq!(by_tag.len(), recs.len(), "each job ran once");
+    by_tag
 }
 
 /// The hash tag Redis Cluster would use for `key` (the first `{…}` with content).
@@ -106,12 +82,10 @@ fn hash_tag(key: &str) -> Option<&str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn odd_tenant_ids_round_trip_and_never_share_a_key() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let keys = Keys::new(Some(&ns));
-    let c = Client::builder(&url)
-        .namespace(&ns)
+    let redis = Redis::start().await;
+    let keys = redis.keys();
+    let c = Client::builder(redis.url())
+        .namespace(redis.ns())
         .sharded_queue("odd")
         .build()
         .await
@@ -142,7 +116,7 @@ async fn odd_tenant_ids_round_trip_and_never_share_a_key() {
 
     // Keys before any worker runs: one shard list and one window per tenant,
     // each holding that tenant's job only.
-    let mut r = raw(&url).await;
+    let mut r = redis.conn();
     let shard = keys.shard("odd");
     let mut lists = BTreeSet::new();
     let mut windows = BTreeSet::new();
@@ -159,23 +133,23 @@ async fn odd_tenant_ids_round_trip_and_never_share_a_key() {
             Some(shard.inbox.as_str()),
             "tenant {i}: {list:?}"
         );
-        let entries: Vec<String> = r.lrange(&list, 0, -1).await.unwrap();
+        let entries = redis.payloads(&list).await;
         assert_eq!(entries.len(), 1, "tenant {i}'s list {list:?}: {entries:?}");
-        let v: Value = serde_json::from_str(&entries[0]).unwrap();
+        let v = &entries[0];
         assert_eq!(v["fair_tenant"].as_str(), Some(t.as_str()), "tenant {i}");
         assert_eq!(v["args"][0], format!("shard-{i}"));
 
         let window = keys.fair_window("TJob", t, "whatever");
         assert!(windows.insert(window.clone()), "tenant {i} shares a window");
-        let members: Vec<String> = r.zrange(&window, 0, -1).await.unwrap();
+        let members = redis.zrange(&window).await;
         assert_eq!(
             members,
             vec![format!("jid:{}", tjob_jids[i])],
             "tenant {i}'s window holds only its own job"
         );
     }
-    let shard_keys = scan_keys(&url, &format!("{}*", shard.shard_prefix)).await;
-    let found: BTreeSet<String> = shard_keys.into_iter().collect();
+    let shard_lists = format!("{}*", shard.shard_prefix);
+    let found: BTreeSet<String> = redis.scan_keys(&shard_lists).await.into_iter().collect();
     assert_eq!(found, lists, "shard lists are exactly one per tenant");
     let members: BTreeSet<String> = r.smembers(&shard.tenants).await.unwrap();
     assert_eq!(members.len(), tenants.len(), "{} tenants", members.len());
@@ -183,44 +157,34 @@ async fn odd_tenant_ids_round_trip_and_never_share_a_key() {
         assert_eq!(hash_tag(k), Some(shard.inbox.as_str()), "{k}");
     }
 
-    run_until_recorded(
-        &url,
-        &ns,
-        config(&ns, &["odd"]),
-        QueueSpec::parse(&["default".into(), "odd".into()]).unwrap(),
-        2 * tenants.len() + 1,
-    )
-    .await;
-
-    let recs = records(&url, &ns).await;
-    let by_tag: BTreeMap<String, &Value> = recs
-        .iter()
-        .map(|v| (v["tag"].as_str().unwrap().to_owned(), v))
-        .collect();
-    assert_eq!(by_tag.len(), recs.len(), "each job ran once");
+    let worker = redis
+        .worker()
+        .sharded_queue("odd")
+        .queues(QueueSpec::parse(&["default".into(), "odd".into()]).unwrap());
+    let by_tag = run_until_recorded(&redis, worker, 2 * tenants.len() + 1).await;
     for (i, t) in tenants.iter().enumerate() {
-        let plain = by_tag[&format!("plain-{i}")];
+        let plain = &by_tag[&format!("plain-{i}")];
         assert_eq!(plain["queue"], "default");
         assert_eq!(plain["tenant"].as_str(), Some(t.as_str()), "tenant {i}");
         assert_eq!(plain["payload_tenant"].as_str(), Some(t.as_str()));
-        let sharded = by_tag[&format!("shard-{i}")];
+        let sharded = &by_tag[&format!("shard-{i}")];
         assert_eq!(sharded["queue"], "odd");
         assert_eq!(sharded["tenant"].as_str(), Some(t.as_str()), "tenant {i}");
     }
     assert_eq!(by_tag["none"]["tenant"], Value::Null);
 
     // After the run the shard bookkeeping is empty: nothing leaked per tenant.
-    let left = scan_keys(&url, &format!("{}*", shard.shard_prefix)).await;
+    let left = redis.scan_keys(&shard_lists).await;
     assert!(left.is_empty(), "{} shard lists left", left.len());
     let running: BTreeMap<String, String> = r.hgetall(&shard.running).await.unwrap();
     assert!(running.is_empty(), "{running:?}");
-    let ring: Vec<String> = r.zrange(&shard.ring, 0, -1).await.unwrap();
-    assert!(ring.is_empty());
+    assert_eq!(redis.zcard(&shard.ring).await, 0);
     // Nothing outside the namespace was touched.
-    let outside: Vec<String> = scan_keys(&url, "*")
+    let outside: Vec<String> = redis
+        .scan_keys("*")
         .await
         .into_iter()
-        .filter(|k| !k.starts_with(&format!("{ns}:")))
+        .filter(|k| !k.starts_with(keys.prefix()))
         .collect();
     assert!(outside.is_empty(), "{outside:?}");
 }
@@ -253,11 +217,9 @@ fn odd_queues() -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn odd_queue_names_round_trip() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let keys = Keys::new(Some(&ns));
-    let c = Client::builder(&url).namespace(&ns).build().await.unwrap();
+    let redis = Redis::start().await;
+    let keys = redis.keys();
+    let c = redis.client().await;
     let queues = odd_queues();
     for (i, q) in queues.iter().enumerate() {
         EchoTenantJob(format!("q-{i}"))
@@ -266,32 +228,19 @@ async fn odd_queue_names_round_trip() {
             .await
             .unwrap();
     }
-    let mut r = raw(&url).await;
     let mut wakes = BTreeSet::new();
     for (i, q) in queues.iter().enumerate() {
-        let n: u64 = r.llen(keys.queue(q)).await.unwrap();
-        assert_eq!(n, 1, "queue {i}");
+        assert_eq!(redis.llen(keys.queue(q)).await, 1, "queue {i}");
         assert!(wakes.insert(keys.wake(q)), "queue {i} shares a wake key");
     }
-    let known: BTreeSet<String> = r.smembers(keys.queues()).await.unwrap();
+    let known: BTreeSet<String> = redis.conn().smembers(keys.queues()).await.unwrap();
     assert_eq!(known, queues.iter().cloned().collect::<BTreeSet<_>>());
 
-    run_until_recorded(
-        &url,
-        &ns,
-        config(&ns, &[]),
-        QueueSpec::parse(&queues).unwrap(),
-        queues.len(),
-    )
-    .await;
-    let recs = records(&url, &ns).await;
-    let by_tag: BTreeMap<String, &Value> = recs
-        .iter()
-        .map(|v| (v["tag"].as_str().unwrap().to_owned(), v))
-        .collect();
+    let worker = redis.worker().queues(QueueSpec::parse(&queues).unwrap());
+    let by_tag = run_until_recorded(&redis, worker, queues.len()).await;
     assert_eq!(by_tag.len(), queues.len());
     for (i, q) in queues.iter().enumerate() {
-        let rec = by_tag[&format!("q-{i}")];
+        let rec = &by_tag[&format!("q-{i}")];
         assert_eq!(rec["queue"].as_str(), Some(q.as_str()), "queue {i}");
         assert_eq!(rec["payload_queue"].as_str(), Some(q.as_str()), "queue {i}");
     }
@@ -302,10 +251,8 @@ async fn odd_queue_names_round_trip() {
 /// the name). `QueueSpec::parse` is the only way to name a worker's queues.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_names_with_whitespace_or_commas_are_served_or_refused() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let c = Client::builder(&url).namespace(&ns).build().await.unwrap();
+    let redis = Redis::start().await;
+    let c = redis.client().await;
     let mut failures = Vec::new();
     for (i, q) in ["line\nbreak", "two words", "tab\there", "a,1"]
         .iter()

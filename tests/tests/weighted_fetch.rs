@@ -5,72 +5,101 @@
 
 use std::time::Duration;
 
-use fairjob::QueueSpec;
-use fairjob_tests::{namespace, raw, redis, wait_until, worker};
-use redis::AsyncCommands;
+use fairjob::{QueueSpec, WorkerBuilder};
+use fairjob_tests::{Redis, eventually};
 
-async fn fill(url: &str, ns: &str, queue: &str, n: usize) {
-    let mut r = raw(url).await;
-    for chunk in (0..n).collect::<Vec<_>>().chunks(5000) {
-        let items: Vec<String> = chunk
-            .iter()
-            .map(|i| {
-                format!(
-                    r#"{{"class":"RecordJob","args":["{i}"],"jid":"{}","queue":"{queue}","retry":true}}"#,
-                    fairjob::payload::new_jid()
-                )
-            })
-            .collect();
-        let _: () = r.lpush(format!("{ns}:queue:{queue}"), items).await.unwrap();
+/// Backlogs each of `names` with `n` `RecordJob`s, pushed the way a Sidekiq
+/// producer would (the sharded ones reach their shards through the inbox).
+async fn fill(redis: &Redis, names: &[&str], n: usize) {
+    for queue in names {
+        for chunk in (0..n).collect::<Vec<_>>().chunks(5000) {
+            let items: Vec<String> = chunk
+                .iter()
+                .map(|i| {
+                    format!(
+                        r#"{{"class":"RecordJob","args":["{i}"],"jid":"{}","queue":"{queue}","retry":true}}"#,
+                        fairjob::payload::new_jid()
+                    )
+                })
+                .collect();
+            redis.lpush_raw(queue, items).await;
+        }
     }
 }
 
-async fn records(url: &str, ns: &str) -> Vec<String> {
-    raw(url)
+/// Backlogs every queue of `tiers` (strict tiers of weighted queues, most
+/// urgent first) with `each` jobs, runs one worker over them at `concurrency`
+/// (with `sharded` tenant-sharded) until `n` jobs have run; the queue of each,
+/// in the order they ran.
+async fn run_tiers(
+    tiers: &[&[&str]],
+    each: usize,
+    concurrency: usize,
+    sharded: &[&str],
+    n: usize,
+) -> Vec<String> {
+    let redis = Redis::start().await;
+    let names: Vec<&str> = tiers
+        .iter()
+        .flat_map(|t| t.iter())
+        .map(|q| q.split(',').next().unwrap())
+        .collect();
+    fill(&redis, &names, each).await;
+    let tiers: Vec<Vec<String>> = tiers
+        .iter()
+        .map(|t| t.iter().map(|q| (*q).to_owned()).collect())
+        .collect();
+    let mut w = redis
+        .worker()
+        .concurrency(concurrency)
+        .queues(QueueSpec::parse_tiers(&tiers).unwrap());
+    for q in sharded {
+        w = w.sharded_queue(*q);
+    }
+    run_until(&redis, w, n, Duration::from_secs(60)).await
+}
+
+/// Runs `worker` until `n` jobs have run; the queue of each, in the order they ran.
+async fn run_until(
+    redis: &Redis,
+    worker: WorkerBuilder,
+    n: usize,
+    timeout: Duration,
+) -> Vec<String> {
+    let run = fairjob_tests::spawn(worker.build().await.unwrap());
+    eventually!(
+        within timeout,
+        let ran = redis.recorded().await; ran >= n,
+        "{n} jobs run"
+    );
+    run.stop().await;
+    redis
+        .records()
         .await
-        .lrange(format!("{ns}:record"), 0, -1)
-        .await
-        .unwrap()
+        .iter()
+        .map(|r| r.split(' ').next().unwrap().to_owned())
+        .collect()
 }
 
 /// Backlogs `a`, `b`/`s` and `c` with `total` jobs each, runs one worker over them
 /// at weights 4:2:1 (the middle queue tenant-sharded when `sharded`), and checks
 /// each queue's share of the first `total` jobs run is within two points.
 async fn shares_follow_weights(middle: &str, sharded: bool, total: usize) {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    let queues = ["a", middle, "c"];
-    for q in queues {
-        fill(&url, &ns, q, total).await;
-    }
-    let mut w = worker(&url, &ns)
+    let redis = Redis::start().await;
+    let names = ["a", middle, "c"];
+    fill(&redis, &names, total).await;
+    let mut w = redis
+        .worker()
         .concurrency(25)
         .queues(QueueSpec::parse(&["a,4".into(), format!("{middle},2"), "c,1".into()]).unwrap());
     if sharded {
         // What Sidekiq producers push to its inbox goes to shards.
         w = w.sharded_queue(middle);
     }
-    let run = fairjob_tests::spawn(w.build().await.unwrap());
-    assert!(
-        wait_until(Duration::from_secs(120), || async {
-            raw(&url)
-                .await
-                .llen::<_, usize>(format!("{ns}:record"))
-                .await
-                .unwrap()
-                >= total
-        })
-        .await
-    );
-    run.stop().await;
-    let recs = records(&url, &ns).await;
-    let first = &recs[..total];
-    for (q, weight) in queues.into_iter().zip([4.0, 2.0, 1.0]) {
-        let n = first
-            .iter()
-            .filter(|r| r.split(' ').next() == Some(q))
-            .count();
+    let ran = run_until(&redis, w, total, Duration::from_secs(120)).await;
+    let first = &ran[..total];
+    for (q, weight) in names.into_iter().zip([4.0, 2.0, 1.0]) {
+        let n = first.iter().filter(|r| *r == q).count();
         let share = n as f64 / total as f64;
         let want = weight / 7.0;
         assert!(
@@ -87,46 +116,15 @@ async fn shares_follow_weights_within_two_points() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_strict_tier_drains_before_the_next() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    fill(&url, &ns, "critical", 300).await;
-    fill(&url, &ns, "default", 300).await;
-    fill(&url, &ns, "slow", 300).await;
-    let w = worker(&url, &ns)
-        .concurrency(1)
-        .queues(
-            QueueSpec::parse_tiers(&[
-                vec!["critical".into()],
-                vec!["default,4".into(), "slow,1".into()],
-            ])
-            .unwrap(),
-        )
-        .build()
-        .await
-        .unwrap();
-    let run = fairjob_tests::spawn(w);
+    let ran = run_tiers(&[&["critical"], &["default,4", "slow,1"]], 300, 1, &[], 600).await;
     assert!(
-        wait_until(Duration::from_secs(60), || async {
-            raw(&url)
-                .await
-                .llen::<_, usize>(format!("{ns}:record"))
-                .await
-                .unwrap()
-                >= 600
-        })
-        .await
-    );
-    run.stop().await;
-    let recs = records(&url, &ns).await;
-    assert!(
-        recs[..300].iter().all(|r| r.starts_with("critical ")),
+        ran[..300].iter().all(|q| q == "critical"),
         "the critical tier goes first"
     );
-    let next = &recs[300..600];
-    let defaults = next.iter().filter(|r| r.starts_with("default ")).count();
+    let next = &ran[300..600];
+    let defaults = next.iter().filter(|q| *q == "default").count();
     assert!(
-        next.iter().any(|r| r.starts_with("slow ")),
+        next.iter().any(|q| q == "slow"),
         "the weighted tier mixes its queues"
     );
     assert!(
@@ -142,46 +140,12 @@ async fn a_sharded_queue_among_plain_ones_gets_its_weighted_share() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_tiers_hold_across_plain_and_sharded_queues() {
-    let server = redis();
-    let url = server.url();
-    let ns = namespace();
-    for q in ["critical", "s", "slow"] {
-        fill(&url, &ns, q, 200).await;
-    }
-    let w = worker(&url, &ns)
-        .concurrency(4)
-        .sharded_queue("s")
-        .queues(
-            QueueSpec::parse_tiers(&[
-                vec!["critical".into()],
-                vec!["s".into()],
-                vec!["slow".into()],
-            ])
-            .unwrap(),
-        )
-        .build()
-        .await
-        .unwrap();
-    let run = fairjob_tests::spawn(w);
-    assert!(
-        wait_until(Duration::from_secs(60), || async {
-            raw(&url)
-                .await
-                .llen::<_, usize>(format!("{ns}:record"))
-                .await
-                .unwrap()
-                >= 600
-        })
-        .await
-    );
-    run.stop().await;
-    let recs = records(&url, &ns).await;
-    let tiers: Vec<&str> = recs.iter().map(|r| r.split(' ').next().unwrap()).collect();
+    let tiers = run_tiers(&[&["critical"], &["s"], &["slow"]], 200, 4, &["s"], 600).await;
     // With 4 jobs fetched at a time, a tier's last jobs and the next tier's first
     // may share a batch, but never does a later tier start before an earlier
     // one is drained.
-    let last = |q: &str| tiers.iter().rposition(|t| *t == q).unwrap();
-    let first = |q: &str| tiers.iter().position(|t| *t == q).unwrap();
+    let last = |q: &str| tiers.iter().rposition(|t| t == q).unwrap();
+    let first = |q: &str| tiers.iter().position(|t| t == q).unwrap();
     assert!(
         first("s") >= last("critical").saturating_sub(3),
         "{tiers:?}"

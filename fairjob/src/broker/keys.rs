@@ -69,6 +69,15 @@ impl Keys {
         self
     }
 
+    /// The keys of a broker connected with `options` (namespace, window key format).
+    pub(crate) fn for_options(options: &super::ConnectOptions) -> Keys {
+        let keys = Keys::new(options.namespace.as_deref());
+        match &options.fair_key_format {
+            Some(f) => keys.with_fair_key_format(f.clone()),
+            None => keys,
+        }
+    }
+
     /// The namespace prefix (`""` or `"ns:"`).
     pub fn prefix(&self) -> &str {
         &self.ns
@@ -187,9 +196,40 @@ impl Keys {
     pub fn stat(&self, name: &str) -> String {
         self.k(&format!("fairjob:stat:{name}"))
     }
+    /// Where the reaper's bookkeeping checks resume (HASH: what → scan cursor).
+    pub fn reconcile_cursors(&self) -> String {
+        self.k("fairjob:reconcile")
+    }
     /// Sharded queues announced by workers and clients.
     pub fn sharded_queues(&self) -> String {
         self.k("fairjob:sharded-queues")
+    }
+
+    /// Paused queues (SET of queue names): workers do not fetch them.
+    pub fn paused(&self) -> String {
+        self.k("fairjob:paused")
+    }
+    /// The job classes workers run, with their options (HASH class → JSON),
+    /// written when a worker starts, for the dashboard and the CLI.
+    pub fn classes(&self) -> String {
+        self.k("fairjob:classes")
+    }
+    /// One queue's wait statistics of epoch minute `minute` (HASH
+    /// `<encoded tenant>|<n, s or b<bucket>>` → count; `*|…` for the whole
+    /// queue), flushed by workers with their heartbeat; expires after
+    /// [`super::stats::WAIT_KEEP_SECS`].
+    pub fn waits(&self, queue: &str, minute: u64) -> String {
+        self.k(&format!("fairjob:waits:{}:{minute}", encode(queue)))
+    }
+    /// One queue's longest wait per tenant in epoch minute `minute` (ZSET
+    /// encoded tenant → ms), for "who waits longest" without a walk.
+    pub fn wait_top(&self, queue: &str, minute: u64) -> String {
+        self.k(&format!("fairjob:waittop:{}:{minute}", encode(queue)))
+    }
+    /// Jobs finished per queue in epoch minute `minute` (HASH
+    /// `<encoded queue>|p` processed, `|f` failed).
+    pub fn queue_counts(&self, minute: u64) -> String {
+        self.k(&format!("fairjob:qcount:{minute}"))
     }
 
     /// Slot-limit keys registered so far (encoded full keys), for listing.
@@ -208,6 +248,7 @@ impl Keys {
             holders: format!("{tag}:holders"),
             reserved: format!("{tag}:reserved"),
             waiters: format!("{tag}:waiters"),
+            releasing: format!("{tag}:releasing"),
         }
     }
 
@@ -218,14 +259,22 @@ impl Keys {
         let inbox = self.queue(queue);
         let tag = self.k(&format!("fairjob:{{{inbox}}}"));
         ShardKeys {
-            ring: format!("{tag}:ring"),
+            ready: format!("{tag}:ready"),
+            rmember: format!("{tag}:rmember"),
             seq: format!("{tag}:seq"),
             running: format!("{tag}:running"),
-            limits: format!("{tag}:limits"),
+            policy: format!("{tag}:policy"),
             tenants: format!("{tag}:tenants"),
+            floorq: format!("{tag}:floorq"),
+            lastpass: format!("{tag}:lastpass"),
+            vt: format!("{tag}:vt"),
+            ring: format!("{tag}:ring"),
+            limits: format!("{tag}:limits"),
             shard_prefix: format!("{tag}:shard:"),
             inflight_prefix: format!("{tag}:inflight:"),
+            served_prefix: format!("{tag}:served:"),
             wake: format!("{tag}:wake"),
+            fetchers: format!("{tag}:fetchers"),
             inbox,
         }
     }
@@ -238,10 +287,12 @@ impl Keys {
         let sk = self.shard(queue);
         let want = hash_part(&sk.inbox);
         let probe = [
-            sk.ring.as_str(),
+            sk.ready.as_str(),
             &sk.tenant_list(Some("t")),
+            &sk.served(0),
             &sk.inflight("w"),
             &sk.wake,
+            &sk.fetchers,
         ];
         if probe.iter().all(|k| hash_part(k) == want) {
             Ok(())
@@ -256,6 +307,18 @@ impl Keys {
     }
 }
 
+/// Escapes glob metacharacters (`*`, `?`, `[`, `]`, `\\`) for `SCAN MATCH`.
+pub fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The part of a key Redis Cluster hashes: the content of the first `{…}` when
 /// it is not empty, otherwise the whole key.
 pub fn hash_part(key: &str) -> &str {
@@ -266,6 +329,23 @@ pub fn hash_part(key: &str) -> &str {
         return &key[open + 1..open + 1 + len];
     }
     key
+}
+
+/// The Redis Cluster hash slot of a key: CRC16 (XMODEM) of its
+/// [`hash_part`], modulo 16384.
+pub fn cluster_slot(key: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in hash_part(key).as_bytes() {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
 }
 
 /// The keys of one slot limit; they share one hash tag.
@@ -279,43 +359,77 @@ pub struct LimitKeys {
     pub reserved: String,
     /// The lock-wait list.
     pub waiters: String,
+    /// Redis Cluster mode: released waiters on their way to their queues
+    /// (ZSET entry → delivery lease expiry, ms).
+    pub releasing: String,
 }
 
 /// The keys of one tenant-sharded queue; all hash to the slot of the inbox.
+/// The dispatch order is fair share (start-time fair queueing; see
+/// `scripts/lib_shard.lua`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardKeys {
     /// `queue:<name>`: producers that know nothing of shards push here.
     pub inbox: String,
-    /// Runnable tenants in round-robin order (ZSET scored by a sequence).
-    pub ring: String,
-    /// The ring's sequence counter.
+    /// Runnable tenants in dispatch order (ZSET: member `<15-digit seq><tenant>`,
+    /// scored by pass).
+    pub ready: String,
+    /// Each tenant's member in `ready` (HASH).
+    pub rmember: String,
+    /// The sequence behind `ready`'s members (ties at one pass go to the lower).
     pub seq: String,
     /// Running jobs per tenant (HASH).
     pub running: String,
-    /// Per-tenant running limits (HASH; field `*` is the default).
-    pub limits: String,
+    /// Per-tenant settings (HASH): `c:<tenant>` the cap (running limit; 0
+    /// pauses), `w:<tenant>` the weight (1 when unset), `f:<tenant>` the
+    /// floor (jobs guaranteed running); tenant `*` holds the defaults.
+    pub policy: String,
     /// Tenants with pending or running jobs (SET), for listing.
     pub tenants: String,
+    /// Runnable tenants under their floor (ZSET like `ready`), served first.
+    pub floorq: String,
+    /// Passes of tenants out of the order while ahead of `vt` (ZSET tenant → pass).
+    pub lastpass: String,
+    /// The queue's virtual time: the pass of the last tenant served in share order.
+    pub vt: String,
+    /// fairjob 0.1's round-robin ring, migrated into `ready` as it is found.
+    pub ring: String,
+    /// fairjob 0.1's running limits (HASH tenant → limit, `*` the default),
+    /// copied into `policy` as caps when found.
+    pub limits: String,
     /// Prefix of the per-tenant lists: `<prefix><encoded tenant>`.
     pub shard_prefix: String,
     /// Prefix of the per-worker in-progress records of this queue's jobs:
     /// `<prefix><encoded identity>` (token → payload).
     pub inflight_prefix: String,
+    /// Prefix of the per-minute dispatch counts: `<prefix><epoch minute>`
+    /// (HASH tenant → jobs dispatched; expires after 15 minutes).
+    pub served_prefix: String,
     /// Wake-up tokens for workers idle on this queue (the shard scripts push
     /// here; [`Keys::wake`] is the untagged one released slot waiters use).
     pub wake: String,
+    /// Workers that fetched from this queue (SET of identities): whose
+    /// in-progress records of it the reconciler counts. A worker joins in the
+    /// fetch that gives it its first job here and leaves when it is forgotten.
+    pub fetchers: String,
 }
 
 impl ShardKeys {
-    /// The five state keys the shard scripts take, in their order:
-    /// ring, seq, running, limits, tenants.
-    pub fn state(&self) -> [&str; 5] {
+    /// The state keys the shard scripts take, in their order (see
+    /// `shard_keys` in `lib_shard.lua`).
+    pub fn state(&self) -> [&str; 11] {
         [
-            &self.ring,
+            &self.ready,
+            &self.rmember,
             &self.seq,
             &self.running,
-            &self.limits,
+            &self.policy,
             &self.tenants,
+            &self.floorq,
+            &self.lastpass,
+            &self.vt,
+            &self.ring,
+            &self.limits,
         ]
     }
 
@@ -331,6 +445,11 @@ impl ShardKeys {
             self.shard_prefix,
             tenant.map(encode).unwrap_or_default()
         )
+    }
+
+    /// The dispatch counts of epoch minute `minute`.
+    pub fn served(&self, minute: u64) -> String {
+        format!("{}{minute}", self.served_prefix)
     }
 }
 
@@ -371,7 +490,7 @@ mod tests {
             assert_eq!(decode(&e).as_deref(), Some(t));
         }
         let s = Keys::new(None).shard("conversions");
-        assert_eq!(s.ring, "fairjob:{queue:conversions}:ring");
+        assert_eq!(s.ready, "fairjob:{queue:conversions}:ready");
     }
 
     #[test]
@@ -381,6 +500,15 @@ mod tests {
         assert_eq!(hash_part("x{}y{cd}"), "x{}y{cd}");
         assert_eq!(hash_part("x{ab"), "x{ab");
         assert_eq!(hash_part("x}{ab}"), "ab");
+    }
+
+    #[test]
+    fn cluster_slots_match_redis() {
+        // `CLUSTER KEYSLOT foo` is 12182 (the Redis Cluster specification's example).
+        assert_eq!(cluster_slot("foo"), 12182);
+        assert_eq!(cluster_slot("queue:default"), 6705);
+        assert_eq!(cluster_slot("fairjob:{queue:default}:ready"), 6705);
+        assert_eq!(cluster_slot(""), 0);
     }
 
     #[test]
@@ -410,8 +538,9 @@ mod tests {
             prop_assert!(k.check_shardable(&q).is_ok());
             let s = k.shard(&q);
             let slot = hash_part(&s.inbox);
-            for key in [&s.ring, &s.seq, &s.running, &s.limits, &s.tenants, &s.wake,
-                        &s.tenant_list(Some(&t)), &s.tenant_list(None), &s.inflight(&w)] {
+            let served = s.served(29_000_000);
+            for key in s.state().into_iter().chain([s.wake.as_str(), &s.fetchers, &served,
+                        &s.tenant_list(Some(&t)), &s.tenant_list(None), &s.inflight(&w)]) {
                 prop_assert_eq!(hash_part(key), slot, "{}", key);
             }
         }

@@ -5,6 +5,9 @@
 //! pass it on with `next.run(job)`. `Next` owns an `Arc` of the rest of the chain
 //! rather than borrowing it, so a link written with [`client_middleware_fn`] is a
 //! plain closure returning an `async move` block.
+//!
+//! The chain runs for every push: from application code, from inside a running
+//! job, and for the scheduler's promotions.
 
 use std::fmt;
 use std::future::Future;
@@ -12,7 +15,7 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
-use super::PushJob;
+use super::push::PushJob;
 use crate::error::Result;
 
 /// One link of the client chain.

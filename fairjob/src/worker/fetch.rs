@@ -1,66 +1,108 @@
-//! One fetch: reserve up to n jobs, each from the first non-empty queue of its
-//! own weighted order, as Sidekiq's BasicFetch does per BRPOP.
+//! The fetch loop: take as many free permits as there are (up to a batch),
+//! reserve that many jobs, each from the first non-empty queue of its own
+//! weighted order (as Sidekiq's BasicFetch does per BRPOP), hand each to a
+//! processor task; when nothing is found, sleep on the queues' wake-up lists.
 //!
-//! Plain queues are Sidekiq's lists, served by one fetch.lua call for all of
-//! them. A tenant-sharded queue is served by its own shard_fetch.lua call, whose
-//! keys all share the queue's Redis Cluster slot. When a worker's queues mix
-//! both, a fetch runs in rounds: each round asks every order's next candidate
-//! (for plain queues: the run of plain queues up to the next sharded one), all
-//! calls of a round pipelined on one connection, and an order that got nothing
-//! moves on past the queues found empty. A worker with plain queues only (or
-//! with one sharded queue only) fetches in one round, one round trip.
+//! Plain queues are Sidekiq's lists, served by one `fetch.lua` call for all of
+//! them. A tenant-sharded queue is served by its own `shard_fetch.lua` call,
+//! whose keys all share the queue's Redis Cluster slot. When a worker's queues
+//! mix both, a fetch runs in rounds: each round asks every order's next
+//! candidate (for plain queues: the run of plain queues up to the next sharded
+//! one), all calls of a round concurrently on one connection, and an order that
+//! got nothing moves on past the queues found empty. A worker with plain queues
+//! only (or with one sharded queue only) fetches in one round, one round trip.
+//!
+//! A queue an operator paused (`broker.pause_queue`) is left out of every
+//! order; the paused set is re-read every couple of seconds, not per fetch.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use futures_util::future::try_join_all;
-use redis::Value;
+use futures_util::future::{BoxFuture, try_join_all};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 
-use crate::broker::{self, Keys, RedisBroker, ShardKeys};
+use super::handle::WorkerHandle;
+use super::{Shared, backoff_sleep, processor};
+use crate::broker::{PlainQueue, RedisBroker, Reserved, ShardQueue};
 use crate::error::Result;
 
-/// One of the worker's queues, as the fetch scripts see it.
+/// Jobs reserved by one fetch at most.
+const MAX_BATCH: usize = 100;
+
+/// Jobs one `shard_fetch.lua` call dispatches at most (each is a dozen Redis
+/// commands; more are asked for in several calls).
+const SHARD_CALL: usize = 25;
+
+/// How often the fetch loop re-reads the paused queues.
+const PAUSED_REFRESH: Duration = Duration::from_secs(2);
+
+/// The worker's queues as the fetch scripts see them, prepared once.
 #[derive(Debug)]
-struct FetchQueue {
-    /// `queue:<name>`.
-    list: String,
-    /// `|<encoded name>`: the token suffix.
-    suffix: String,
-    /// For a sharded queue: its keys and this worker's in-progress record of it.
-    shard: Option<(ShardKeys, String)>,
+struct Fetcher {
+    identity: String,
+    /// Every plain queue, in the order `fetch.lua` numbers them.
+    plain: Vec<PlainQueue>,
+    /// Per queue of the worker (by its index in the queue list): where it is.
+    kinds: Vec<Kind>,
 }
 
-/// The worker's queues, prepared once.
 #[derive(Debug)]
-pub(crate) struct Fetcher {
-    queues: Vec<FetchQueue>,
-    inflight: String,
+enum Kind {
+    /// Index into `plain`.
+    Plain(usize),
+    /// A plain queue fetched by a call of its own (Redis Cluster mode).
+    Alone(Box<PlainQueue>),
+    Shard(Box<ShardQueue>),
 }
 
-/// A reserved job: its token and raw payload.
-pub(crate) type Reserved = (String, Vec<u8>);
+/// One round's calls: plain orders with their run of plain queues, and per
+/// sharded queue the orders asking it.
+#[derive(Debug, Default)]
+struct Round {
+    plain: Vec<(usize, Vec<usize>)>,
+    shards: BTreeMap<usize, Vec<usize>>,
+}
+
+enum Reply {
+    Plain(Vec<(usize, Reserved)>),
+    Shard(Vec<Reserved>),
+}
 
 impl Fetcher {
-    pub(crate) fn new(keys: &Keys, identity: &str, queues: &[(String, bool)]) -> Fetcher {
+    fn new(broker: &RedisBroker, identity: &str, queues: &[(String, bool)]) -> Fetcher {
+        let mut plain = Vec::new();
+        let kinds = queues
+            .iter()
+            .map(|(q, sharded)| {
+                if *sharded {
+                    return Kind::Shard(Box::new(broker.shard_queue(q, identity)));
+                }
+                let pq = broker.plain_queue(q, identity);
+                if pq.alone() {
+                    Kind::Alone(Box::new(pq))
+                } else {
+                    plain.push(pq);
+                    Kind::Plain(plain.len() - 1)
+                }
+            })
+            .collect();
         Fetcher {
-            queues: queues
-                .iter()
-                .map(|(q, sharded)| FetchQueue {
-                    list: keys.queue(q),
-                    suffix: format!("|{}", broker::keys::encode(q)),
-                    shard: sharded.then(|| {
-                        let sk = keys.shard(q);
-                        let inflight = sk.inflight(identity);
-                        (sk, inflight)
-                    }),
-                })
-                .collect(),
-            inflight: keys.inflight(identity),
+            identity: identity.to_owned(),
+            plain,
+            kinds,
         }
+    }
+
+    /// True for a queue fetched by a call of its own.
+    fn is_shard(&self, q: usize) -> bool {
+        !matches!(self.kinds[q], Kind::Plain(_))
     }
 
     /// Reserves at most one job per order (`orders` hold queue indices); token
     /// sequence numbers are taken from `seq`.
-    pub(crate) async fn reserve(
+    async fn reserve(
         &self,
         broker: &RedisBroker,
         orders: &[Vec<usize>],
@@ -69,37 +111,74 @@ impl Fetcher {
         let n = orders.len();
         let mut pos = vec![0usize; n];
         let mut done = vec![false; n];
-        let mut empty = vec![false; self.queues.len()];
+        let mut empty = vec![false; self.kinds.len()];
         let mut out = Vec::new();
         loop {
-            let plan = self.plan(orders, &mut pos, &mut done, &empty);
-            if plan.plain.is_empty() && plan.shards.is_empty() {
+            let round = self.plan(orders, &mut pos, &mut done, &empty);
+            if round.plain.is_empty() && round.shards.is_empty() {
                 return Ok(out);
             }
-            let mut invs = Vec::with_capacity(1 + plan.shards.len());
-            if !plan.plain.is_empty() {
-                invs.push(self.plain_call(&plan.plain, *seq));
-                *seq += plan.plain.len() as u64;
+            let mut calls: Vec<BoxFuture<'_, Result<Reply>>> = Vec::new();
+            if !round.plain.is_empty() {
+                let segments: Vec<Vec<usize>> = round
+                    .plain
+                    .iter()
+                    .map(|(_, seg)| {
+                        seg.iter()
+                            .map(|&q| match self.kinds[q] {
+                                Kind::Plain(i) => i,
+                                _ => unreachable!("segments hold plain queues"),
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let first = *seq;
+                *seq += segments.len() as u64;
+                calls.push(Box::pin(async move {
+                    broker
+                        .fetch_plain(&self.identity, &self.plain, &segments, first)
+                        .await
+                        .map(Reply::Plain)
+                }));
             }
-            for (&q, asking) in &plan.shards {
-                invs.push(self.shard_call(q, asking.len(), *seq));
-                *seq += asking.len() as u64;
+            for (&q, asking) in &round.shards {
+                // Several short calls rather than one long one (Redis runs one
+                // script at a time); their replies are joined in order below.
+                let per_call = match &self.kinds[q] {
+                    Kind::Shard(_) => SHARD_CALL,
+                    _ => MAX_BATCH,
+                };
+                let mut left = asking.len();
+                let mut parts: Vec<BoxFuture<'_, Result<Vec<Reserved>>>> = Vec::new();
+                while left > 0 {
+                    let want = left.min(per_call);
+                    let first = *seq;
+                    *seq += want as u64;
+                    left -= want;
+                    parts.push(match &self.kinds[q] {
+                        Kind::Shard(sq) => Box::pin(broker.fetch_shard(sq, want, first)),
+                        Kind::Alone(pq) => Box::pin(broker.fetch_plain_alone(pq, want, first)),
+                        Kind::Plain(_) => unreachable!("own calls are for sharded or lone queues"),
+                    });
+                }
+                calls.push(Box::pin(async move {
+                    let replies = try_join_all(parts).await?;
+                    Ok(Reply::Shard(replies.into_iter().flatten().collect()))
+                }));
             }
-            let replies: Vec<Vec<Value>> =
-                try_join_all(invs.iter().map(|inv| broker.invoke::<Vec<Value>>(inv))).await?;
-            let mut replies = replies.into_iter();
-            if !plan.plain.is_empty() {
-                let reply = replies.next().unwrap_or_default();
-                let mut served = vec![false; plan.plain.len()];
-                let mut it = reply.into_iter();
-                while let (Some(i), Some(token), Some(raw)) = (it.next(), it.next(), it.next()) {
-                    let i: usize = redis::FromRedisValue::from_redis_value(i).unwrap_or(0);
-                    if let Some(s) = i.checked_sub(1).and_then(|i| served.get_mut(i)) {
+            let mut replies = try_join_all(calls).await?.into_iter();
+            if !round.plain.is_empty() {
+                let Some(Reply::Plain(got)) = replies.next() else {
+                    unreachable!("the plain call comes first")
+                };
+                let mut served = vec![false; round.plain.len()];
+                for (i, job) in got {
+                    if let Some(s) = served.get_mut(i) {
                         *s = true;
                     }
-                    out.push(reserved(token, raw));
+                    out.push(job);
                 }
-                for ((order, segment), served) in plan.plain.iter().zip(served) {
+                for ((order, segment), served) in round.plain.iter().zip(served) {
                     if served {
                         done[*order] = true;
                     } else {
@@ -110,16 +189,16 @@ impl Fetcher {
                     }
                 }
             }
-            for ((q, asking), reply) in plan.shards.iter().zip(replies) {
-                let got = reply.len() / 2;
-                let mut it = reply.into_iter();
-                while let (Some(token), Some(raw)) = (it.next(), it.next()) {
-                    out.push(reserved(token, raw));
-                }
-                for order in &asking[..got.min(asking.len())] {
+            for ((q, asking), reply) in round.shards.iter().zip(replies) {
+                let Reply::Shard(got) = reply else {
+                    unreachable!("shard calls follow the plain one")
+                };
+                let n = got.len();
+                out.extend(got);
+                for order in &asking[..n.min(asking.len())] {
                     done[*order] = true;
                 }
-                if got < asking.len() {
+                if n < asking.len() {
                     empty[*q] = true;
                 }
             }
@@ -133,8 +212,8 @@ impl Fetcher {
         pos: &mut [usize],
         done: &mut [bool],
         empty: &[bool],
-    ) -> Plan {
-        let mut plan = Plan::default();
+    ) -> Round {
+        let mut round = Round::default();
         for (i, order) in orders.iter().enumerate() {
             if done[i] {
                 continue;
@@ -146,66 +225,134 @@ impl Fetcher {
                 done[i] = true;
                 continue;
             };
-            if self.queues[q].shard.is_some() {
-                plan.shards.entry(q).or_default().push(i);
+            if self.is_shard(q) {
+                round.shards.entry(q).or_default().push(i);
             } else {
                 let segment = order[pos[i]..]
                     .iter()
                     .copied()
-                    .take_while(|&j| self.queues[j].shard.is_none())
+                    .take_while(|&j| !self.is_shard(j))
                     .filter(|&j| !empty[j])
                     .collect();
-                plan.plain.push((i, segment));
+                round.plain.push((i, segment));
             }
         }
-        plan
-    }
-
-    fn plain_call(
-        &self,
-        plain: &[(usize, Vec<usize>)],
-        seq: u64,
-    ) -> redis::ScriptInvocation<'static> {
-        let mut inv = broker::FETCH.prepare_invoke();
-        inv.key(&self.inflight);
-        inv.arg(plain.len()).arg(self.queues.len()).arg(seq);
-        for q in &self.queues {
-            inv.key(&q.list).arg(&q.suffix);
-        }
-        for (_, segment) in plain {
-            inv.arg(segment.len());
-            for q in segment {
-                inv.arg(q + 1);
-            }
-        }
-        inv
-    }
-
-    fn shard_call(&self, q: usize, n: usize, seq: u64) -> redis::ScriptInvocation<'static> {
-        let fq = &self.queues[q];
-        let (sk, inflight) = fq.shard.as_ref().expect("a sharded queue");
-        let mut inv = broker::SHARD_FETCH.prepare_invoke();
-        inv.key(&sk.inbox);
-        for k in sk.state() {
-            inv.key(k);
-        }
-        inv.key(inflight);
-        inv.arg(n).arg(seq).arg(&fq.suffix).arg(&sk.shard_prefix);
-        inv
+        round
     }
 }
 
-/// One round's calls: plain orders with their run of plain queues, and per
-/// sharded queue the orders asking it.
-#[derive(Debug, Default)]
-struct Plan {
-    plain: Vec<(usize, Vec<usize>)>,
-    shards: BTreeMap<usize, Vec<usize>>,
-}
-
-fn reserved(token: Value, raw: Value) -> Reserved {
-    (
-        redis::FromRedisValue::from_redis_value(token).unwrap_or_default(),
-        redis::FromRedisValue::from_redis_value(raw).unwrap_or_default(),
-    )
+/// Fetches and dispatches jobs until the worker is told to stop fetching.
+pub(crate) async fn fetch_loop(
+    shared: &Arc<Shared>,
+    semaphore: &Arc<Semaphore>,
+    jobs: &mut JoinSet<()>,
+    handle: &WorkerHandle,
+) {
+    let stop = handle.stopped_fetching();
+    tokio::pin!(stop);
+    let broker = shared.client.broker();
+    let queue_names: Vec<(String, bool)> = shared
+        .queues
+        .queues()
+        .map(|q| (q.to_owned(), shared.sharded.iter().any(|s| s == q)))
+        .collect();
+    // Idle workers block on every queue's wake list.
+    let wake_keys = broker.wake_keys(&queue_names);
+    let fetcher = Fetcher::new(broker, &shared.identity, &queue_names);
+    let mut waiter = broker.waiter(shared.config.poll_interval, wake_keys.clone());
+    let mut seq: u64 = 0;
+    let mut orders: Vec<Vec<usize>> = Vec::new();
+    // Queues an operator paused, re-read at most every PAUSED_REFRESH (not
+    // per fetch): a pause takes effect within that time.
+    let mut paused = vec![false; queue_names.len()];
+    let mut paused_read: Option<Instant> = None;
+    let mut failures = 0u32;
+    loop {
+        while jobs.try_join_next().is_some() {}
+        if handle.is_quiet() {
+            return;
+        }
+        let first = tokio::select! {
+            p = semaphore.clone().acquire_owned() => p.expect("semaphore open"),
+            _ = &mut stop => return,
+            Some(_) = jobs.join_next(), if !jobs.is_empty() => continue,
+        };
+        let mut permits = vec![first];
+        while permits.len() < MAX_BATCH {
+            match semaphore.clone().try_acquire_owned() {
+                Ok(p) => permits.push(p),
+                Err(_) => break,
+            }
+        }
+        let n = permits.len();
+        if paused_read.is_none_or(|t| t.elapsed() >= PAUSED_REFRESH) {
+            paused_read = Some(Instant::now());
+            match broker.paused_queues().await {
+                Ok(names) => {
+                    for (p, (q, _)) in paused.iter_mut().zip(&queue_names) {
+                        let now = names.contains(q);
+                        if now != *p {
+                            tracing::info!(job.queue = %q, paused = now, "queue {}", if now { "paused: not fetching it" } else { "resumed" });
+                        }
+                        *p = now;
+                    }
+                }
+                Err(e) => shared.redis_trouble("fetch", &e),
+            }
+        }
+        {
+            let mut rng = rand::rng();
+            orders.resize_with(n, Vec::new);
+            let any_paused = paused.iter().any(|p| *p);
+            for o in &mut orders {
+                shared.queues.fetch_order(&mut rng, o);
+                if any_paused {
+                    o.retain(|q| !paused[*q]);
+                }
+            }
+        }
+        let fetched = match fetcher.reserve(broker, &orders[..n], &mut seq).await {
+            Ok(v) => {
+                failures = 0;
+                v
+            }
+            Err(e) => {
+                failures += 1;
+                shared.redis_trouble("fetch", &e);
+                drop(permits);
+                tokio::select! {
+                    _ = backoff_sleep(failures) => {}
+                    _ = &mut stop => return,
+                }
+                continue;
+            }
+        };
+        let got = fetched.len();
+        if got == 0 {
+            drop(permits);
+            // Idle: wait for a wake-up token or the poll interval.
+            tokio::select! {
+                _ = waiter.wait() => {}
+                _ = &mut stop => return,
+            }
+            continue;
+        }
+        {
+            let mut held = shared.held.lock().expect("held lock");
+            held.extend(fetched.iter().map(|r| r.token.clone()));
+        }
+        for (reserved, permit) in fetched.into_iter().zip(permits) {
+            let shared = shared.clone();
+            jobs.spawn(async move {
+                let token = reserved.token.clone();
+                processor::process(shared.clone(), reserved).await;
+                shared.held.lock().expect("held lock").remove(&token);
+                drop(permit);
+            });
+        }
+        if got == n && n > 1 {
+            // A full batch: there may be more; wake another idle worker.
+            let _ = broker.wake(&wake_keys[0]).await;
+        }
+    }
 }

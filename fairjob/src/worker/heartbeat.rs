@@ -1,7 +1,9 @@
 //! The heartbeat: renews this process's lease (fairjob's liveness) and writes
 //! Sidekiq's process records (`processes`, the identity hash, the work hash) so
-//! Sidekiq's API and Web UI list fairjob workers and their running jobs. It also
-//! flushes the processed/failed counters, as Sidekiq does.
+//! Sidekiq's API and Web UI list fairjob workers and their running jobs, with
+//! the RSS and a measured PING round trip as Sidekiq reports them. It also
+//! flushes the processed/failed counters, as Sidekiq does, and picks up
+//! Sidekiq's remote signals (quiet, stop).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -11,22 +13,20 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::{Shared, backoff_sleep};
+use std::collections::HashSet;
+
+use crate::broker::{Beat, Finish, Finished, SlotHold, Token};
+use crate::wire::now_f64;
 
 /// At start-up: warn unless `maxmemory-policy` is `noeviction`.
 pub(crate) async fn startup_checks(shared: &Shared) {
-    let broker = shared.client.broker();
-    match broker
-        .query::<Vec<String>>(redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy"))
-        .await
-    {
-        Ok(v) => match v.get(1).map(String::as_str) {
-            Some("noeviction") | None => {}
-            Some(policy) => tracing::warn!(
-                policy,
-                "REDIS EVICTS KEYS: maxmemory-policy is `{policy}`, not `noeviction`; an evicting Redis silently \
-                 deletes queues, leases and limits. Set `maxmemory-policy noeviction`."
-            ),
-        },
+    match shared.client.broker().maxmemory_policy().await {
+        Ok(Some(policy)) if policy != "noeviction" => tracing::warn!(
+            policy,
+            "REDIS EVICTS KEYS: maxmemory-policy is `{policy}`, not `noeviction`; an evicting Redis silently \
+             deletes queues, leases and limits. Set `maxmemory-policy noeviction`."
+        ),
+        Ok(_) => {}
         Err(e) => tracing::warn!(
             error = %e,
             "cannot read maxmemory-policy (an ACL may forbid CONFIG); make sure it is `noeviction`"
@@ -57,7 +57,6 @@ pub(crate) async fn register(shared: &Shared) {
 
 async fn try_register(shared: &Shared) -> crate::Result<()> {
     let broker = shared.client.broker();
-    let keys = broker.keys();
     broker
         .renew_lease(&shared.identity, shared.config.lease)
         .await?;
@@ -66,22 +65,20 @@ async fn try_register(shared: &Shared) -> crate::Result<()> {
         "sharded": shared.sharded,
         "started_at": shared.started_at,
     });
-    let mut pipe = redis::pipe();
-    pipe.hset(keys.workers(), &shared.identity, info.to_string())
-        .ignore();
-    if !shared.sharded.is_empty() {
-        // Pushes to a sharded queue stay in its cluster slot and so don't add it
-        // to Sidekiq's `queues` set; its workers do, for the Web UI.
-        pipe.sadd(keys.sharded_queues(), &shared.sharded).ignore();
-        pipe.sadd(keys.queues(), &shared.sharded).ignore();
-    }
-    broker.pipe::<()>(&pipe).await?;
+    broker
+        .register_worker(&shared.identity, &info.to_string(), &shared.sharded)
+        .await?;
+    // What the dashboard and the CLI need to explain these classes.
+    broker
+        .publish_classes(&shared.registry.class_infos())
+        .await?;
     beat(shared).await.map(|_| ())
 }
 
 pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
     let interval = shared.config.heartbeat_interval();
     let mut failures = 0;
+    let mut suspects = HashSet::new();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
@@ -127,53 +124,84 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
             Ok(None) => {}
             Err(e) => shared.redis_trouble("heartbeat", &e),
         }
+        match orphans(&shared, &mut suspects).await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(
+                jobs = n,
+                "requeued jobs this worker's in-progress records still held after they were done \
+                 (Redis lost the writes that ended them): they run again"
+            ),
+            Err(e) => shared.redis_trouble("heartbeat", &e),
+        }
     }
 }
 
-/// Sidekiq's heartbeat: stats, work hash, process hash; returns a remote signal
-/// (`<identity>-signals`, pushed by Sidekiq's API and Web UI), if one was waiting.
+/// Tokens in this worker's own in-progress records that it is not working on
+/// (their end was written, then lost when Redis lost its last writes): seen on
+/// two beats in a row, each goes back to the front of its queue, releasing its
+/// tenant's count and its slot, as a dead worker's job does.
+async fn orphans(shared: &Shared, suspects: &mut HashSet<String>) -> crate::Result<usize> {
+    let broker = shared.client.broker();
+    let tokens = broker.inflight_tokens(&shared.identity).await?;
+    let held = shared.held.lock().expect("held lock").clone();
+    let now: HashSet<String> = tokens.into_iter().filter(|t| !held.contains(t)).collect();
+    let confirmed: Vec<String> = now.intersection(suspects).cloned().collect();
+    *suspects = now;
+    if confirmed.is_empty() {
+        return Ok(0);
+    }
+    let slots = broker.slot_records(&shared.identity).await?;
+    let mut requeued = 0;
+    for raw in confirmed {
+        suspects.remove(&raw);
+        let Some(token) = Token::parse(&raw) else {
+            continue;
+        };
+        let Some(payload) = broker.inflight_payload(&shared.identity, &token).await? else {
+            continue;
+        };
+        let payload = String::from_utf8_lossy(&payload).into_owned();
+        let slot = slots
+            .get(&token.raw)
+            .and_then(|v| SlotHold::from_record(&shared.identity, &token.raw, v));
+        let done = broker
+            .finish(
+                &shared.identity,
+                &token,
+                Finish::Front { payload: &payload },
+                0,
+                slot.as_ref(),
+            )
+            .await?;
+        if done == Finished::Done {
+            requeued += 1;
+        }
+    }
+    Ok(requeued)
+}
+
+/// Sidekiq's heartbeat; returns a remote signal, if one was waiting.
 async fn beat(shared: &Shared) -> crate::Result<Option<String>> {
     let broker = shared.client.broker();
-    let keys = broker.keys();
+    let rtt = broker.ping().await?;
     let processed = shared.stats.processed.swap(0, Ordering::Relaxed);
     let failed = shared.stats.failed.swap(0, Ordering::Relaxed);
-    let now = crate::payload::now_f64();
-    let day = utc_day();
-    let mut pipe = redis::pipe();
-    if processed > 0 {
-        pipe.incr(keys.stat_processed(None), processed).ignore();
-        pipe.incr(keys.stat_processed(Some(&day)), processed)
-            .ignore();
-        pipe.expire(keys.stat_processed(Some(&day)), 157_680_000)
-            .ignore();
-    }
-    if failed > 0 {
-        pipe.incr(keys.stat_failed(None), failed).ignore();
-        pipe.incr(keys.stat_failed(Some(&day)), failed).ignore();
-        pipe.expire(keys.stat_failed(Some(&day)), 157_680_000)
-            .ignore();
-    }
-    let running: Vec<(String, String)> = shared
+    let now = now_f64();
+    let work: Vec<(String, String)> = shared
         .running
         .lock()
         .expect("running lock")
         .values()
-        .map(|cx| {
+        .map(|r| {
+            let cx = &r.cx;
             let work = json!({
                 "queue": cx.queue(),
                 "payload": cx.payload().to_json(),
-                "run_at": cx.inner.started.elapsed().as_secs_f64().mul_add(-1.0, now) as i64,
+                "run_at": (now - cx.elapsed().as_secs_f64()) as i64,
             });
             (cx.token().raw.clone(), work.to_string())
         })
         .collect();
-    for work_key in keys.process_work(&shared.identity) {
-        pipe.del(&work_key).ignore();
-        if !running.is_empty() {
-            pipe.hset_multiple(&work_key, &running).ignore();
-            pipe.expire(&work_key, 60).ignore();
-        }
-    }
     let info = json!({
         "hostname": gethostname::gethostname().to_string_lossy(),
         "started_at": shared.started_at,
@@ -182,32 +210,41 @@ async fn beat(shared: &Shared) -> crate::Result<Option<String>> {
         "concurrency": shared.config.concurrency,
         "queues": shared.queues.queues().collect::<Vec<_>>(),
         "weights": shared.queues.tiers().iter().map(|t| t.iter().map(|(q, w)| (q.clone(), serde_json::Value::from((*w).max(1)))).collect::<serde_json::Map<String, serde_json::Value>>()).collect::<Vec<_>>(),
+        "fairjob_tiers": shared.queues.tiers(),
         "labels": shared.config.labels,
         "identity": shared.identity,
         "version": concat!("fairjob ", env!("CARGO_PKG_VERSION")),
         "embedded": false,
     });
-    let quiet = shared.control.is_quiet();
-    pipe.sadd(keys.processes(), &shared.identity).ignore();
-    pipe.hset_multiple(
-        keys.process(&shared.identity),
-        &[
-            ("info", info.to_string()),
-            ("busy", running.len().to_string()),
-            ("beat", format!("{now:.6}")),
-            ("quiet", quiet.to_string()),
-            ("rss", rss_kb().to_string()),
-            ("rtt_us", "0".to_owned()),
-        ],
-    )
-    .ignore();
-    pipe.expire(keys.process(&shared.identity), 60).ignore();
-    pipe.rpop(keys.process_signals(&shared.identity), None);
-    let result = broker
-        .pipe::<(Option<String>,)>(&pipe)
-        .await
-        .map(|(signal,)| signal);
+    let stats = shared
+        .waits
+        .lock()
+        .expect("waits lock")
+        .take(crate::broker::fetch::epoch_minute());
+    let record = Beat {
+        processed,
+        failed,
+        day: utc_day(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or(Duration::ZERO)
+                .as_secs() as i64,
+        ),
+        info: info.to_string(),
+        work,
+        now,
+        quiet: shared.control.is_quiet(),
+        rss_kb: rss_kb(),
+        rtt_us: rtt.as_micros() as u64,
+        stats,
+    };
+    let result = broker.beat(&shared.identity, &record).await;
     if result.is_err() {
+        shared
+            .waits
+            .lock()
+            .expect("waits lock")
+            .restore(record.stats);
         shared
             .stats
             .processed
@@ -220,43 +257,33 @@ async fn beat(shared: &Shared) -> crate::Result<Option<String>> {
 /// On clean exit: flush stats, leave `processes`, drop the lease and records.
 pub(crate) async fn unregister(shared: &Shared) {
     let broker = shared.client.broker();
-    let keys = broker.keys();
     let _ = beat(shared).await;
-    let mut pipe = redis::pipe();
-    pipe.srem(keys.processes(), &shared.identity).ignore();
-    for k in keys.process_work(&shared.identity) {
-        pipe.del(k).ignore();
-    }
-    let _ = broker.pipe::<()>(&pipe).await;
+    let _ = broker.leave_processes(&shared.identity).await;
     // Keep the lease and worker record while jobs are still recorded in progress
     // (they are recovered after the lease expires); otherwise remove them.
-    let left = broker.in_progress(&shared.identity).await.unwrap_or(1);
-    if left == 0 {
-        let mut pipe = redis::pipe();
-        pipe.del(keys.lease(&shared.identity)).ignore();
-        pipe.hdel(keys.workers(), &shared.identity).ignore();
-        let _ = broker.pipe::<()>(&pipe).await;
+    if broker.in_progress(&shared.identity).await.unwrap_or(1) == 0 {
+        let _ = broker.forget_worker(&shared.identity, true).await;
     }
 }
 
-/// Resident set size in KB (Linux), 0 elsewhere.
+/// Resident set size in KB, as the kernel reports it (`VmRSS`; Linux), 0 elsewhere.
 pub fn rss_kb() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
+    std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<u64>().ok())
-        })
-        .map(|pages| pages * 4)
+        .and_then(|s| vm_rss_kb(&s))
         .unwrap_or(0)
 }
 
-fn utc_day() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_secs() as i64;
+fn vm_rss_kb(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// The UTC date of epoch second `secs`, `YYYY-MM-DD` (Sidekiq's dated stats keys).
+fn utc_day(secs: i64) -> String {
     let days = secs.div_euclid(86_400);
     // Civil-from-days (Howard Hinnant's algorithm).
     let z = days + 719_468;
@@ -274,10 +301,29 @@ fn utc_day() -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
-    fn utc_day_is_a_date() {
-        let d = super::utc_day();
-        assert_eq!(d.len(), 10);
-        assert!(d.starts_with("20"));
+    fn utc_day_is_the_calendar_date() {
+        for (secs, day) in [
+            (0, "1970-01-01"),
+            (951_782_400, "2000-02-29"),
+            (951_868_799, "2000-02-29"),
+            (1_795_310_393, "2026-11-22"),
+            (4_102_444_799, "2099-12-31"),
+            (4_102_444_800, "2100-01-01"),
+            (-1, "1969-12-31"),
+        ] {
+            assert_eq!(utc_day(secs), day, "{secs}");
+        }
+    }
+
+    #[test]
+    fn rss_comes_from_vm_rss_in_kb() {
+        let status = "Name:\tw\nVmPeak:\t  9000 kB\nVmRSS:\t  7312 kB\nThreads:\t3\n";
+        assert_eq!(vm_rss_kb(status), Some(7312));
+        assert_eq!(vm_rss_kb("Name:\tw\n"), None);
+        #[cfg(target_os = "linux")]
+        assert!(rss_kb() > 0);
     }
 }

@@ -1,6 +1,7 @@
-//! The server middleware chain: links of the shape `call(cx, next)` around every
-//! perform. The tracing span and the ack/retry handling are links of it
-//! (outermost), then the user's links, then the job's `perform`.
+//! The server middleware chain: the user's links of the shape `call(cx, next)`
+//! around every perform, frozen at build time; the end of the chain is the
+//! job's own `perform`. What happens before (parse, slot) and after (ack, retry,
+//! dead) is the processor's, not a link's.
 
 use std::fmt;
 use std::future::Future;
@@ -8,8 +9,8 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
-use super::JobContext;
 use crate::error::JobError;
+use crate::job::{JobContext, Prepared};
 
 /// One link of the server chain.
 pub trait ServerMiddleware: Send + Sync + 'static {
@@ -17,14 +18,11 @@ pub trait ServerMiddleware: Send + Sync + 'static {
     fn call(&self, cx: JobContext, next: ServerNext) -> BoxFuture<'static, Result<(), JobError>>;
 }
 
-pub(crate) type Terminal =
-    Arc<dyn Fn(JobContext) -> BoxFuture<'static, Result<(), JobError>> + Send + Sync>;
-
 /// The rest of the server chain.
 pub struct ServerNext {
     chain: Arc<[Arc<dyn ServerMiddleware>]>,
     index: usize,
-    terminal: Terminal,
+    job: Prepared,
 }
 
 impl fmt::Debug for ServerNext {
@@ -36,11 +34,11 @@ impl fmt::Debug for ServerNext {
 }
 
 impl ServerNext {
-    pub(crate) fn new(chain: Arc<[Arc<dyn ServerMiddleware>]>, terminal: Terminal) -> Self {
+    pub(crate) fn new(chain: Arc<[Arc<dyn ServerMiddleware>]>, job: Prepared) -> Self {
         ServerNext {
             chain,
             index: 0,
-            terminal,
+            job,
         }
     }
 
@@ -51,11 +49,11 @@ impl ServerNext {
                 let next = ServerNext {
                     chain: self.chain,
                     index: self.index + 1,
-                    terminal: self.terminal,
+                    job: self.job,
                 };
                 link.call(cx, next).await
             }
-            None => (self.terminal)(cx).await,
+            None => self.job.run(cx).await,
         }
     }
 }

@@ -14,10 +14,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
-use std::collections::HashMap;
-
-use crate::broker::{Finish, SlotHold, Token};
-use crate::payload::{self, Payload, fields};
+use crate::broker::{Finish, Finished, SlotHold, Token};
+use crate::limit;
+use crate::wire::{Payload, fields, malformed_entry, now_f64};
 
 pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
     // A first pass at start-up recovers what a crashed predecessor left.
@@ -39,61 +38,90 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
 /// One reaper pass, if this worker gets the lock; returns jobs recovered.
 pub(crate) async fn pass(shared: &Shared) -> crate::Result<usize> {
     let broker = shared.client.broker();
-    let keys = broker.keys();
-    let got: crate::Result<Option<String>> = broker
-        .query(
-            redis::cmd("SET")
-                .arg(keys.reaper_lock())
-                .arg(&shared.identity)
-                .arg("NX")
-                .arg("PX")
-                .arg(shared.config.reaper_interval.as_millis().max(100) as u64),
-        )
-        .await;
-    match got {
-        Ok(Some(_)) => {}
-        Ok(None) => return Ok(0),
+    match broker
+        .try_reaper_lock(&shared.identity, shared.config.reaper_interval)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => return Ok(0),
         // Out of memory, the lock can't be written; recovery itself is fenced per
         // job (and frees memory), so it runs without the lock.
         Err(crate::Error::OutOfMemory(_)) => {}
         Err(e) => return Err(e),
     }
-    let workers: Vec<String> = broker
-        .query(redis::cmd("HKEYS").arg(keys.workers()))
-        .await?;
-    let others: Vec<String> = workers
-        .into_iter()
-        .filter(|w| *w != shared.identity)
-        .collect();
-    if others.is_empty() {
-        return Ok(0);
-    }
-    // Every lease in one round trip.
-    let mut pipe = redis::pipe();
-    for identity in &others {
-        pipe.exists(keys.lease(identity));
-    }
-    let alive: Vec<bool> = broker.pipe(&pipe).await?;
     let mut recovered = 0;
-    for (identity, alive) in others.iter().zip(alive) {
-        if !alive {
-            recovered += recover(shared, identity).await?;
+    for (identity, alive) in broker.workers_alive().await? {
+        if !alive && identity != shared.identity {
+            recovered += recover(shared, &identity).await?;
         }
     }
+    heal(shared).await?;
     Ok(recovered)
+}
+
+/// Repairs bookkeeping that disagrees with the in-progress records (after a
+/// Redis lost recent writes): running counts and the dispatch order of every
+/// sharded queue, and slot holders whose job is gone; a bounded part per pass.
+async fn heal(shared: &Shared) -> crate::Result<()> {
+    let broker = shared.client.broker();
+    let workers = broker.worker_identities().await?;
+    let mut healed = Vec::new();
+    for queue in broker.sharded_queues().await? {
+        // 0.1 producers still running during a rolling upgrade write its ring.
+        broker.migrate_shard_ring(&queue).await?;
+        let h = broker.reconcile_shard(&queue, &workers).await?;
+        if !h.is_empty() {
+            healed.push((queue, h));
+        }
+    }
+    let limits: Vec<(&str, &crate::wire::ConcurrencyLimit)> = shared
+        .registry
+        .iter()
+        .filter_map(|r| r.options.concurrency.as_ref().map(|c| (r.class, c)))
+        .collect();
+    let default_of = |full: &str| limit::declared_limit(limits.iter().copied(), full).unwrap_or(0);
+    let h = broker.reconcile_slots(&default_of).await?;
+    if !h.is_empty() {
+        healed.push(("(slot limits)".to_owned(), h));
+    }
+    for (queue, h) in healed {
+        tracing::warn!(
+            job.queue = %queue,
+            running_counts = h.running_counts,
+            tenants = h.tenants,
+            slot_holders = h.slot_holders,
+            "repaired bookkeeping that disagreed with the in-progress records (Redis lost recent writes?)"
+        );
+    }
+    Ok(())
+}
+
+/// The payload a recovered job goes back with, and whether it goes to `dead`.
+fn interrupted(shared: &Shared, token: &Token, raw: &[u8]) -> (String, bool) {
+    let mut p = match Payload::parse_slice(raw) {
+        Ok(p) => p,
+        Err(m) => return (malformed_entry(raw, &token.queue, &m.0), true),
+    };
+    let n = p.get::<u32>(fields::INTERRUPTED_COUNT).unwrap_or(0) + 1;
+    p.set(fields::INTERRUPTED_COUNT, n);
+    if n < shared.config.max_interruptions.max(1) {
+        return (p.to_json(), false);
+    }
+    p.set("error_class", "Interrupted");
+    p.set(
+        "error_message",
+        format!("interrupted {n} times: its worker died or lost its lease while running it"),
+    );
+    p.set("dead_reason", "interrupted");
+    p.set("failed_at", now_f64());
+    tracing::error!(job.class = %p.class(), job.jid = %p.jid(), job.queue = %token.queue, n, "job keeps killing its workers: moved to dead (interrupted)");
+    (p.to_json(), true)
 }
 
 async fn recover(shared: &Shared, identity: &str) -> crate::Result<usize> {
     let broker = shared.client.broker();
-    let keys = broker.keys();
-    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
-    for record in broker.inflight_records(identity).await? {
-        let found: Vec<(String, Vec<u8>)> = broker.query(redis::cmd("HGETALL").arg(record)).await?;
-        entries.extend(found);
-    }
-    let slots: HashMap<String, String> = broker
-        .query(redis::cmd("HGETALL").arg(keys.slots(identity)))
-        .await?;
+    let entries = broker.inflight_entries(identity).await?;
+    let slots = broker.slot_records(identity).await?;
     let mut recovered = 0;
     for (field, raw) in entries {
         let Some(token) = Token::parse(&field) else {
@@ -104,40 +132,16 @@ async fn recover(shared: &Shared, identity: &str) -> crate::Result<usize> {
             );
             continue;
         };
-        let (action_payload, dead) = match Payload::parse_slice(&raw) {
-            Ok(p) => {
-                let mut p = p;
-                let n = p.get::<u32>(fields::INTERRUPTED_COUNT).unwrap_or(0) + 1;
-                p.set(fields::INTERRUPTED_COUNT, n);
-                if n >= shared.config.max_interruptions.max(1) {
-                    p.set("error_class", "Interrupted");
-                    p.set(
-                        "error_message",
-                        format!("interrupted {n} times: its worker died or lost its lease while running it"),
-                    );
-                    p.set("dead_reason", "interrupted");
-                    p.set("failed_at", payload::now_f64());
-                    tracing::error!(job.class = %p.class(), job.jid = %p.jid(), job.queue = %token.queue, n, "job keeps killing its workers: moved to dead (interrupted)");
-                    (p.to_json(), true)
-                } else {
-                    (p.to_json(), false)
-                }
-            }
-            Err(m) => (payload::malformed_entry(&raw, &token.queue, &m.0), true),
-        };
+        let (payload, dead) = interrupted(shared, &token, &raw);
         let action = if dead {
-            Finish::Dead {
-                payload: &action_payload,
-            }
+            Finish::Dead { payload: &payload }
         } else {
-            Finish::Front {
-                payload: &action_payload,
-            }
+            Finish::Front { payload: &payload }
         };
         let slot = slots
             .get(&token.raw)
             .and_then(|v| SlotHold::from_record(identity, &token.raw, v));
-        if broker
+        let done = broker
             .recover(
                 identity,
                 &token,
@@ -145,22 +149,15 @@ async fn recover(shared: &Shared, identity: &str) -> crate::Result<usize> {
                 shared.client.clock_offset(),
                 slot.as_ref(),
             )
-            .await?
-        {
+            .await?;
+        if done == Finished::Done {
             recovered += 1;
-            tracing::warn!(dead_worker = identity, queue = %token.queue, "recovered a job from a dead worker");
+            tracing::warn!(dead_worker = identity, job.queue = %token.queue, "recovered a job from a dead worker");
         }
     }
-    let mut pipe = redis::pipe();
-    pipe.incr(keys.stat("recovered"), recovered).ignore();
-    broker.pipe::<()>(&pipe).await?;
-    let left = broker.in_progress(identity).await?;
-    if left == 0 {
-        let mut pipe = redis::pipe();
-        pipe.del(keys.slots(identity)).ignore();
-        pipe.hdel(keys.workers(), identity).ignore();
-        pipe.srem(keys.processes(), identity).ignore();
-        broker.pipe::<()>(&pipe).await?;
+    broker.count("recovered", recovered as u64).await?;
+    if broker.in_progress(identity).await? == 0 {
+        broker.forget_worker(identity, false).await?;
     }
     Ok(recovered)
 }

@@ -15,8 +15,8 @@ use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
 use super::{Shared, backoff_sleep};
-use crate::broker;
-use crate::payload::{self, Payload};
+use crate::broker::{Due, Src};
+use crate::wire::{Payload, malformed_entry};
 
 const BATCH: usize = 100;
 const PROMOTE_LEASE: Duration = Duration::from_secs(30);
@@ -46,56 +46,51 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
 
 /// Promotes every due entry; returns how many were pushed.
 pub(crate) async fn promote_due(shared: &Shared) -> crate::Result<usize> {
-    let keys = shared.client.broker().keys();
     let mut pushed = 0;
-    for source in [keys.schedule(), keys.retry()] {
-        pushed += promote_from(shared, &source).await?;
+    for set in [Due::Scheduled, Due::Retry] {
+        pushed += promote_from(shared, set).await?;
     }
     Ok(pushed)
 }
 
-async fn promote_from(shared: &Shared, source: &str) -> crate::Result<usize> {
+async fn promote_from(shared: &Shared, set: Due) -> crate::Result<usize> {
     let client = &shared.client;
     let broker = client.broker();
-    let record = broker.keys().promoting(source);
+    let record = broker.promoting_record(set);
+    let offset = client.clock_offset();
     let mut pushed = 0;
     loop {
-        let mut inv = broker::PROMOTE.prepare_invoke();
-        inv.key(source).key(&record);
-        inv.arg(BATCH)
-            .arg(PROMOTE_LEASE.as_millis() as u64)
-            .arg(client.clock_offset());
-        let claimed: Vec<Vec<u8>> = broker.invoke(&inv).await?;
+        let claimed = broker.promote(set, BATCH, PROMOTE_LEASE, offset).await?;
         let n = claimed.len();
         for member in claimed {
-            match Payload::parse_slice(&member) {
-                Ok(p) => {
-                    let member = String::from_utf8(member).expect("parsed payloads are UTF-8");
-                    let src = broker::Src {
-                        record: record.clone(),
-                        member: member.clone(),
-                    };
-                    match client.repush(p, Some(src)).await {
-                        Ok(Some(_)) => pushed += 1,
-                        Ok(None) => {
-                            // A middleware stopped it (or another poller pushed it): drop the claim.
-                            let _: i64 = broker
-                                .query(redis::cmd("ZREM").arg(&record).arg(&member))
-                                .await?;
-                        }
-                        Err(e) if e.is_transient() => return Err(e),
-                        Err(e) => {
-                            tracing::error!(error = %e, "cannot re-push a scheduled job; moved to dead");
-                            let entry =
-                                payload::malformed_entry(member.as_bytes(), "", &e.to_string());
-                            bury(shared, &record, member.as_bytes(), &entry).await?;
-                        }
-                    }
-                }
+            let payload = match Payload::parse_slice(&member) {
+                Ok(p) => p,
                 Err(m) => {
                     tracing::error!(reason = %m, "malformed entry in schedule/retry moved to dead");
-                    let entry = payload::malformed_entry(&member, "", &m.0);
-                    bury(shared, &record, &member, &entry).await?;
+                    let entry = malformed_entry(&member, "", &m.0);
+                    broker
+                        .bury_claimed(&record, &member, &entry, offset)
+                        .await?;
+                    continue;
+                }
+            };
+            let src = Src {
+                record: record.clone(),
+                member: String::from_utf8(member).expect("parsed payloads are UTF-8"),
+            };
+            match client.repush(payload, Some(src.clone())).await {
+                Ok(Some(_)) => pushed += 1,
+                Ok(None) => {
+                    // A middleware stopped it (or another poller pushed it): drop the claim.
+                    broker.drop_claim(&record, src.member.as_bytes()).await?;
+                }
+                Err(e) if e.is_transient() => return Err(e),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot re-push a scheduled job; moved to dead");
+                    let entry = malformed_entry(src.member.as_bytes(), "", &e.to_string());
+                    broker
+                        .bury_claimed(&record, src.member.as_bytes(), &entry, offset)
+                        .await?;
                 }
             }
         }
@@ -103,24 +98,4 @@ async fn promote_from(shared: &Shared, source: &str) -> crate::Result<usize> {
             return Ok(pushed);
         }
     }
-}
-
-/// Moves a claimed entry to `dead`: written there first, then taken out of the
-/// promoting record (two keys in two cluster slots); if another poller had
-/// already taken it, the dead entry is withdrawn again.
-async fn bury(shared: &Shared, record: &str, member: &[u8], entry: &str) -> crate::Result<()> {
-    let broker = shared.client.broker();
-    let dead = broker.keys().dead();
-    broker
-        .zset_add(&dead, "dead", 0.0, entry, shared.client.clock_offset())
-        .await?;
-    let removed: i64 = broker
-        .query(redis::cmd("ZREM").arg(record).arg(member))
-        .await?;
-    if removed == 0 {
-        let _: i64 = broker
-            .query(redis::cmd("ZREM").arg(&dead).arg(entry))
-            .await?;
-    }
-    Ok(())
 }

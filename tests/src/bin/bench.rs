@@ -34,7 +34,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use fairjob::payload::now_f64;
 use fairjob::{Client, Job, JobContext, JobError, Perform, QueueSpec, Registry, Worker};
-use fairjob_tests::RedisServer;
+use fairjob_tests::{RedisServer, percentile};
 use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
 
@@ -69,14 +69,18 @@ impl Perform for BenchNoop {
         let count = PERFORMED.fetch_add(1, Ordering::Relaxed) + 1;
         let broker = cx.client().broker();
         if count == 1 {
-            broker
-                .query::<()>(redis::cmd("SET").arg(FIRST_KEY).arg(now_f64().to_string()))
-                .await?;
+            fairjob_tests::query::<()>(
+                broker,
+                redis::cmd("SET").arg(FIRST_KEY).arg(now_f64().to_string()),
+            )
+            .await?;
         }
         if count == target_n() {
-            broker
-                .query::<()>(redis::cmd("SET").arg(LAST_KEY).arg(now_f64().to_string()))
-                .await?;
+            fairjob_tests::query::<()>(
+                broker,
+                redis::cmd("SET").arg(LAST_KEY).arg(now_f64().to_string()),
+            )
+            .await?;
         }
         Ok(())
     }
@@ -90,10 +94,11 @@ struct BenchLatency(f64);
 impl Perform for BenchLatency {
     async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
         let micros = ((now_f64() - self.0) * 1e6).round() as i64;
-        cx.client()
-            .broker()
-            .query::<()>(redis::cmd("RPUSH").arg(LAT_KEY).arg(micros))
-            .await?;
+        fairjob_tests::query::<()>(
+            cx.client().broker(),
+            redis::cmd("RPUSH").arg(LAT_KEY).arg(micros),
+        )
+        .await?;
         Ok(())
     }
 }
@@ -205,17 +210,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    match runtime.block_on(run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("bench: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    fairjob_tests::run_main("bench", run(args))
 }
 
 /// The worker process: what `fairjob_worker::main!` runs, with the bench jobs.
@@ -234,10 +229,14 @@ fn run_worker(url: &str, concurrency: usize, queue: &str) -> Result<()> {
         registry
             .register::<BenchNoop>()?
             .register::<BenchLatency>()?;
+        // FAIRJOB_BENCH_WAIT_STATS=off measures the worker without its
+        // per-tenant wait statistics (to price them).
+        let wait_stats = std::env::var("FAIRJOB_BENCH_WAIT_STATS").as_deref() != Ok("off");
         let worker = Worker::builder(url)
             .registry(registry)
             .queues(QueueSpec::parse(&[queue.to_owned()])?)
             .concurrency(concurrency)
+            .wait_stats(wait_stats)
             .build()
             .await?;
         worker.run().await?;
@@ -275,13 +274,25 @@ fn summarize(v: &[f64]) -> Option<Summary> {
     })
 }
 
-/// Nearest-rank percentile of a sorted slice.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
+/// The stdout of a finished command, or its stderr as the error.
+fn stdout_of(out: std::process::Output, what: &str) -> Result<String> {
+    if !out.status.success() {
+        bail!("{what} failed: {}", String::from_utf8_lossy(&out.stderr));
     }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The enqueue paths of the report's tables: (label, sample key).
+fn enqueue_paths() -> Vec<(String, String)> {
+    [
+        ("enqueue `perform_async`, no rules", "single_plain"),
+        ("enqueue `perform_async`, 2 rules", "single_rules"),
+        ("enqueue `push_bulk`, no rules", "bulk_plain"),
+        ("enqueue `push_bulk`, 2 rules", "bulk_rules"),
+    ]
+    .into_iter()
+    .map(|(label, key)| (label.to_owned(), key.to_owned()))
+    .collect()
 }
 
 /// `12.3k`, `850`, `1.23M`.
@@ -706,13 +717,7 @@ fn ruby_enqueue(url: &str, mode: &str, n: u64) -> Result<(f64, f64)> {
         .env("REDIS_URL", url)
         .output()
         .context("running ruby")?;
-    if !out.status.success() {
-        bail!(
-            "enqueue.rb {mode} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = stdout_of(out, &format!("enqueue.rb {mode}"))?;
     let nums: Vec<f64> = text
         .lines()
         .last()
@@ -1051,13 +1056,7 @@ fn redis_benchmark(port: u16, n: u64, pipeline: u32, args: &[&str]) -> Result<Ve
         .args(args)
         .output()
         .context("running redis-benchmark")?;
-    if !out.status.success() {
-        bail!(
-            "redis-benchmark failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = stdout_of(out, "redis-benchmark")?;
     let mut rates = Vec::new();
     for line in text.lines().skip(1) {
         // "test name (may hold commas)","rps","avg",...,"max": rps is 7th from the right.
@@ -1398,18 +1397,7 @@ fn report(
     );
     let _ = writeln!(o, "|---|---|---|---|---|---|");
     let fmt3 = |x: f64| format!("{x:.3}");
-    let mut paths: Vec<(String, String)> = vec![
-        (
-            "enqueue `perform_async`, no rules".into(),
-            "single_plain".into(),
-        ),
-        (
-            "enqueue `perform_async`, 2 rules".into(),
-            "single_rules".into(),
-        ),
-        ("enqueue `push_bulk`, no rules".into(), "bulk_plain".into()),
-        ("enqueue `push_bulk`, 2 rules".into(), "bulk_rules".into()),
-    ];
+    let mut paths = enqueue_paths();
     for &c in &a.concurrency {
         paths.push((
             format!("processing (fetch + ack), c={c}"),
@@ -1451,18 +1439,7 @@ fn report(
         "| path | fairjob process µs/job | fairjob Redis µs/job | Sidekiq process µs/job | Sidekiq Redis µs/job |"
     );
     let _ = writeln!(o, "|---|---|---|---|---|");
-    let mut cpu_paths: Vec<(String, String)> = vec![
-        (
-            "enqueue `perform_async`, no rules".into(),
-            "single_plain".into(),
-        ),
-        (
-            "enqueue `perform_async`, 2 rules".into(),
-            "single_rules".into(),
-        ),
-        ("enqueue `push_bulk`, no rules".into(), "bulk_plain".into()),
-        ("enqueue `push_bulk`, 2 rules".into(), "bulk_rules".into()),
-    ];
+    let mut cpu_paths = enqueue_paths();
     for &c in &a.concurrency {
         cpu_paths.push((format!("processing, c={c}"), format!("proc_c{c}")));
     }

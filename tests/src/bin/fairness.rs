@@ -26,7 +26,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use fairjob::payload::now_f64;
 use fairjob::{Client, Job, JobContext, JobError, Perform, QueueSpec, Registry, Worker};
-use fairjob_tests::RedisServer;
+use fairjob_tests::{RedisServer, percentile};
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -215,14 +215,6 @@ impl ModeResult {
     fn throughput(&self) -> f64 {
         self.ran as f64 / self.makespan.max(1e-9)
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 /// `0.012×`, `0.45×`, `3.1×`, `1234×`.
@@ -452,17 +444,7 @@ fn main() -> ExitCode {
         .with_target(false)
         .with_writer(std::io::stderr)
         .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    match runtime.block_on(run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("fairness: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    fairjob_tests::run_main("fairness", run(args))
 }
 
 async fn run(a: Args) -> Result<()> {
@@ -642,6 +624,51 @@ fn completed_curve(ends: &[f64]) -> Vec<(f64, f64)> {
     thin(pts, 1500)
 }
 
+/// Draws one line per mode on a chart, and the legend.
+macro_rules! draw_modes {
+    ($chart:expr, $series:expr) => {{
+        for (mode, pts) in $series {
+            let color = mode.color();
+            $chart
+                .draw_series(LineSeries::new(pts, color.stroke_width(2)))?
+                .label(mode.short())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        $chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+    }};
+}
+
+/// A panel of jobs completed over time, a curve per mode, up to `x_max` s and `y_max` jobs.
+fn draw_completed(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    caption: &str,
+    y_desc: &str,
+    (x_max, y_max): (f64, f64),
+    curves: Vec<(Mode, Vec<(f64, f64)>)>,
+) -> Result<()> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 15))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..x_max, 0f64..y_max * 1.02)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds after t=0")
+        .y_desc(y_desc)
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .draw()?;
+    draw_modes!(chart, curves);
+    Ok(())
+}
+
 fn draw(path: &Path, results: &[ModeResult], a: &Args) -> Result<()> {
     let root = SVGBackend::new(path, (1560, 520)).into_drawing_area();
     root.fill(&WHITE)?;
@@ -651,7 +678,6 @@ fn draw(path: &Path, results: &[ModeResult], a: &Args) -> Result<()> {
     );
     let body = root.titled(&title, ("sans-serif", 20))?;
     let panels = body.split_evenly((1, 3));
-    let font = ("sans-serif", 15);
 
     // (a) CDF of small-tenant waits, log x.
     let max_wait = results
@@ -661,7 +687,10 @@ fn draw(path: &Path, results: &[ModeResult], a: &Args) -> Result<()> {
         * 1.5;
     let min_wait = 0.1f64;
     let mut chart = ChartBuilder::on(&panels[0])
-        .caption("small tenants: wait (enqueue → start), CDF", font)
+        .caption(
+            "small tenants: wait (enqueue → start), CDF",
+            ("sans-serif", 15),
+        )
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(50)
@@ -678,7 +707,7 @@ fn draw(path: &Path, results: &[ModeResult], a: &Args) -> Result<()> {
             }
         })
         .draw()?;
-    for r in results {
+    let cdfs = results.iter().map(|r| {
         let n = r.waits.len().max(1) as f64;
         let mut pts = Vec::with_capacity(r.waits.len() * 2);
         for (i, w) in r.waits.iter().enumerate() {
@@ -686,58 +715,26 @@ fn draw(path: &Path, results: &[ModeResult], a: &Args) -> Result<()> {
             pts.push((w, i as f64 / n));
             pts.push((w, (i + 1) as f64 / n));
         }
-        let color = r.mode.color();
-        chart
-            .draw_series(LineSeries::new(pts, color.stroke_width(2)))?
-            .label(r.mode.short())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+        (r.mode, pts)
+    });
+    draw_modes!(chart, cdfs);
 
     // (b) small-tenant jobs completed over time.
-    let small_total = (a.small_tenants * a.small_jobs) as f64;
     let t_small = results
         .iter()
         .filter_map(|r| r.small_ends.last())
         .fold(a.spread_secs, |m, e| m.max(*e))
         * 1.05;
-    let mut chart = ChartBuilder::on(&panels[1])
-        .caption("small tenants: jobs completed over time", font)
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0f64..t_small, 0f64..small_total * 1.02)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds after t=0")
-        .y_desc("small-tenant jobs done")
-        .y_label_formatter(&|y| format!("{y:.0}"))
-        .draw()?;
-    for r in results {
-        let color = r.mode.color();
-        chart
-            .draw_series(LineSeries::new(
-                completed_curve(&r.small_ends),
-                color.stroke_width(2),
-            ))?
-            .label(r.mode.short())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    draw_completed(
+        &panels[1],
+        "small tenants: jobs completed over time",
+        "small-tenant jobs done",
+        (t_small, (a.small_tenants * a.small_jobs) as f64),
+        results
+            .iter()
+            .map(|r| (r.mode, completed_curve(&r.small_ends)))
+            .collect(),
+    )?;
 
     // (c) greedy jobs completed over time.
     let t_greedy = results
@@ -745,36 +742,17 @@ fn draw(path: &Path, results: &[ModeResult], a: &Args) -> Result<()> {
         .filter_map(|r| r.greedy_ends.last())
         .fold(1.0f64, |m, e| m.max(*e))
         * 1.05;
-    let mut chart = ChartBuilder::on(&panels[2])
-        .caption("greedy tenant: jobs completed over time", font)
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..t_greedy, 0f64..(a.greedy_jobs.max(1) as f64) * 1.02)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds after t=0")
-        .y_desc("greedy jobs done")
-        .y_label_formatter(&|y| format!("{y:.0}"))
-        .draw()?;
-    for r in results.iter().filter(|r| r.mode != Mode::Idle) {
-        let color = r.mode.color();
-        chart
-            .draw_series(LineSeries::new(
-                completed_curve(&r.greedy_ends),
-                color.stroke_width(2),
-            ))?
-            .label(r.mode.short())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    draw_completed(
+        &panels[2],
+        "greedy tenant: jobs completed over time",
+        "greedy jobs done",
+        (t_greedy, a.greedy_jobs.max(1) as f64),
+        results
+            .iter()
+            .filter(|r| r.mode != Mode::Idle)
+            .map(|r| (r.mode, completed_curve(&r.greedy_ends)))
+            .collect(),
+    )?;
     root.present()?;
     Ok(())
 }

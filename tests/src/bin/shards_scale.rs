@@ -27,10 +27,14 @@ use std::str::FromStr;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
+use fairjob::Client;
 use fairjob::broker::keys::Keys;
-use fairjob::{Client, QueueSpec, Worker};
-use fairjob_tests::jobs::{PlainScaleJob, SCALE_DONE, SCALE_SEEN, ScaleJob, scale_reset};
+use fairjob_tests::RunningWorker;
+use fairjob_tests::jobs::{
+    PlainScaleJob, SCALE_DONE, ScaleJob, scale_not_once, scale_reset, scale_wait,
+};
+use fairjob_tests::slowlog::SlowLog;
 use redis::aio::MultiplexedConnection;
 
 fn arg<T: FromStr>(name: &str, default: T) -> T {
@@ -50,82 +54,52 @@ struct Settings {
     concurrency: usize,
 }
 
-struct Running {
-    stops: Vec<tokio::sync::oneshot::Sender<()>>,
-    runs: Vec<tokio::task::JoinHandle<fairjob::Result<()>>>,
-}
-
-impl Running {
-    async fn stop(self) -> Result<()> {
-        for tx in self.stops {
-            let _ = tx.send(());
-        }
-        for r in self.runs {
-            r.await??;
-        }
-        Ok(())
-    }
-}
-
-async fn start_workers(url: &str, ns: &str, queue: &str, s: &Settings) -> Result<Running> {
-    let mut built = Vec::new();
+/// Starts `s.workers` in-process workers of `queue` (the tests' worker, with a
+/// lease long enough for a loaded machine).
+async fn start_workers(
+    url: &str,
+    ns: &str,
+    queue: &str,
+    s: &Settings,
+) -> Result<Vec<RunningWorker>> {
+    let mut running = Vec::new();
     for _ in 0..s.workers {
-        built.push(
-            Worker::builder(url)
-                .namespace(ns)
-                .concurrency(s.concurrency)
-                .queues(QueueSpec::parse(&[queue.to_owned()])?)
-                .lease(
-                    Duration::from_secs(60),
-                    Duration::from_secs(10),
-                    Duration::from_secs(30),
-                )
-                .poll_intervals(Duration::from_millis(100), Duration::from_secs(5))
-                .shutdown_timeout(Duration::from_secs(5))
-                .build()
-                .await?,
-        );
+        let worker = fairjob_tests::worker(url, ns)
+            .concurrency(s.concurrency)
+            .queues(fairjob_tests::queues(&[queue]))
+            .lease(Duration::from_secs(60))
+            .heartbeat(Duration::from_secs(10))
+            .reaper_interval(Duration::from_secs(30))
+            .scheduled_poll_interval(Duration::from_secs(5))
+            .shutdown_timeout(Duration::from_secs(5))
+            .build()
+            .await?;
+        running.push(fairjob_tests::spawn(worker));
     }
-    let mut stops = Vec::new();
-    let mut runs = Vec::new();
-    for w in built {
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        stops.push(tx);
-        runs.push(tokio::spawn(w.run_until(async move {
-            let _ = rx.await;
-        })));
+    Ok(running)
+}
+
+/// Stops every worker at once (graceful; panics if one failed).
+async fn stop(running: Vec<RunningWorker>) {
+    let stops: Vec<_> = running
+        .into_iter()
+        .map(|w| tokio::spawn(w.stop()))
+        .collect();
+    for s in stops {
+        s.await.expect("a worker stops");
     }
-    Ok(Running { stops, runs })
 }
 
 /// Waits until `total` scale jobs ran; fails after 60 s without progress.
 async fn wait_done(total: usize) -> Result<()> {
-    let mut last = (Instant::now(), 0);
-    loop {
-        let done = SCALE_DONE.load(Ordering::SeqCst);
-        if done >= total {
-            return Ok(());
-        }
-        if done != last.1 {
-            last = (Instant::now(), done);
-        }
-        if last.0.elapsed() > Duration::from_secs(60) {
-            bail!("stuck at {done}/{total}");
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    scale_wait(total, Duration::from_secs(60))
+        .await
+        .map_err(anyhow::Error::msg)
 }
 
 /// Every id run exactly once.
 fn check_exactly_once(total: usize) -> Result<()> {
-    let seen = SCALE_SEEN.read().expect("scale lock");
-    let wrong: Vec<(usize, u8)> = seen
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (i, c.load(Ordering::SeqCst)))
-        .filter(|(_, c)| *c != 1)
-        .take(10)
-        .collect();
+    let wrong = scale_not_once();
     ensure!(wrong.is_empty(), "jobs not run exactly once: {wrong:?}");
     ensure!(
         SCALE_DONE.load(Ordering::SeqCst) == total,
@@ -161,6 +135,29 @@ async fn evalsha_stats(r: &mut MultiplexedConnection) -> Result<(u64, f64)> {
     Ok((get("calls")?.parse()?, get("usec_per_call")?.parse()?))
 }
 
+/// Commands Redis ran since the last `CONFIG RESETSTAT`, scripts' own
+/// commands included and the script calls themselves not (what a job costs in
+/// Redis work, whatever the machine's load).
+async fn commands_run(r: &mut MultiplexedConnection) -> Result<u64> {
+    let text: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(r)
+        .await?;
+    let mut total = 0;
+    for line in text.lines().filter(|l| l.starts_with("cmdstat_")) {
+        if line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:") {
+            continue;
+        }
+        if let Some(calls) = line
+            .split([':', ','])
+            .find_map(|kv| kv.strip_prefix("calls="))
+        {
+            total += calls.parse::<u64>()?;
+        }
+    }
+    Ok(total)
+}
+
 fn median_range(v: &[f64]) -> String {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
@@ -178,6 +175,7 @@ async fn scale(s: &Settings) -> Result<()> {
     let ns = "scale";
     let client = Client::builder(&url).namespace(ns).build().await?;
     let mut r = fairjob_tests::raw(&url).await;
+    let mut slow = SlowLog::start(&url, 1000).await?;
     scale_reset(total);
     println!("## scale: {tenants} tenants × 1 job + 1 tenant × {big} jobs");
     let t = Instant::now();
@@ -222,11 +220,11 @@ async fn scale(s: &Settings) -> Result<()> {
     let running = start_workers(&url, ns, "scale", s).await?;
     wait_done(total).await?;
     let drained = t.elapsed();
-    running.stop().await?;
+    stop(running).await;
     let cpu = redis_cpu(&mut r).await? - cpu0;
     check_exactly_once(total)?;
     let left: (u64, u64, u64) = redis::pipe()
-        .zcard(&sk.ring)
+        .zcard(&sk.ready)
         .hlen(&sk.running)
         .scard(&sk.tenants)
         .query_async(&mut r)
@@ -234,13 +232,14 @@ async fn scale(s: &Settings) -> Result<()> {
     ensure!(left == (0, 0, 0), "shard state left: {left:?}");
     println!(
         "drain: {total} jobs in {:.2} s ({:.0} jobs/s) by {} worker(s) × concurrency {}; \
-         Redis CPU {:.1} µs/job; every job exactly once; ring, running, tenants empty",
+         Redis CPU {:.1} µs/job; every job exactly once; dispatch order, running, tenants empty",
         drained.as_secs_f64(),
         total as f64 / drained.as_secs_f64(),
         s.workers,
         s.concurrency,
         cpu * 1e6 / total as f64
     );
+    println!("scripts over 1 ms (SLOWLOG): {}", slow.report().await?);
     Ok(())
 }
 
@@ -258,6 +257,8 @@ async fn compare(s: &Settings) -> Result<()> {
     let mut rate = [Vec::new(), Vec::new()];
     let mut cpu_per_job = [Vec::new(), Vec::new()];
     let mut calls_per_job = [Vec::new(), Vec::new()];
+    let mut commands_per_job = [Vec::new(), Vec::new()];
+    let mut slow = SlowLog::start(&url, 1000).await?;
     for rep in 0..reps {
         for (k, sharded) in [true, false].into_iter().enumerate() {
             let _: () = redis::cmd("FLUSHALL").query_async(&mut r).await?;
@@ -286,46 +287,43 @@ async fn compare(s: &Settings) -> Result<()> {
             let took = t.elapsed();
             let cpu = redis_cpu(&mut r).await? - cpu0;
             let (calls, _) = evalsha_stats(&mut r).await?;
-            running.stop().await?;
+            let commands = commands_run(&mut r).await?;
+            stop(running).await;
             check_exactly_once(n as usize)?;
             rate[k].push(n as f64 / took.as_secs_f64());
             cpu_per_job[k].push(cpu * 1e6 / n as f64);
             calls_per_job[k].push(calls as f64 / n as f64);
+            commands_per_job[k].push(commands as f64 / n as f64);
         }
     }
-    println!("| queue | jobs/s | Redis CPU µs/job | script calls/job |");
-    println!("|---|---|---|---|");
+    println!("| queue | jobs/s | Redis CPU µs/job | script calls/job | Redis commands/job |");
+    println!("|---|---|---|---|---|");
     for (k, name) in ["sharded (`scale`)", "plain (`plain_scale`)"]
         .iter()
         .enumerate()
     {
         let mut c = calls_per_job[k].clone();
         c.sort_by(f64::total_cmp);
+        let mut m = commands_per_job[k].clone();
+        m.sort_by(f64::total_cmp);
         println!(
-            "| {name} | {} | {} | {:.2} |",
+            "| {name} | {} | {} | {:.2} | {:.1} |",
             median_range(&rate[k]),
             median_range(&cpu_per_job[k]),
-            c[c.len() / 2]
+            c[c.len() / 2],
+            m[m.len() / 2]
         );
     }
+    println!(
+        "\nscripts over 1 ms (SLOWLOG, all reps, push and drain): {}",
+        slow.report().await?
+    );
     Ok(())
 }
 
 async fn latency() -> Result<()> {
     let fetches: usize = arg("--fetches", 50_000);
     let pending: u64 = 200_000;
-    let source = |name: &str| {
-        fairjob::broker::SCRIPT_SOURCES
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, s)| *s)
-            .expect("script source")
-    };
-    let fetch = redis::Script::new(&format!(
-        "{}\n{}",
-        source("lib_shard.lua"),
-        source("shard_fetch.lua")
-    ));
     println!(
         "## fetch script latency ({pending} pending jobs; {fetches} jobs fetched per case, one call at a time)"
     );
@@ -344,13 +342,13 @@ async fn latency() -> Result<()> {
                 .await?;
             let keys = Keys::new(Some(ns));
             let sk = keys.shard("scale");
-            let inflight = sk.inflight("bench");
+            let queue = client.broker().shard_queue("scale", "bench");
             let mut r = fairjob_tests::raw(&url).await;
-            let ring: u64 = redis::cmd("ZCARD")
-                .arg(&sk.ring)
+            let ready: u64 = redis::cmd("ZCARD")
+                .arg(&sk.ready)
                 .query_async(&mut r)
                 .await?;
-            ensure!(ring == tenants, "ring {ring}");
+            ensure!(ready == tenants, "ready {ready}");
             let _: () = redis::cmd("CONFIG")
                 .arg("RESETSTAT")
                 .query_async(&mut r)
@@ -359,17 +357,10 @@ async fn latency() -> Result<()> {
             let mut times = Vec::with_capacity(calls);
             let mut seq = 0u64;
             for _ in 0..calls {
-                let mut inv = fetch.prepare_invoke();
-                inv.key(&sk.inbox);
-                for k in sk.state() {
-                    inv.key(k);
-                }
-                inv.key(&inflight);
-                inv.arg(batch).arg(seq).arg("|scale").arg(&sk.shard_prefix);
                 let t = Instant::now();
-                let out: Vec<redis::Value> = inv.invoke_async(&mut r).await?;
+                let out = client.broker().fetch_shard(&queue, batch, seq).await?;
                 times.push(t.elapsed());
-                ensure!(out.len() == 2 * batch, "fetched {}", out.len() / 2);
+                ensure!(out.len() == batch, "fetched {}", out.len());
                 seq += batch as u64;
             }
             let (n, per_call) = evalsha_stats(&mut r).await?;

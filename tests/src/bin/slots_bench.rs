@@ -6,8 +6,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use fairjob::{QueueSpec, Registry};
-use fairjob_tests::RedisServer;
+use fairjob::Registry;
 use fairjob_tests::slot_jobs::{BENCH_DONE, BenchFreeJob, BenchSlotJob};
 
 fn arg(name: &str, default: u64) -> u64 {
@@ -21,11 +20,7 @@ fn arg(name: &str, default: u64) -> u64 {
 
 /// (all commands, script calls) from `INFO commandstats`.
 async fn commands(url: &str) -> (u64, u64) {
-    let mut c = redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut c = fairjob_tests::raw(url).await;
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(&mut c)
@@ -63,23 +58,18 @@ async fn run(
     ms: u64,
     concurrency: usize,
 ) -> (Duration, f64, f64) {
-    let server = RedisServer::start(&[]).expect("redis-server");
+    let server = fairjob_tests::redis();
     let url = server.url();
     let client = fairjob::Client::connect(&url).await.unwrap();
+    let limited_jobs = (0..jobs).map(|i| BenchSlotJob {
+        key: format!("k{}", i % keys),
+        ms,
+    });
     if limited {
-        client
-            .push_bulk((0..jobs).map(|i| BenchSlotJob {
-                key: format!("k{}", i % keys),
-                ms,
-            }))
-            .await
-            .unwrap();
+        client.push_bulk(limited_jobs).await.unwrap();
     } else {
         client
-            .push_bulk((0..jobs).map(|i| BenchFreeJob {
-                key: format!("k{}", i % keys),
-                ms,
-            }))
+            .push_bulk(limited_jobs.map(BenchFreeJob))
             .await
             .unwrap();
     }
@@ -88,17 +78,14 @@ async fn run(
     registry.register::<BenchFreeJob>().unwrap();
     let worker = fairjob::Worker::builder(&url)
         .registry(registry)
-        .queues(QueueSpec::parse(&["bench_slots".into()]).unwrap())
+        .queues(fairjob_tests::queues(&["bench_slots"]))
         .concurrency(concurrency)
-        .poll_intervals(Duration::from_millis(50), Duration::from_secs(5))
+        .poll_interval(Duration::from_millis(50))
+        .scheduled_poll_interval(Duration::from_secs(5))
         .build()
         .await
         .unwrap();
-    let mut c = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut c = fairjob_tests::raw(&url).await;
     let _: () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
         .query_async(&mut c)

@@ -1,11 +1,43 @@
 -- Shared functions of the tenant-sharded queue, prepended to the scripts that
--- touch shards (push, shard_fetch, shard_finish, shard_limit, slot_acquire). A
--- sharded queue's keys, its inbox included, hash to one Redis Cluster slot (the
--- tag is the inbox's name); a tenant's list is `<prefix><encoded tenant>`, where the encoding
--- is the same as fairjob::broker::keys::encode (percent-encoding outside
--- [A-Za-z0-9-._~]). A tenant is in the ring (a ZSET scored by a sequence, i.e. a
--- queue without duplicates) exactly when it has pending jobs and is under its
--- running limit.
+-- touch shards. A sharded queue's keys, its inbox included, hash to one Redis
+-- Cluster slot (the tag is the inbox's name); a tenant's list is
+-- `<prefix><encoded tenant>`, where the encoding is the same as
+-- fairjob::broker::keys::encode (percent-encoding outside [A-Za-z0-9-._~]).
+--
+-- Dispatch order is start-time fair queueing (stride scheduling). Every
+-- runnable tenant (pending jobs, under its cap) has a *pass* and sits in
+-- `ready` (a ZSET scored by pass); a dispatch serves the smallest pass and
+-- advances the served tenant's pass by 1 / weight. A tenant that becomes
+-- runnable (new, returning, released from its cap) starts at
+-- max(its last pass, vt), where vt is the pass of the last tenant served in
+-- share order: idle time earns no credit. Tenants under their floor (running <
+-- floor) are also in `floorq`, served before anyone else. Ties at one pass go
+-- in a fixed order: each entry's member is a 15-digit sequence number taken
+-- when the tenant entered the order, followed by the tenant (`rmember` maps
+-- tenant -> member), and it keeps that member while it stays in the order. So
+-- equal weights are exactly round robin, a tenant that arrives (or returns)
+-- joins the back of the round, and a tenant's name never decides. Per tenant, live in Redis, one HASH `policy`: `c:<tenant>` (cap, the
+-- running limit; 0 pauses), `w:<tenant>` (weight, default 1), `f:<tenant>`
+-- (floor, default 0); `<tenant>` `*` holds the queue's defaults. `lastpass`
+-- (ZSET) keeps a tenant's pass while it is out of the order and ahead of vt;
+-- entries at or below vt can never matter and are trimmed. State is
+-- O(active tenants).
+--
+-- Within one script call, settings, running counts and vt are read once and
+-- remembered (the call is atomic, so they cannot change under it); a script
+-- that dispatches ends with shard_flush, which writes vt back.
+
+-- The state keys, in the order ShardKeys::state() gives them.
+local function shard_keys(first, prefix)
+  return {
+    ready = KEYS[first], rmember = KEYS[first + 1], seq = KEYS[first + 2],
+    running = KEYS[first + 3], policy = KEYS[first + 4], tenants = KEYS[first + 5],
+    floorq = KEYS[first + 6], lastpass = KEYS[first + 7], vt = KEYS[first + 8],
+    ring = KEYS[first + 9], limits = KEYS[first + 10],
+    prefix = prefix,
+  }
+end
+local SHARD_NKEYS = 11
 
 local function fj_encode(s)
   return (string.gsub(s, '[^%w%-%._~]', function(c)
@@ -13,30 +45,147 @@ local function fj_encode(s)
   end))
 end
 
-local function shard_limit(sk, t)
-  local l = redis.call('HGET', sk.limits, t)
-  if not l then l = redis.call('HGET', sk.limits, '*') end
-  if l then return tonumber(l) end
-  return nil
+local function fj_num(x)
+  return string.format('%.17g', x)
+end
+
+-- Per-call memory (one script call is atomic).
+local shard_memo = { settings = {}, counts = {}, clock = nil, clock_dirty = false, floor_any = nil }
+
+-- A tenant's settings: cap (nil = none), weight (default 1), floor (default 0).
+local function shard_policy_of(sk, t)
+  local p = shard_memo.settings[t]
+  if p then return p end
+  local v = redis.call('HMGET', sk.policy, 'c:' .. t, 'w:' .. t, 'f:' .. t, 'c:*', 'w:*', 'f:*')
+  local weight = tonumber(v[2] or v[5]) or 1
+  if weight <= 0 then weight = 1 end
+  p = { cap = tonumber(v[1] or v[4]), weight = weight, floor = tonumber(v[3] or v[6]) or 0 }
+  shard_memo.settings[t] = p
+  return p
 end
 
 local function shard_running(sk, t)
-  return tonumber(redis.call('HGET', sk.running, t) or '0')
+  local r = shard_memo.counts[t]
+  if r == nil then
+    r = tonumber(redis.call('HGET', sk.running, t) or '0')
+    shard_memo.counts[t] = r
+  end
+  return r
 end
 
+local function shard_add_running(sk, t, by)
+  local r = redis.call('HINCRBY', sk.running, t, by)
+  if r <= 0 then
+    redis.call('HDEL', sk.running, t)
+    r = 0
+  end
+  shard_memo.counts[t] = r
+  return r
+end
+
+local function shard_vt(sk)
+  if shard_memo.clock == nil then
+    shard_memo.clock = tonumber(redis.call('GET', sk.vt) or '0')
+  end
+  return shard_memo.clock
+end
+
+-- Writes vt back and trims the passes it overtook; dispatching scripts end with it.
+local function shard_flush(sk)
+  if shard_memo.clock_dirty then
+    redis.call('SET', sk.vt, fj_num(shard_memo.clock))
+    redis.call('ZREMRANGEBYSCORE', sk.lastpass, '-inf', fj_num(shard_memo.clock))
+    shard_memo.clock_dirty = false
+  end
+end
+
+-- Pending jobs and under its cap (0 pauses).
 local function shard_runnable(sk, t)
-  local limit = shard_limit(sk, t)
-  if limit ~= nil and shard_running(sk, t) >= limit then return false end
+  local cap = shard_policy_of(sk, t).cap
+  if cap ~= nil and shard_running(sk, t) >= cap then return false end
   return redis.call('LLEN', sk.prefix .. t) > 0
 end
 
--- Adds `t` at the end of the rotation unless it is in it; true when added.
-local function shard_ring_add(sk, t)
-  if not redis.call('ZSCORE', sk.ring, t) then
-    redis.call('ZADD', sk.ring, redis.call('INCR', sk.seq), t)
-    return true
+-- Takes `t` out of the dispatch order (also the entry `m`, when given: one
+-- found in `ready` that `rmember` may not know); returns the pass it had, or nil.
+local function shard_unready(sk, t, m)
+  local known = redis.call('HGET', sk.rmember, t)
+  local floored = shard_policy_of(sk, t).floor > 0
+  local pass = nil
+  local function drop(member)
+    pass = pass or tonumber(redis.call('ZSCORE', sk.ready, member))
+    redis.call('ZREM', sk.ready, member)
+    if floored then redis.call('ZREM', sk.floorq, member) end
+  end
+  if m then drop(m) end
+  if known and known ~= m then drop(known) end
+  if known then redis.call('HDEL', sk.rmember, t) end
+  return pass
+end
+
+-- Keeps `pass` as `t`'s last pass while it can still matter (ahead of vt).
+local function shard_remember(sk, t, pass)
+  if pass ~= nil and pass > shard_vt(sk) then
+    redis.call('ZADD', sk.lastpass, fj_num(pass), t)
+    -- A queue idle for an hour forgets its drained tenants' passes.
+    redis.call('EXPIRE', sk.lastpass, 3600)
+  else
+    redis.call('ZREM', sk.lastpass, t)
+  end
+end
+
+-- Puts `t` into the order at max(pass, vt), behind the tenants already there.
+local function shard_enready(sk, t, pass)
+  pass = math.max(pass, shard_vt(sk))
+  local m = string.format('%015d', redis.call('INCR', sk.seq)) .. t
+  redis.call('ZADD', sk.ready, fj_num(pass), m)
+  redis.call('HSET', sk.rmember, t, m)
+  if shard_running(sk, t) < shard_policy_of(sk, t).floor then
+    redis.call('ZADD', sk.floorq, fj_num(pass), m)
+    shard_memo.floor_any = true
+  end
+end
+
+-- Brings `t`'s place in the order up to date with its jobs and settings: in it
+-- when runnable (entering at max(last pass, vt)), out of it otherwise, and in
+-- `floorq` exactly while under its floor. True when `t` entered the order (the
+-- caller then wakes an idle worker).
+local function shard_consider(sk, t)
+  local m = redis.call('HGET', sk.rmember, t)
+  if shard_runnable(sk, t) then
+    if not m then
+      local last = redis.call('ZSCORE', sk.lastpass, t)
+      if last then redis.call('ZREM', sk.lastpass, t) end
+      shard_enready(sk, t, tonumber(last or '0'))
+      return true
+    end
+    if shard_running(sk, t) < shard_policy_of(sk, t).floor then
+      redis.call('ZADD', sk.floorq, redis.call('ZSCORE', sk.ready, m), m)
+      shard_memo.floor_any = true
+    else
+      redis.call('ZREM', sk.floorq, m)
+    end
+  elseif m then
+    shard_remember(sk, t, shard_unready(sk, t))
   end
   return false
+end
+
+-- fairjob 0.1's structures join the fair-share order: tenants of its
+-- round-robin ring (a few per call, so a rolling upgrade needs no stop), and
+-- its `limits` hash (caps), copied into `policy` once.
+local function shard_migrate(sk, max)
+  local caps = redis.call('HGETALL', sk.limits)
+  for i = 1, #caps, 2 do
+    redis.call('HSETNX', sk.policy, 'c:' .. caps[i], caps[i + 1])
+  end
+  if #caps > 0 then redis.call('DEL', sk.limits) end
+  local old = redis.call('ZRANGE', sk.ring, 0, max - 1)
+  for _, t in ipairs(old) do
+    redis.call('ZREM', sk.ring, t)
+    shard_consider(sk, t)
+  end
+  return #old
 end
 
 local function shard_push(sk, t, payload, front)
@@ -46,20 +195,18 @@ local function shard_push(sk, t, payload, front)
     redis.call('LPUSH', sk.prefix .. t, payload)
   end
   redis.call('SADD', sk.tenants, t)
-  if shard_runnable(sk, t) then shard_ring_add(sk, t) end
+  return shard_consider(sk, t)
 end
 
--- Releases one running job of `t`; true when that put `t` back in the rotation
+-- Releases one running job of `t`; true when that put `t` back in the order
 -- (the caller then wakes an idle worker).
 local function shard_release(sk, t)
-  local r = redis.call('HINCRBY', sk.running, t, -1)
-  if r <= 0 then redis.call('HDEL', sk.running, t) end
-  if shard_runnable(sk, t) then
-    return shard_ring_add(sk, t)
-  elseif r <= 0 and redis.call('LLEN', sk.prefix .. t) == 0 then
+  local r = shard_add_running(sk, t, -1)
+  local entered = shard_consider(sk, t)
+  if r == 0 and redis.call('LLEN', sk.prefix .. t) == 0 then
     redis.call('SREM', sk.tenants, t)
   end
-  return false
+  return entered
 end
 
 -- The tenant of an inbox entry pushed by a producer that knows nothing of
@@ -88,23 +235,53 @@ local function shard_drain_inbox(sk, inbox, max)
   end
 end
 
--- Pops the next runnable tenant and its oldest job. A tenant found at its limit
--- (a limit lowered at runtime) is dropped from the ring: it returns when one of
--- its jobs finishes or its limit is raised. Bounded: never walks all tenants.
-local function shard_reserve(sk)
+-- Dispatches the next job: the tenant under its floor with the smallest pass,
+-- else the smallest pass of all; its oldest job; its pass advanced by
+-- 1 / weight. A tenant found at its cap (lowered at runtime) leaves the order
+-- until one of its jobs ends or its cap is raised. Bounded: never walks all
+-- tenants. `served` (a HASH, one per minute) counts dispatches per tenant (the
+-- caller adds the call's total to field `*`).
+local function shard_reserve(sk, served)
   for _ = 1, 32 do
-    local popped = redis.call('ZPOPMIN', sk.ring)
-    if #popped == 0 then return nil end
-    local t = popped[1]
-    local limit = shard_limit(sk, t)
-    local running = shard_running(sk, t)
-    if limit == nil or running < limit then
+    local top = {}
+    local floored = false
+    if shard_memo.floor_any ~= false then
+      top = redis.call('ZRANGE', sk.floorq, 0, 0, 'WITHSCORES')
+      floored = #top > 0
+      if not floored then shard_memo.floor_any = false end
+    end
+    if not floored then top = redis.call('ZRANGE', sk.ready, 0, 0, 'WITHSCORES') end
+    if #top == 0 then return nil end
+    local t = string.sub(top[1], 16)
+    local pass = tonumber(top[2])
+    local p = shard_policy_of(sk, t)
+    if p.cap ~= nil and shard_running(sk, t) >= p.cap then
+      shard_remember(sk, t, shard_unready(sk, t, top[1]))
+    else
       local job = redis.call('RPOP', sk.prefix .. t)
-      if job then
-        redis.call('HINCRBY', sk.running, t, 1)
-        if (limit == nil or running + 1 < limit) and redis.call('LLEN', sk.prefix .. t) > 0 then
-          redis.call('ZADD', sk.ring, redis.call('INCR', sk.seq), t)
+      if not job then
+        shard_remember(sk, t, shard_unready(sk, t, top[1]))
+      else
+        local running = shard_add_running(sk, t, 1)
+        if not floored and pass > shard_vt(sk) then
+          shard_memo.clock = pass
+          shard_memo.clock_dirty = true
         end
+        local next_pass = pass + 1 / p.weight
+        if (p.cap == nil or running < p.cap) and redis.call('LLEN', sk.prefix .. t) > 0 then
+          -- Still runnable: same member, later pass (its place in ties is kept).
+          local m = top[1]
+          redis.call('ZADD', sk.ready, fj_num(next_pass), m)
+          if running < p.floor then
+            redis.call('ZADD', sk.floorq, fj_num(next_pass), m)
+          elseif floored or p.floor > 0 then
+            redis.call('ZREM', sk.floorq, m)
+          end
+        else
+          shard_unready(sk, t, top[1])
+          shard_remember(sk, t, next_pass)
+        end
+        redis.call('HINCRBY', served, t, 1)
         return t, job
       end
     end

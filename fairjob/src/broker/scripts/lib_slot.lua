@@ -2,6 +2,9 @@
 -- keys share one hash tag: limit (STRING, the runtime override), holders (ZSET
 -- holder id -> acquired at ms), reserved (HASH jid -> expiry ms: slots kept for
 -- released waiters between their release and their start), waiters (LIST).
+-- In Redis Cluster mode a key's keys also include `releasing` (ZSET entry ->
+-- lease expiry ms): released waiters staged there for the caller to deliver
+-- to their queues, which live in other slots.
 -- A waiter entry is length-prefixed fields ("<len>:<bytes>"), so queue names and
 -- payloads may hold any byte: jid, queue name, encoded queue name, payload. Key
 -- names are never stored: a released waiter goes to `<queue prefix><name>` and
@@ -55,14 +58,48 @@ local function slot_release_waiters(lk, default, ttl_ms, now, qp, wp)
     if not e then break end
     local f = slot_fields(e)
     local jid, queue, encq, payload = f[1], f[2], f[3], f[4]
-    redis.call('RPUSH', qp.prefix .. queue, payload)
-    redis.call('LPUSH', wp.prefix .. encq, '1')
-    redis.call('LTRIM', wp.prefix .. encq, 0, 0)
+    if lk.releasing then
+      -- Redis Cluster: the queue is in another slot. Staged under a lease;
+      -- the caller delivers it and drops it from here (the reaper delivers
+      -- entries whose lease ran out).
+      redis.call('ZADD', lk.releasing, now + tonumber(ttl_ms), e)
+      lk.out[#lk.out + 1] = e
+    else
+      redis.call('RPUSH', qp.prefix .. queue, payload)
+      redis.call('LPUSH', wp.prefix .. encq, '1')
+      redis.call('LTRIM', wp.prefix .. encq, 0, 0)
+    end
     redis.call('HSET', lk.reserved, jid, now + tonumber(ttl_ms))
     free = free - 1
     released = released + 1
   end
   return released
+end
+
+-- Takes a slot for holder `holder` (job `jid`) if one is free or was reserved
+-- for the job as a released waiter. Returns true when taken.
+local function slot_try_take(lk, default, holder, jid)
+  local now = slot_now_ms()
+  local limit = slot_limit(lk, default)
+  local reserved = slot_reserved(lk, now)
+  local mine = redis.call('HDEL', lk.reserved, jid) == 1
+  if mine or redis.call('ZCARD', lk.holders) + reserved < limit then
+    redis.call('ZADD', lk.holders, now, holder)
+    return true
+  end
+  return false
+end
+
+-- The keys of a slot limit from KEYS[first..]; in cluster mode (`staged`),
+-- KEYS[first + 4] is the releasing set.
+local function slot_keys(first, staged)
+  local lk = { limit = KEYS[first], holders = KEYS[first + 1], reserved = KEYS[first + 2],
+    waiters = KEYS[first + 3] }
+  if staged then
+    lk.releasing = KEYS[first + 4]
+    lk.out = {}
+  end
+  return lk
 end
 
 -- A finished job gives back the slot it held: forgotten in the worker's slot

@@ -4,25 +4,43 @@
 -- and choose its queue by the rules (the last matching rule wins), then push it
 -- to a plain queue or a tenant shard and wake an idle worker.
 --
--- KEYS[1] = queues set when ARGV[3] is '1' (the batch has a plain candidate;
---   a push to a sharded queue alone stays in the queue's cluster slot, and the
---   worker announces the queue); then, per job, the keys named below, in order.
+-- The batch first lists the queues its jobs may go to, once each; a job's
+-- candidates are indices into that list.
+-- KEYS[1] = queues set when ARGV[3] is '1' (the batch has a plain queue; a push
+--   to sharded queues alone stays in their cluster slot, and the worker
+--   announces them); then each queue's keys, then each job's keys.
 -- ARGV[1] = clock offset (seconds, tests only), ARGV[2] = number of jobs,
---   ARGV[3] = '1' or '0'; per job:
---   src member ('' = none)                       [KEY: promoting zset]
---   window member 'jid:<jid>' ('' = no reroute)  [KEY: window zset]
---     max window seconds, rule count, then per rule: threshold, per seconds
---   payload before the queue value, payload after it
---   candidate count, then per candidate: queue name, queue JSON string, kind
+--   ARGV[3] = '1' or '0', ARGV[4] = number of queues; per queue:
+--     name, JSON string of the name, kind
 --     kind 'p': [KEYS: list, wake]
---     kind 's': encoded tenant, shard prefix [KEYS: ring, seq, running, limits, tenants, wake]
+--     kind 's': shard prefix [KEYS: the shard state (ShardKeys::state()), wake]
+--   then per job:
+--     src member ('' = none)                       [KEY: promoting zset]
+--     window member 'jid:<jid>' ('' = no reroute)  [KEY: window zset]
+--       max window seconds, rule count, then per rule: threshold, per seconds
+--     payload before the queue value, payload after it
+--     encoded tenant (for a sharded queue), candidate count, candidate queue indices
 -- Returns, per job, the 1-based index of the chosen candidate, or 0 when the
 -- source entry was already gone (another poller promoted it).
 
-local ki, ai = 1, 4
+local ki, ai = 1, 5
 if ARGV[3] == '1' then ki = 2 end
+local queues = {}
+for q = 1, tonumber(ARGV[4]) do
+  local queue = { name = ARGV[ai], qjson = ARGV[ai + 1], kind = ARGV[ai + 2] }
+  ai = ai + 3
+  if queue.kind == 'p' then
+    queue.list = KEYS[ki]; queue.wake = KEYS[ki + 1]; ki = ki + 2
+    queue.items = {}
+  else
+    queue.sk = shard_keys(ki, ARGV[ai]); ai = ai + 1
+    ki = ki + SHARD_NKEYS
+    queue.wake = KEYS[ki]; ki = ki + 1
+  end
+  queues[q] = queue
+end
 local results = {}
-local lists, list_order = {}, {}
+local woken = {}
 local now = nil
 for jn = 1, tonumber(ARGV[2]) do
   local src = ARGV[ai]; ai = ai + 1
@@ -37,22 +55,11 @@ for jn = 1, tonumber(ARGV[2]) do
       rules[r] = { tonumber(ARGV[ai]), tonumber(ARGV[ai + 1]) }; ai = ai + 2
     end
   end
-  local before, after = ARGV[ai], ARGV[ai + 1]; ai = ai + 2
+  local before, after, tenant = ARGV[ai], ARGV[ai + 1], ARGV[ai + 2]; ai = ai + 3
   local cands = {}
   local ncand = tonumber(ARGV[ai]); ai = ai + 1
   for c = 1, ncand do
-    local cand = { name = ARGV[ai], qjson = ARGV[ai + 1], kind = ARGV[ai + 2] }
-    ai = ai + 3
-    if cand.kind == 'p' then
-      cand.list_ki = ki; cand.wake_ki = ki + 1; ki = ki + 2
-    else
-      cand.t = ARGV[ai]
-      cand.sk = { ring = KEYS[ki], seq = KEYS[ki + 1], running = KEYS[ki + 2], limits = KEYS[ki + 3],
-                  tenants = KEYS[ki + 4], prefix = ARGV[ai + 1] }
-      cand.wake = KEYS[ki + 5]
-      ki = ki + 6; ai = ai + 2
-    end
-    cands[c] = cand
+    cands[c] = queues[tonumber(ARGV[ai])]; ai = ai + 1
   end
 
   if src_key and redis.call('ZREM', src_key, src) == 0 then
@@ -61,40 +68,33 @@ for jn = 1, tonumber(ARGV[2]) do
     local chosen = 1
     if wkey then
       if not now then now = math.floor(redis_now(ARGV[1])) end
-      redis.call('ZADD', wkey, now, member)
-      redis.call('ZREMRANGEBYSCORE', wkey, '-inf', '(' .. (now - maxw))
-      redis.call('EXPIRE', wkey, maxw)
-      for r = 1, #rules do
-        local count = redis.call('ZCOUNT', wkey, now - rules[r][2], '+inf')
-        if rules[r][1] < count then chosen = r + 1 end
-      end
+      chosen = window_choose(wkey, now, member, maxw, rules)
     end
-    local cand = cands[chosen]
-    local payload = before .. cand.qjson .. after
-    if cand.kind == 'p' then
+    local queue = cands[chosen]
+    local payload = before .. queue.qjson .. after
+    if queue.kind == 'p' then
       -- Plain queues are written once per batch, below (one LPUSH per list).
-      local l = lists[KEYS[cand.list_ki]]
-      if not l then
-        l = { name = cand.name, list_ki = cand.list_ki, wake_ki = cand.wake_ki, items = {} }
-        lists[KEYS[cand.list_ki]] = l
-        list_order[#list_order + 1] = l
-      end
-      l.items[#l.items + 1] = payload
+      queue.items[#queue.items + 1] = payload
     else
-      shard_push(cand.sk, cand.t, payload, false)
-      redis.call('LPUSH', cand.wake, '1')
-      redis.call('LTRIM', cand.wake, 0, 0)
+      shard_push(queue.sk, tenant, payload, false)
+      woken[queue] = true
     end
     results[jn] = chosen
   end
 end
--- Each list is written through the KEYS entry of its first job.
-for _, l in ipairs(list_order) do
-  redis.call('SADD', KEYS[1], l.name)
-  for i = 1, #l.items, 500 do
-    redis.call('LPUSH', KEYS[l.list_ki], unpack(l.items, i, math.min(i + 499, #l.items)))
+for _, queue in ipairs(queues) do
+  if queue.kind == 'p' and #queue.items > 0 then
+    redis.call('SADD', KEYS[1], queue.name)
+    for i = 1, #queue.items, 500 do
+      redis.call('LPUSH', queue.list, unpack(queue.items, i, math.min(i + 499, #queue.items)))
+    end
+    woken[queue] = true
   end
-  redis.call('LPUSH', KEYS[l.wake_ki], '1')
-  redis.call('LTRIM', KEYS[l.wake_ki], 0, 0)
+end
+for _, queue in ipairs(queues) do
+  if woken[queue] then
+    redis.call('LPUSH', queue.wake, '1')
+    redis.call('LTRIM', queue.wake, 0, 0)
+  end
 end
 return results

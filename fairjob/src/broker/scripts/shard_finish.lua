@@ -7,22 +7,20 @@
 -- when that makes the tenant runnable again. Every key is in the queue's slot;
 -- the caller counts fenced completions and undoes its retry/dead write.
 --
--- KEYS[1..7] = in-progress hash, ring, seq, running, limits, tenants, wake.
+-- KEYS[1] = in-progress hash, KEYS[2..12] = the shard state, KEYS[13] = wake.
 -- ARGV[1] = token, ARGV[2] = 'done' | 'front', ARGV[3] = payload (front),
 --   ARGV[4] = shard prefix, ARGV[5] = encoded tenant.
 -- Returns 1, or 0 when fenced.
 
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
-local sk = { ring = KEYS[2], seq = KEYS[3], running = KEYS[4], limits = KEYS[5], tenants = KEYS[6],
-             prefix = ARGV[4] }
+local sk = shard_keys(2, ARGV[4])
 local wake = false
 if ARGV[2] == 'front' then
-  shard_push(sk, ARGV[5], ARGV[3], true)
-  wake = true
+  if shard_push(sk, ARGV[5], ARGV[3], true) then wake = true end
 end
 if shard_release(sk, ARGV[5]) then wake = true end
 if wake then
-  redis.call('LPUSH', KEYS[7], '1')
-  redis.call('LTRIM', KEYS[7], 0, 0)
+  redis.call('LPUSH', KEYS[13], '1')
+  redis.call('LTRIM', KEYS[13], 0, 0)
 end
 return 1

@@ -3,26 +3,20 @@
 -- sharded queue), where it holds no worker until a slot frees.
 -- KEYS[1..4] = limit, holders, reserved, waiters; KEYS[5] = in-progress hash;
 --   KEYS[6] = limits registry set; KEYS[7] = this worker's slot record (token -> key);
---   for a sharded job KEYS[8..12] = ring, seq, running, limits, tenants.
+--   for a sharded job KEYS[8..18] = the shard state (ShardKeys::state()).
 -- ARGV[1] = default limit, ARGV[2] = holder id, ARGV[3] = jid, ARGV[4] = token,
 --   ARGV[5] = waiter entry, ARGV[6] = registry member, ARGV[7] = slot record value,
 --   ARGV[8] = '' or shard prefix, ARGV[9] = encoded tenant.
 -- Returns 1 (slot taken), 0 (parked) or -1 (the job is no longer this worker's).
-local lk = { limit = KEYS[1], holders = KEYS[2], reserved = KEYS[3], waiters = KEYS[4] }
-local now = slot_now_ms()
-local limit = slot_limit(lk, ARGV[1])
-local reserved = slot_reserved(lk, now)
+local lk = slot_keys(1, false)
 redis.call('SADD', KEYS[6], ARGV[6])
-local mine = redis.call('HDEL', lk.reserved, ARGV[3]) == 1
-if mine or redis.call('ZCARD', lk.holders) + reserved < limit then
-  redis.call('ZADD', lk.holders, now, ARGV[2])
+if slot_try_take(lk, ARGV[1], ARGV[2], ARGV[3]) then
   redis.call('HSET', KEYS[7], ARGV[4], ARGV[7])
   return 1
 end
 if redis.call('HDEL', KEYS[5], ARGV[4]) == 0 then return -1 end
 redis.call('RPUSH', lk.waiters, ARGV[5])
 if ARGV[8] ~= '' then
-  local sk = { ring = KEYS[8], seq = KEYS[9], running = KEYS[10], limits = KEYS[11], tenants = KEYS[12], prefix = ARGV[8] }
-  shard_release(sk, ARGV[9])
+  shard_release(shard_keys(8, ARGV[8]), ARGV[9])
 end
 return 0

@@ -1,0 +1,198 @@
+//! The JSON twins: `/api` + each page's path returns the view the page
+//! renders, serialized (arguments redacted the same way), and `POST` to
+//! `/api/…` runs the same actions, answering `{ "ok": true, "message": … }`.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderMap, Uri};
+use axum::response::{IntoResponse, Response};
+use fairjob::broker::JobSet;
+
+use crate::error::WebError;
+use crate::security::{self, Caller};
+use crate::state::Shared;
+use crate::views::{self, get, num, parse_pairs};
+
+type S = State<Arc<Shared>>;
+type C = Extension<Caller>;
+
+fn query(uri: &Uri) -> Vec<(String, String)> {
+    parse_pairs(uri.query().unwrap_or(""))
+}
+
+fn json<T: serde::Serialize>(v: T) -> Response {
+    Json(v).into_response()
+}
+
+/// `GET /api/`.
+pub(crate) async fn overview(State(s): S) -> Result<Response, WebError> {
+    Ok(json(views::overview(&s).await?))
+}
+
+/// `GET /api/queues`.
+pub(crate) async fn queues(State(s): S) -> Result<Response, WebError> {
+    Ok(json(views::queues(&s).await?))
+}
+
+/// `GET /api/tenants?q=`.
+pub(crate) async fn tenants(State(s): S, uri: Uri) -> Result<Response, WebError> {
+    let q = query(&uri);
+    Ok(json(views::tenants(&s, get(&q, "q").unwrap_or("")).await?))
+}
+
+/// `GET /api/tenants/{tenant}`.
+pub(crate) async fn tenant(State(s): S, Path(tenant): Path<String>) -> Result<Response, WebError> {
+    Ok(json(views::tenant(&s, &tenant, true).await?))
+}
+
+/// `GET /api/explain?jid=&tenant=&cursor=&budget=`.
+pub(crate) async fn explain(State(s): S, uri: Uri) -> Result<Response, WebError> {
+    let q = query(&uri);
+    let jid = get(&q, "jid").ok_or_else(|| WebError::BadRequest("`jid` is required".into()))?;
+    Ok(json(
+        views::explain(
+            &s,
+            jid,
+            get(&q, "tenant"),
+            get(&q, "cursor"),
+            num(&q, "budget")?,
+        )
+        .await?,
+    ))
+}
+
+/// `GET /api/shards/{queue}?cursor=`.
+pub(crate) async fn shards(
+    State(s): S,
+    Path(queue): Path<String>,
+    uri: Uri,
+) -> Result<Response, WebError> {
+    let q = query(&uri);
+    Ok(json(
+        views::shards(&s, &queue, num(&q, "cursor")?.unwrap_or(0)).await?,
+    ))
+}
+
+/// `GET /api/limits?cursor=&key=`.
+pub(crate) async fn limits(State(s): S, uri: Uri) -> Result<Response, WebError> {
+    let q = query(&uri);
+    Ok(json(
+        views::limits(&s, num(&q, "cursor")?.unwrap_or(0), get(&q, "key")).await?,
+    ))
+}
+
+async fn jobs(s: &Shared, set: JobSet, uri: &Uri) -> Result<Response, WebError> {
+    let q = query(uri);
+    let filter = views::job_filter(&q);
+    Ok(json(
+        views::jobs(s, set, &filter, num(&q, "cursor")?.unwrap_or(0)).await?,
+    ))
+}
+
+/// `GET /api/retries`.
+pub(crate) async fn retries(State(s): S, uri: Uri) -> Result<Response, WebError> {
+    jobs(&s, JobSet::Retry, &uri).await
+}
+/// `GET /api/scheduled`.
+pub(crate) async fn scheduled(State(s): S, uri: Uri) -> Result<Response, WebError> {
+    jobs(&s, JobSet::Scheduled, &uri).await
+}
+/// `GET /api/dead`.
+pub(crate) async fn dead(State(s): S, uri: Uri) -> Result<Response, WebError> {
+    jobs(&s, JobSet::Dead, &uri).await
+}
+
+/// `GET /api/busy`.
+pub(crate) async fn busy(State(s): S, uri: Uri) -> Result<Response, WebError> {
+    let q = query(&uri);
+    Ok(json(
+        views::busy(&s, num(&q, "cursor")?.unwrap_or(0)).await?,
+    ))
+}
+
+fn form(
+    s: &Shared,
+    caller: &Caller,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Vec<(String, String)>, WebError> {
+    let f = parse_pairs(&String::from_utf8_lossy(body));
+    security::check_post(s, caller, headers, get(&f, "csrf"))?;
+    security::check_actions(s)?;
+    Ok(f)
+}
+
+/// `POST /api/queues`.
+pub(crate) async fn post_queues(
+    State(s): S,
+    Extension(c): C,
+    h: HeaderMap,
+    b: Bytes,
+) -> Result<Response, WebError> {
+    let f = form(&s, &c, &h, &b)?;
+    Ok(json(views::act_queue(&s, &f).await?))
+}
+/// `POST /api/shards/{queue}`.
+pub(crate) async fn post_shards(
+    State(s): S,
+    Extension(c): C,
+    Path(queue): Path<String>,
+    h: HeaderMap,
+    b: Bytes,
+) -> Result<Response, WebError> {
+    let f = form(&s, &c, &h, &b)?;
+    Ok(json(views::act_shards(&s, &queue, &f).await?))
+}
+/// `POST /api/limits`.
+pub(crate) async fn post_limits(
+    State(s): S,
+    Extension(c): C,
+    h: HeaderMap,
+    b: Bytes,
+) -> Result<Response, WebError> {
+    let f = form(&s, &c, &h, &b)?;
+    Ok(json(views::act_limit(&s, &f).await?))
+}
+/// `POST /api/busy`.
+pub(crate) async fn post_busy(
+    State(s): S,
+    Extension(c): C,
+    h: HeaderMap,
+    b: Bytes,
+) -> Result<Response, WebError> {
+    let f = form(&s, &c, &h, &b)?;
+    Ok(json(views::act_busy(&s, &f).await?))
+}
+/// `POST /api/retries`.
+pub(crate) async fn post_retries(
+    State(s): S,
+    Extension(c): C,
+    h: HeaderMap,
+    b: Bytes,
+) -> Result<Response, WebError> {
+    let f = form(&s, &c, &h, &b)?;
+    Ok(json(views::act_jobs(&s, JobSet::Retry, &f).await?))
+}
+/// `POST /api/scheduled`.
+pub(crate) async fn post_scheduled(
+    State(s): S,
+    Extension(c): C,
+    h: HeaderMap,
+    b: Bytes,
+) -> Result<Response, WebError> {
+    let f = form(&s, &c, &h, &b)?;
+    Ok(json(views::act_jobs(&s, JobSet::Scheduled, &f).await?))
+}
+/// `POST /api/dead`.
+pub(crate) async fn post_dead(
+    State(s): S,
+    Extension(c): C,
+    h: HeaderMap,
+    b: Bytes,
+) -> Result<Response, WebError> {
+    let f = form(&s, &c, &h, &b)?;
+    Ok(json(views::act_jobs(&s, JobSet::Dead, &f).await?))
+}

@@ -1,0 +1,108 @@
+//! [`WebConfig`]: what the dashboard may do and who may see it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Rewrites a job's arguments (JSON) for display: `(class, args) -> shown`.
+pub(crate) type RedactFn = dyn Fn(&str, &str) -> String + Send + Sync;
+
+/// The dashboard's settings.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct WebConfig {
+    /// Whether the actions (retry, delete, kill, add to queue, pause,
+    /// resume, quiet, stop, edit limits and shard policy) are enabled.
+    /// Default false: read-only.
+    pub actions: bool,
+    /// A token every route requires (`Authorization: Bearer <token>`, or the
+    /// login form's cookie). Default none.
+    pub token: Option<String>,
+    /// How often pages refresh their live parts (default 5 s).
+    pub refresh: Duration,
+    /// The shortest refresh interval the server allows a browser session
+    /// (default 2 s); faster refreshes get 429.
+    pub min_refresh: Duration,
+    /// Origins besides the request's own `Host` that may POST (a reverse
+    /// proxy's public origin, e.g. `https://ops.example.com`).
+    pub allowed_origins: Vec<String>,
+    pub(crate) redact: Option<Arc<RedactFn>>,
+}
+
+impl Default for WebConfig {
+    fn default() -> Self {
+        WebConfig {
+            actions: false,
+            token: None,
+            refresh: Duration::from_secs(5),
+            min_refresh: Duration::from_secs(2),
+            allowed_origins: Vec::new(),
+            redact: None,
+        }
+    }
+}
+
+impl fmt::Debug for WebConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebConfig")
+            .field("actions", &self.actions)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("refresh", &self.refresh)
+            .field("min_refresh", &self.min_refresh)
+            .field("allowed_origins", &self.allowed_origins)
+            .field("redact_args", &self.redact.is_some())
+            .finish()
+    }
+}
+
+impl WebConfig {
+    /// Enables (or disables) the actions.
+    #[must_use]
+    pub fn actions(mut self, on: bool) -> Self {
+        self.actions = on;
+        self
+    }
+
+    /// Requires `token` on every route (an empty token means none).
+    #[must_use]
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        let t = token.into();
+        self.token = (!t.is_empty()).then_some(t);
+        self
+    }
+
+    /// How often pages refresh their live parts (at least the minimum).
+    #[must_use]
+    pub fn refresh(mut self, every: Duration) -> Self {
+        self.refresh = every;
+        self
+    }
+
+    /// Allows POSTs from another origin (e.g. a reverse proxy's).
+    #[must_use]
+    pub fn allowed_origin(mut self, origin: impl Into<String>) -> Self {
+        self.allowed_origins.push(origin.into());
+        self
+    }
+
+    /// Rewrites every job's arguments before they are shown (HTML and JSON):
+    /// `f(class, args_json) -> shown`, e.g. to hide secrets.
+    #[must_use]
+    pub fn redact_args(mut self, f: impl Fn(&str, &str) -> String + Send + Sync + 'static) -> Self {
+        self.redact = Some(Arc::new(f));
+        self
+    }
+
+    /// The refresh interval in force, whole seconds.
+    pub(crate) fn refresh_secs(&self) -> u64 {
+        self.refresh.max(self.min_refresh).as_secs().max(1)
+    }
+
+    /// `args` as shown for `class`.
+    pub(crate) fn show_args(&self, class: &str, args: &str) -> String {
+        match &self.redact {
+            Some(f) => f(class, args),
+            None => args.to_owned(),
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! What every request shares: the client, the settings, the browser
+//! sessions (CSRF token, login, last live refresh) and the classes this
+//! binary links. Sessions live in this process's memory, bounded.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use fairjob::Client;
+use fairjob::broker::admin::ClassInfo;
+
+use crate::config::WebConfig;
+
+/// Sessions kept at most; the oldest go first.
+pub(crate) const MAX_SESSIONS: usize = 10_000;
+
+/// One browser session.
+#[derive(Debug, Clone)]
+pub(crate) struct Session {
+    /// The CSRF token its forms carry.
+    pub csrf: String,
+    /// Whether it logged in with the token.
+    pub authed: bool,
+    /// When it ends.
+    pub expires: Instant,
+    /// Last live refresh per page.
+    pub last_live: HashMap<String, Instant>,
+}
+
+/// State shared by every request.
+pub(crate) struct Shared {
+    pub client: Client,
+    pub config: WebConfig,
+    pub sessions: Mutex<HashMap<String, Session>>,
+    /// Classes registered in this binary (merged with those workers publish).
+    pub local_classes: Vec<ClassInfo>,
+}

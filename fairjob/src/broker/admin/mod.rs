@@ -1,0 +1,243 @@
+//! Read views of fairjob's state in Redis, typed and bounded, for the
+//! `fairjob-worker` commands, the dashboard and the metrics sampler.
+//!
+//! Every view is a bounded number of cheap reads: counts Redis keeps (`LLEN`,
+//! `ZCARD`, `HLEN`, `SCARD`) are read, lists of things come in pages of at most
+//! [`MAX_PAGE`] rows with a cursor to resume, and nothing uses `KEYS`. A walk
+//! over a set that can be large (tenants of a sharded queue, reroute windows)
+//! is a resumable scan that says how far it got.
+
+mod classes;
+mod explain;
+pub mod format;
+mod jobs;
+mod limits;
+mod processes;
+mod queues;
+mod shards;
+mod tenant;
+mod waits;
+mod windows;
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+pub use classes::{ClassInfo, MAX_CLASSES};
+pub use explain::{EXPLAIN_BUDGET, EXPLAIN_MAX_BUDGET, Explanation, JobSummary, Location, Reason};
+pub use jobs::{JobEntry, JobFilter, JobPage, SCAN_BUDGET};
+pub use limits::{LimitDetail, LimitPage, LimitRow, SlotHolder, SlotWaiter};
+pub use processes::{ProcessPage, ProcessRow, RunningJob};
+pub use queues::{
+    BlockReason, Blocked, FetchPlan, MAX_QUEUES, MEASURED_MINUTES, OverviewView, PlanTier,
+    QueueState, QueuesView, SCHEDULED_SAMPLE, SHARD_COUNT_PAGES, class_of_limit, planned_shares,
+};
+pub use shards::{SHARE_MINUTES, ShardRow, ShardView};
+pub use tenant::{RerouteState, RuleState, TENANT_SET_SCAN, TenantQueue, TenantView};
+pub use waits::{Finished, LongWait, MAX_MINUTES, RECENT_MINUTES, Throughput, WaitSummary};
+pub use windows::{WindowPage, WindowRow};
+
+use super::RedisBroker;
+use crate::error::Result;
+
+/// The most rows one page of a view holds.
+pub const MAX_PAGE: usize = 500;
+
+/// The most rows one page of the dashboard holds (and the views it reads).
+pub const WEB_PAGE: usize = 100;
+
+/// How many tenants of a sharded queue the overview sums pending jobs over
+/// before it reports the total as a lower bound.
+pub const OVERVIEW_TENANT_CAP: usize = 10_000;
+
+/// Where a paged view starts: `cursor` 0 is the beginning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Page {
+    /// Resume point (from the previous page's `next`).
+    pub cursor: u64,
+    /// Rows wanted (capped at [`MAX_PAGE`]).
+    pub count: usize,
+}
+
+impl Page {
+    /// The first page of `count` rows.
+    pub fn first(count: usize) -> Page {
+        Page {
+            cursor: 0,
+            count: count.clamp(1, MAX_PAGE),
+        }
+    }
+}
+
+/// The state of every queue, the sets and the fleet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Overview {
+    /// Per queue, by name.
+    pub queues: Vec<QueueRow>,
+    /// `schedule` size.
+    pub scheduled: u64,
+    /// `retry` size.
+    pub retries: u64,
+    /// `dead` size.
+    pub dead: u64,
+    /// `stat:processed`.
+    pub processed: u64,
+    /// `stat:failed`.
+    pub failed: u64,
+    /// Jobs recovered from dead workers.
+    pub recovered: u64,
+    /// Stale completions fenced.
+    pub fenced: u64,
+    /// Registered worker processes.
+    pub workers: Vec<WorkerRow>,
+}
+
+/// One queue's size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueRow {
+    /// The queue's name.
+    pub name: String,
+    /// Jobs waiting: the list, plus for a sharded queue its tenants' lists.
+    pub size: u64,
+    /// Whether `size` is exact (a sharded queue with more than
+    /// [`OVERVIEW_TENANT_CAP`] tenants is summed over that many only).
+    pub size_exact: bool,
+    /// For a sharded queue: tenants with pending or running jobs.
+    pub tenants: Option<u64>,
+    /// Entries in the list itself (for a sharded queue: its inbox).
+    pub list: u64,
+}
+
+/// A registered worker process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkerRow {
+    /// `host:pid:random`.
+    pub identity: String,
+    /// Whether its lease is alive.
+    pub alive: bool,
+    /// Jobs in its in-progress records.
+    pub in_progress: u64,
+}
+
+impl RedisBroker {
+    /// How many entries `key` holds (LLEN, ZCARD, HLEN, SCARD by its type; 0
+    /// for a missing key or a string).
+    pub async fn key_len(&self, key: &str) -> Result<u64> {
+        let kind: String = self.query(redis::cmd("TYPE").arg(key)).await?;
+        let cmd = match kind.as_str() {
+            "list" => "LLEN",
+            "zset" => "ZCARD",
+            "hash" => "HLEN",
+            "set" => "SCARD",
+            _ => return Ok(0),
+        };
+        self.query(redis::cmd(cmd).arg(key)).await
+    }
+
+    /// `key`'s time to live in seconds (-1: none, -2: no such key).
+    pub async fn key_ttl(&self, key: &str) -> Result<i64> {
+        self.query(redis::cmd("TTL").arg(key)).await
+    }
+
+    /// Every queue's size, the sets, the counters and the workers.
+    pub async fn overview(&self) -> Result<Overview> {
+        let k = &self.keys;
+        let plain: BTreeSet<String> = self.query(redis::cmd("SMEMBERS").arg(k.queues())).await?;
+        let sharded: BTreeSet<String> = self.sharded_queues().await?.into_iter().collect();
+        let names: Vec<&String> = plain.union(&sharded).collect();
+        let mut pipe = redis::pipe();
+        for q in &names {
+            pipe.llen(k.queue(q));
+        }
+        pipe.zcard(k.schedule())
+            .zcard(k.retry())
+            .zcard(k.dead())
+            .get(k.stat_processed(None))
+            .get(k.stat_failed(None))
+            .get(k.stat("recovered"))
+            .get(k.stat("fenced"));
+        let values: Vec<redis::Value> = self.pipe(&pipe).await?;
+        let (lists, rest) = values.split_at(names.len());
+        let num = |v: &redis::Value| -> u64 {
+            redis::FromRedisValue::from_redis_value_ref(v)
+                .ok()
+                .flatten()
+                .unwrap_or(0)
+        };
+        let mut queues = Vec::with_capacity(names.len());
+        for (q, list) in names.iter().zip(lists) {
+            let list = num(list);
+            let mut row = QueueRow {
+                name: (*q).clone(),
+                size: list,
+                size_exact: true,
+                tenants: None,
+                list,
+            };
+            if sharded.contains(*q) {
+                let (tenants, pending, exact) = self.shard_pending(q).await?;
+                row.tenants = Some(tenants);
+                row.size += pending;
+                row.size_exact = exact;
+            }
+            queues.push(row);
+        }
+        let mut workers = Vec::new();
+        for (identity, alive) in self.workers_alive().await? {
+            let in_progress = self.in_progress(&identity).await?;
+            workers.push(WorkerRow {
+                identity,
+                alive,
+                in_progress,
+            });
+        }
+        Ok(Overview {
+            queues,
+            scheduled: num(&rest[0]),
+            retries: num(&rest[1]),
+            dead: num(&rest[2]),
+            processed: num(&rest[3]),
+            failed: num(&rest[4]),
+            recovered: num(&rest[5]),
+            fenced: num(&rest[6]),
+            workers,
+        })
+    }
+
+    /// A sharded queue's tenant count and pending jobs summed over at most
+    /// [`OVERVIEW_TENANT_CAP`] tenants (`exact` when that was all of them).
+    async fn shard_pending(&self, queue: &str) -> Result<(u64, u64, bool)> {
+        let sk = self.keys.shard(queue);
+        let tenants: u64 = self.query(redis::cmd("SCARD").arg(&sk.tenants)).await?;
+        let mut pending = 0;
+        let mut seen = 0usize;
+        let mut cursor = 0u64;
+        loop {
+            let (next, batch): (u64, Vec<String>) = self
+                .query(
+                    redis::cmd("SSCAN")
+                        .arg(&sk.tenants)
+                        .arg(cursor)
+                        .arg("COUNT")
+                        .arg(MAX_PAGE),
+                )
+                .await?;
+            if !batch.is_empty() {
+                let mut pipe = redis::pipe();
+                for t in &batch {
+                    pipe.llen(format!("{}{}", sk.shard_prefix, t));
+                }
+                let lens: Vec<u64> = self.pipe(&pipe).await?;
+                pending += lens.iter().sum::<u64>();
+                seen += batch.len();
+            }
+            cursor = next;
+            if cursor == 0 {
+                return Ok((tenants, pending, true));
+            }
+            if seen >= OVERVIEW_TENANT_CAP {
+                return Ok((tenants, pending, false));
+            }
+        }
+    }
+}

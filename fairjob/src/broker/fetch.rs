@@ -1,0 +1,187 @@
+//! Reserve jobs: `fetch.lua` moves jobs from Sidekiq's plain queue lists into
+//! a worker's in-progress record, each from the first non-empty queue of its
+//! own order; `shard_fetch.lua` does the same for one tenant-sharded queue,
+//! every key in that queue's cluster slot. Which orders to ask, and in which
+//! rounds, is the worker's business (`worker/fetch.rs`).
+
+use redis::{FromRedisValue, Value};
+
+use super::scripts::{FETCH, SHARD_FETCH};
+use super::{RedisBroker, ShardKeys, keys};
+use crate::error::Result;
+
+/// A reserved job: its in-progress token and raw payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reserved {
+    /// The field of the in-progress record (see [`super::Token`]).
+    pub token: String,
+    /// The payload's bytes as Redis holds them.
+    pub raw: Vec<u8>,
+}
+
+/// A plain queue as `fetch.lua` sees it, prepared once per worker.
+#[derive(Debug, Clone)]
+pub(crate) struct PlainQueue {
+    list: String,
+    suffix: String,
+    /// In cluster mode, the worker's in-progress record of this queue (in
+    /// its slot): the queue is then fetched on its own
+    /// ([`RedisBroker::fetch_plain_alone`]), not with the others.
+    own_record: Option<String>,
+}
+
+impl PlainQueue {
+    /// True when this queue is fetched by a call of its own (cluster mode).
+    pub(crate) fn alone(&self) -> bool {
+        self.own_record.is_some()
+    }
+}
+
+/// A tenant-sharded queue as `shard_fetch.lua` sees it, with this worker's
+/// in-progress record of it.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct ShardQueue {
+    sk: ShardKeys,
+    identity: String,
+    inflight: String,
+    suffix: String,
+}
+
+impl RedisBroker {
+    /// The keys of plain queue `name` for `identity`.
+    pub(crate) fn plain_queue(&self, name: &str, identity: &str) -> PlainQueue {
+        PlainQueue {
+            list: self.keys.queue(name),
+            suffix: format!("|{}", keys::encode(name)),
+            own_record: self
+                .is_cluster()
+                .then(|| self.keys.shard(name).inflight(identity)),
+        }
+    }
+
+    /// Reserves up to `n` jobs of one plain queue fetched on its own (cluster
+    /// mode: `fetch.lua` with the worker's record of the queue, in its slot).
+    pub(crate) async fn fetch_plain_alone(
+        &self,
+        queue: &PlainQueue,
+        n: usize,
+        seq: u64,
+    ) -> Result<Vec<Reserved>> {
+        let record = queue
+            .own_record
+            .as_ref()
+            .expect("a queue fetched alone has its own record");
+        let mut inv = FETCH.call();
+        inv.key(record).key(&queue.list);
+        inv.arg(n).arg(1).arg(seq).arg(&queue.suffix);
+        for _ in 0..n {
+            inv.arg(1).arg(1);
+        }
+        let reply: Vec<Value> = self.invoke(&inv).await?;
+        let mut out = Vec::with_capacity(reply.len() / 3);
+        let mut it = reply.into_iter();
+        while let (Some(_), Some(token), Some(raw)) = (it.next(), it.next(), it.next()) {
+            out.push(reserved(token, raw));
+        }
+        Ok(out)
+    }
+
+    /// The keys of sharded queue `name` and `identity`'s record of it.
+    #[doc(hidden)]
+    pub fn shard_queue(&self, name: &str, identity: &str) -> ShardQueue {
+        let sk = self.keys.shard(name);
+        let inflight = sk.inflight(identity);
+        ShardQueue {
+            sk,
+            identity: identity.to_owned(),
+            inflight,
+            suffix: format!("|{}", keys::encode(name)),
+        }
+    }
+
+    /// Reserves at most one job per order from plain queues into `identity`'s
+    /// record. `orders[i]` lists indices into `queues`, most wanted first.
+    /// Returns `(order, job)` for each order served; tokens are numbered from `seq`.
+    pub(crate) async fn fetch_plain(
+        &self,
+        identity: &str,
+        queues: &[PlainQueue],
+        orders: &[Vec<usize>],
+        seq: u64,
+    ) -> Result<Vec<(usize, Reserved)>> {
+        let mut inv = FETCH.call();
+        inv.key(self.keys.inflight(identity));
+        inv.arg(orders.len()).arg(queues.len()).arg(seq);
+        for q in queues {
+            inv.key(&q.list).arg(&q.suffix);
+        }
+        for order in orders {
+            inv.arg(order.len());
+            for q in order {
+                inv.arg(q + 1);
+            }
+        }
+        let reply: Vec<Value> = self.invoke(&inv).await?;
+        let mut out = Vec::with_capacity(reply.len() / 3);
+        let mut it = reply.into_iter();
+        while let (Some(i), Some(token), Some(raw)) = (it.next(), it.next(), it.next()) {
+            let i = usize::from_redis_value(i).unwrap_or(0);
+            if let Some(order) = i.checked_sub(1) {
+                out.push((order, reserved(token, raw)));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reserves up to `n` jobs of one sharded queue, in its fair-share order;
+    /// tokens are numbered from `seq`. (Public, hidden, for the benchmarks
+    /// that time the script.)
+    #[doc(hidden)]
+    pub async fn fetch_shard(
+        &self,
+        queue: &ShardQueue,
+        n: usize,
+        seq: u64,
+    ) -> Result<Vec<Reserved>> {
+        let mut inv = SHARD_FETCH.call();
+        inv.key(&queue.sk.inbox);
+        for k in queue.sk.state() {
+            inv.key(k);
+        }
+        inv.key(&queue.inflight)
+            .key(queue.sk.served(epoch_minute()))
+            .key(&queue.sk.fetchers);
+        inv.arg(n)
+            .arg(seq)
+            .arg(&queue.suffix)
+            .arg(&queue.sk.shard_prefix)
+            .arg(INBOX_MOVE)
+            .arg(&queue.identity);
+        let reply: Vec<Value> = self.invoke(&inv).await?;
+        let mut out = Vec::with_capacity(reply.len() / 2);
+        let mut it = reply.into_iter();
+        while let (Some(token), Some(raw)) = (it.next(), it.next()) {
+            out.push(reserved(token, raw));
+        }
+        Ok(out)
+    }
+}
+
+/// Inbox entries one `shard_fetch.lua` call moves into shards at most (each
+/// costs a JSON decode in Lua; the bound keeps the script short).
+const INBOX_MOVE: usize = 50;
+
+/// The current minute since the epoch (the dispatch counts' bucket).
+pub(crate) fn epoch_minute() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 60)
+}
+
+fn reserved(token: Value, raw: Value) -> Reserved {
+    Reserved {
+        token: String::from_redis_value(token).unwrap_or_default(),
+        raw: Vec::<u8>::from_redis_value(raw).unwrap_or_default(),
+    }
+}

@@ -1,0 +1,318 @@
+//! A fetched job leaves its worker's in-progress record exactly once, fenced by
+//! its token: ack, retry, dead, or back to the front of its queue
+//! (`finish.lua`; `shard_finish.lua` and `slot_release.lua` for a job of a
+//! tenant-sharded queue), by its own worker or, for a dead worker's job, by a
+//! reaper.
+
+use std::time::Duration;
+
+use super::push::ZSet;
+use super::scripts::{FINISH, FRONT, SHARD_FINISH, SLOT_RELEASE};
+use super::slots::RESERVATION_TTL;
+use super::{RedisBroker, SlotHold, Token};
+use crate::error::Result;
+
+/// What happens to a fetched job when it leaves the in-progress record.
+#[derive(Debug, Clone, Copy)]
+pub enum Finish<'a> {
+    /// Done.
+    Ack,
+    /// To `retry`, due after `delay` by Redis's clock.
+    Retry {
+        /// The edited payload (retry count, error).
+        payload: &'a str,
+        /// The backoff.
+        delay: Duration,
+    },
+    /// To `dead`.
+    Dead {
+        /// The edited payload.
+        payload: &'a str,
+    },
+    /// Back to the front of its queue (next to run).
+    Front {
+        /// The payload.
+        payload: &'a str,
+    },
+}
+
+/// How a finish (or a recovery) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
+    /// The job left the record as asked.
+    Done,
+    /// The token was gone: the job had been recovered elsewhere. Nothing
+    /// changed, and the stale completion was counted (`fairjob:stat:fenced`).
+    Fenced,
+    /// A recovery found the owner's lease renewed: the job stays its own.
+    OwnerAlive,
+}
+
+impl RedisBroker {
+    /// Ends a job's stay in `identity`'s in-progress record (fenced by `token`).
+    pub(crate) async fn finish(
+        &self,
+        identity: &str,
+        token: &Token,
+        action: Finish<'_>,
+        clock_offset: i64,
+        slot: Option<&SlotHold>,
+    ) -> Result<Finished> {
+        self.finish_guarded(identity, token, action, clock_offset, slot, false)
+            .await
+    }
+
+    /// Recovers a job of `identity` (the reaper): the same step as [`Self::finish`],
+    /// done only if `identity`'s lease is still gone when the script runs, so a
+    /// worker that came back since the reaper looked keeps its job.
+    pub(crate) async fn recover(
+        &self,
+        identity: &str,
+        token: &Token,
+        action: Finish<'_>,
+        clock_offset: i64,
+        slot: Option<&SlotHold>,
+    ) -> Result<Finished> {
+        self.finish_guarded(identity, token, action, clock_offset, slot, true)
+            .await
+    }
+
+    async fn finish_guarded(
+        &self,
+        identity: &str,
+        token: &Token,
+        action: Finish<'_>,
+        clock_offset: i64,
+        slot: Option<&SlotHold>,
+        only_if_dead: bool,
+    ) -> Result<Finished> {
+        if token.is_sharded() || self.is_cluster() {
+            return self
+                .finish_split(identity, token, action, clock_offset, slot, only_if_dead)
+                .await;
+        }
+        if !only_if_dead && matches!(action, Finish::Ack) && slot.is_none() {
+            // The common case needs no script: one HDEL, fenced by the token.
+            let removed: i64 = self
+                .query(
+                    redis::cmd("HDEL")
+                        .arg(self.inflight_of(identity, token))
+                        .arg(&token.raw),
+                )
+                .await?;
+            if removed == 0 {
+                self.count("fenced", 1).await?;
+                return Ok(Finished::Fenced);
+            }
+            return Ok(Finished::Done);
+        }
+        let mut inv = FINISH.call();
+        inv.key(self.keys.inflight(identity))
+            .key(self.keys.stat("fenced"));
+        let (name, payload, delay): (&str, &[u8], f64) = match &action {
+            Finish::Ack => ("ack", b"", 0.0),
+            Finish::Retry { payload, delay } => ("retry", payload.as_bytes(), delay.as_secs_f64()),
+            Finish::Dead { payload } => ("dead", payload.as_bytes(), 0.0),
+            Finish::Front { payload } => ("front", payload.as_bytes(), 0.0),
+        };
+        let dest = match &action {
+            Finish::Retry { .. } => self.keys.retry(),
+            Finish::Dead { .. } => self.keys.dead(),
+            _ => self.keys.queue(&token.queue),
+        };
+        inv.key(dest).key(self.keys.wake(&token.queue));
+        inv.arg(token.raw.as_str())
+            .arg(name)
+            .arg(payload)
+            .arg(delay)
+            .arg(clock_offset);
+        match slot {
+            Some(hold) => self.slot_part(&mut inv, identity, hold),
+            None => {
+                inv.arg("").arg("").arg("").arg("").arg("");
+            }
+        }
+        if only_if_dead {
+            inv.arg("1").key(self.keys.lease(identity));
+        } else {
+            inv.arg("");
+        }
+        let done: i64 = self.invoke(&inv).await?;
+        Ok(match done {
+            1 => Finished::Done,
+            2 => Finished::OwnerAlive,
+            _ => Finished::Fenced,
+        })
+    }
+
+    /// [`Self::finish_guarded`] for a job of a tenant-sharded queue, and for
+    /// every job in cluster mode. The step that takes the job out of its
+    /// record (shard_finish.lua; for a plain queue an HDEL, or front.lua)
+    /// touches only keys in the queue's cluster slot; Sidekiq's `retry` and
+    /// `dead` sets and a held slot's keys live elsewhere, so those are
+    /// separate steps, ordered so that a crash between them repeats a job
+    /// rather than losing it: the retry/dead entry is written first and taken
+    /// back if the job turns out fenced.
+    async fn finish_split(
+        &self,
+        identity: &str,
+        token: &Token,
+        action: Finish<'_>,
+        clock_offset: i64,
+        slot: Option<&SlotHold>,
+        only_if_dead: bool,
+    ) -> Result<Finished> {
+        let sk = self.keys.shard(&token.queue);
+        if only_if_dead {
+            // The reaper saw the lease gone; look again just before the move (a
+            // worker that came back in between keeps its job).
+            let alive: bool = self
+                .query(redis::cmd("EXISTS").arg(self.keys.lease(identity)))
+                .await?;
+            if alive {
+                return Ok(Finished::OwnerAlive);
+            }
+        }
+        let written = match &action {
+            Finish::Retry { payload, delay } => {
+                self.zset_add(ZSet::Retry, delay.as_secs_f64(), payload, clock_offset)
+                    .await?;
+                Some((ZSet::Retry, *payload))
+            }
+            Finish::Dead { payload } => {
+                self.zset_add(ZSet::Dead, 0.0, payload, clock_offset)
+                    .await?;
+                Some((ZSet::Dead, *payload))
+            }
+            Finish::Ack | Finish::Front { .. } => None,
+        };
+        // The commit point: the job leaves the in-progress record.
+        let done: i64 = if token.is_sharded() {
+            let (name, payload): (&str, &[u8]) = match &action {
+                Finish::Front { payload } => ("front", payload.as_bytes()),
+                _ => ("done", b""),
+            };
+            let mut inv = SHARD_FINISH.call();
+            inv.key(sk.inflight(identity));
+            for k in sk.state() {
+                inv.key(k);
+            }
+            inv.key(&sk.wake);
+            inv.arg(token.raw.as_str())
+                .arg(name)
+                .arg(payload)
+                .arg(&sk.shard_prefix)
+                .arg(token.tenant.as_deref().unwrap_or_default());
+            self.invoke(&inv).await?
+        } else if let Finish::Front { payload } = &action {
+            let mut inv = FRONT.call();
+            inv.key(self.keys.queue(&token.queue))
+                .key(self.wake_key(&token.queue, false))
+                .key(sk.inflight(identity));
+            inv.arg(payload.as_bytes()).arg(token.raw.as_str());
+            self.invoke(&inv).await?
+        } else {
+            self.query(
+                redis::cmd("HDEL")
+                    .arg(sk.inflight(identity))
+                    .arg(&token.raw),
+            )
+            .await?
+        };
+        if done == 0 {
+            if let Some((set, payload)) = written {
+                self.zset_remove(set, payload).await?;
+            }
+            self.count("fenced", 1).await?;
+            return Ok(Finished::Fenced);
+        }
+        if let Some(hold) = slot {
+            self.release_slot(identity, token, hold).await?;
+        }
+        Ok(Finished::Done)
+    }
+
+    /// Releases the slot a job held, after the job left its record: one
+    /// script in the limit's slot. On one server it also forgets the slot
+    /// record and pushes released waiters to their queues; in cluster mode
+    /// those are further steps (the record after, the waiters delivered from
+    /// the releasing set, see [`Self::deliver_released`]).
+    pub(crate) async fn release_slot(
+        &self,
+        identity: &str,
+        token: &Token,
+        hold: &SlotHold,
+    ) -> Result<()> {
+        let mut inv = SLOT_RELEASE.call();
+        self.slot_part(&mut inv, identity, hold);
+        inv.arg(token.raw.as_str());
+        if !self.is_cluster() {
+            let _: i64 = self.invoke(&inv).await?;
+            return Ok(());
+        }
+        inv.arg("c");
+        let released: Vec<Vec<u8>> = self.invoke(&inv).await?;
+        let _: i64 = self
+            .query(
+                redis::cmd("HDEL")
+                    .arg(self.keys.slots(identity))
+                    .arg(&token.raw),
+            )
+            .await?;
+        self.deliver_released(&self.keys.limit(&hold.full_key), released)
+            .await
+    }
+
+    /// Cluster mode: puts released slot waiters (entries staged in the
+    /// limit's releasing set) at the front of their queues, each in its
+    /// queue's slot, then drops them from the set. The push is the commit
+    /// point: a crash before the drop delivers the entry again once its
+    /// lease runs out (the reaper), a duplicate, never a loss.
+    pub(crate) async fn deliver_released(
+        &self,
+        lk: &super::LimitKeys,
+        entries: Vec<Vec<u8>>,
+    ) -> Result<()> {
+        for entry in entries {
+            let fields = super::slots::waiter_fields(&entry);
+            let (Some(queue), Some(payload)) = (fields.get(1), fields.get(3)) else {
+                tracing::warn!("dropping a malformed released slot waiter entry");
+                let _: i64 = self
+                    .query(redis::cmd("ZREM").arg(&lk.releasing).arg(&entry))
+                    .await?;
+                continue;
+            };
+            let queue = String::from_utf8_lossy(queue);
+            let mut inv = FRONT.call();
+            inv.key(self.keys.queue(&queue))
+                .key(self.wake_key(&queue, false));
+            inv.arg(payload.as_slice());
+            let _: i64 = self.invoke(&inv).await?;
+            let _: i64 = self
+                .query(redis::cmd("ZREM").arg(&lk.releasing).arg(&entry))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Appends a held slot's keys and arguments (the shape `slot_release` in
+    /// lib_slot.lua takes, from finish.lua and slot_release.lua; in cluster
+    /// mode the releasing set takes the slot record's place).
+    fn slot_part(&self, inv: &mut super::scripts::Call<'_>, identity: &str, hold: &SlotHold) {
+        let lk = self.keys.limit(&hold.full_key);
+        inv.key(&lk.limit)
+            .key(&lk.holders)
+            .key(&lk.reserved)
+            .key(&lk.waiters);
+        if self.is_cluster() {
+            inv.key(&lk.releasing);
+        } else {
+            inv.key(self.keys.slots(identity));
+        }
+        inv.arg(&hold.holder)
+            .arg(hold.default_limit)
+            .arg(RESERVATION_TTL.as_millis() as u64);
+        let (qp, wp) = self.keys.queue_and_wake_prefixes();
+        inv.arg(qp).arg(wp);
+    }
+}

@@ -1,0 +1,354 @@
+//! The broker's in-memory backend for fairjob's testing mode (feature
+//! `testing`): a [`MemoryStore`] holding what `push.lua` and `schedule.lua`
+//! would have written, on a virtual clock, per store (nothing global).
+//!
+//! A push follows `push.lua`'s reroute semantics: per window key a set of
+//! `jid:<jid>` scored by whole seconds of the clock; the job is registered
+//! first (a re-push of a jid moves its score and uses no new quota), entries
+//! older than the longest window are trimmed and the key's expiry refreshed,
+//! then every rule with `threshold < count(now - per ..= +inf)` matches and the
+//! last matching rule picks the queue. The client decides what is counted (a
+//! pinned queue never is), exactly as for Redis. What it does not simulate:
+//! tenant shards are recorded as their queue and tenant (no per-tenant running
+//! limit, no weights), and slot limits do not exist here.
+//!
+//! Layer 2, like the rest of the broker: it moves payload strings and knows
+//! nothing of job types. Whoever runs jobs in testing mode (the `testing`
+//! module) watches pushes through a [`PushObserver`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures_util::future::BoxFuture;
+
+use super::keys;
+use super::push::{PushSpec, Pushed, When};
+use super::token::Token;
+use crate::error::Result;
+
+/// Told of every push into a [`MemoryStore`] before the push returns (the
+/// inline mode performs the jobs there). The store holds it strongly: it
+/// must not hold the store (or a client on it) strongly in turn.
+pub(crate) trait PushObserver: Send + Sync {
+    /// `seqs` were just recorded as waiting in their queues.
+    fn pushed(&self, seqs: Vec<u64>) -> BoxFuture<'static, Result<()>>;
+}
+
+/// Where a recorded job waits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Waiting {
+    /// In its queue, to be performed.
+    Queued,
+    /// In `schedule`, due at these epoch seconds (its queue is not chosen yet).
+    Scheduled(f64),
+    /// In `retry`, due at these epoch seconds.
+    Retry(f64),
+}
+
+/// One recorded job.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    /// Recording order (each push, schedule or retry gets the next number).
+    pub seq: u64,
+    /// The payload as Redis would hold it.
+    pub payload: String,
+    /// The queue chosen by the push (`None` while scheduled or retrying).
+    pub queue: Option<String>,
+    /// For a tenant-sharded queue, the shard's encoded tenant (`""` = none).
+    pub shard: Option<String>,
+    pub waiting: Waiting,
+}
+
+impl Entry {
+    /// The in-progress token a worker would hold for this job.
+    pub(crate) fn token(&self, queue: &str) -> Token {
+        let mut raw = format!("{}|{}", self.seq, keys::encode(queue));
+        if let Some(t) = &self.shard {
+            raw.push('|');
+            raw.push_str(t);
+        }
+        Token {
+            raw,
+            queue: queue.to_owned(),
+            tenant: self.shard.clone(),
+        }
+    }
+}
+
+/// Jobs, reroute windows and a virtual clock, in memory.
+pub(crate) struct MemoryStore {
+    state: Mutex<State>,
+    observer: OnceLock<Arc<dyn PushObserver>>,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.lock();
+        f.debug_struct("MemoryStore")
+            .field("jobs", &st.jobs.len())
+            .field("windows", &st.windows.len())
+            .field("ahead", &st.ahead)
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// How far the virtual clock is ahead of the system clock.
+    ahead: Duration,
+    next_seq: u64,
+    /// Waiting jobs, in recording order.
+    jobs: Vec<Entry>,
+    windows: HashMap<String, Window>,
+}
+
+#[derive(Default)]
+struct Window {
+    /// `jid:<jid>` → whole seconds.
+    members: HashMap<String, i64>,
+    /// When the key would expire (EXPIRE max window), epoch seconds.
+    expires_at: f64,
+}
+
+impl State {
+    fn record(
+        &mut self,
+        payload: String,
+        queue: Option<String>,
+        shard: Option<String>,
+        waiting: Waiting,
+    ) -> u64 {
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        self.jobs.push(Entry {
+            seq,
+            payload,
+            queue,
+            shard,
+            waiting,
+        });
+        seq
+    }
+
+    fn now(&self, clock_offset: i64) -> f64 {
+        let sys = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        (sys + self.ahead).as_secs_f64() + clock_offset as f64
+    }
+}
+
+impl MemoryStore {
+    /// An empty store whose clock is the system's.
+    pub(crate) fn new() -> Arc<MemoryStore> {
+        Arc::new(MemoryStore {
+            state: Mutex::new(State::default()),
+            observer: OnceLock::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panicking job never holds this lock; a poisoned one still holds
+        // consistent data (every change is a single push or remove).
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sets the observer told of every push (once).
+    pub(crate) fn observe(&self, observer: Arc<dyn PushObserver>) {
+        let _ = self.observer.set(observer);
+    }
+
+    /// The virtual clock.
+    pub(crate) fn now(&self) -> SystemTime {
+        SystemTime::now() + self.lock().ahead
+    }
+
+    /// Moves the virtual clock forward.
+    pub(crate) fn advance(&self, by: Duration) {
+        self.lock().ahead += by;
+    }
+
+    /// Records a batch of pushes as `push.lua` would make them (a promoting
+    /// source is never gone here), then tells the observer.
+    pub(crate) async fn push(&self, jobs: &[PushSpec], clock_offset: i64) -> Result<Vec<Pushed>> {
+        let now = self.lock().now(clock_offset);
+        let (pushed, seqs) = self.record_pushes(jobs, now);
+        if let Some(observer) = self.observer.get() {
+            observer.pushed(seqs).await?;
+        }
+        Ok(pushed)
+    }
+
+    /// Records pushes at `now_f` (epoch seconds of the virtual clock).
+    fn record_pushes(&self, jobs: &[PushSpec], now_f: f64) -> (Vec<Pushed>, Vec<u64>) {
+        let mut st = self.lock();
+        let now = now_f.floor() as i64;
+        let mut pushed = Vec::with_capacity(jobs.len());
+        let mut seqs = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let mut chosen = 0;
+            if let Some(r) = &job.reroute {
+                let maxw = r.max_window_secs as i64;
+                let w = st.windows.entry(r.window_key.clone()).or_default();
+                if !w.members.is_empty() && w.expires_at < now_f {
+                    w.members.clear();
+                }
+                w.members.insert(r.member.clone(), now);
+                w.members.retain(|_, score| *score >= now - maxw);
+                w.expires_at = now_f + maxw as f64;
+                for (i, (threshold, per)) in r.rules.iter().enumerate() {
+                    let from = now - *per as i64;
+                    let count = w.members.values().filter(|s| **s >= from).count() as u64;
+                    if *threshold < count {
+                        chosen = i + 1;
+                    }
+                }
+            }
+            let cand = &job.candidates[chosen.min(job.candidates.len() - 1)];
+            let qjson = serde_json::to_string(&cand.queue).expect("strings encode");
+            let payload = format!("{}{}{}", job.before, qjson, job.after);
+            let shard = cand
+                .sharded
+                .then(|| cand.tenant.as_deref().map(keys::encode).unwrap_or_default());
+            seqs.push(st.record(payload, Some(cand.queue.clone()), shard, Waiting::Queued));
+            pushed.push(Pushed::To(chosen));
+        }
+        (pushed, seqs)
+    }
+
+    /// Adds payloads to `schedule`.
+    pub(crate) fn schedule(&self, entries: &[(When, String)], clock_offset: i64) {
+        let mut st = self.lock();
+        let now = st.now(clock_offset);
+        for (when, payload) in entries {
+            let due = match when {
+                When::In(secs) => now + secs,
+                When::At(secs) => *secs,
+            };
+            st.record(payload.clone(), None, None, Waiting::Scheduled(due));
+        }
+    }
+
+    /// Adds a failed job's payload to `retry`, due after `delay`.
+    pub(crate) fn retry(&self, payload: String, delay: Duration) {
+        let mut st = self.lock();
+        let due = st.now(0) + delay.as_secs_f64();
+        st.record(payload, None, None, Waiting::Retry(due));
+    }
+
+    /// Every waiting job, in recording order.
+    pub(crate) fn entries(&self) -> Vec<Entry> {
+        self.lock().jobs.clone()
+    }
+
+    /// Takes out the scheduled and retrying jobs that are due, earliest first
+    /// (their caller pushes them again, as the scheduler promotes them).
+    pub(crate) fn take_due(&self) -> Vec<Entry> {
+        let mut st = self.lock();
+        let now = st.now(0);
+        let due_at = |e: &Entry| match e.waiting {
+            Waiting::Queued => None,
+            Waiting::Scheduled(at) | Waiting::Retry(at) => (at <= now).then_some(at),
+        };
+        let mut due: Vec<Entry> = Vec::new();
+        st.jobs.retain(|e| {
+            if due_at(e).is_some() {
+                due.push(e.clone());
+                false
+            } else {
+                true
+            }
+        });
+        due.sort_by(|a, b| {
+            due_at(a)
+                .partial_cmp(&due_at(b))
+                .expect("finite")
+                .then(a.seq.cmp(&b.seq))
+        });
+        due
+    }
+
+    /// Takes out the first queued job that `pick` accepts.
+    pub(crate) fn take_queued(&self, pick: impl Fn(&Entry) -> bool) -> Option<Entry> {
+        let mut st = self.lock();
+        let i = st
+            .jobs
+            .iter()
+            .position(|e| e.waiting == Waiting::Queued && pick(e))?;
+        Some(st.jobs.remove(i))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::{Candidate, RerouteSpec};
+
+    fn spec(jid: &str, rules: &[(u64, u64)], max_window_secs: u64) -> PushSpec {
+        let candidate = |queue: &str| Candidate {
+            queue: queue.to_owned(),
+            sharded: false,
+            tenant: Some("acme".to_owned()),
+        };
+        let mut candidates = vec![candidate("q")];
+        candidates.extend((1..=rules.len()).map(|i| candidate(&format!("rule{i}"))));
+        PushSpec {
+            src: None,
+            reroute: Some(RerouteSpec {
+                window_key: "w".to_owned(),
+                member: format!("jid:{jid}"),
+                max_window_secs,
+                rules: rules.to_vec(),
+            }),
+            before: r#"{"class":"A","queue":"#.to_owned(),
+            after: "}".to_owned(),
+            candidates,
+        }
+    }
+
+    fn chosen(store: &MemoryStore, jid: &str, rules: &[(u64, u64)], max: u64, at: f64) -> usize {
+        match store.record_pushes(&[spec(jid, rules, max)], at).0[..] {
+            [Pushed::To(i)] => i,
+            ref other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_window_counts_from_now_minus_per_inclusive_in_whole_seconds() {
+        let store = MemoryStore::new();
+        let rule = [(1, 60)];
+        assert_eq!(chosen(&store, "a", &rule, 3600, 1000.9), 0);
+        // 60 s later to the second (1060.2 floors to 1060): `a` at 1000 is
+        // still counted, as ZCOUNT now-per +inf counts it.
+        assert_eq!(chosen(&store, "b", &rule, 3600, 1060.2), 1);
+        // One second further, `a` has left the window.
+        assert_eq!(chosen(&store, "c", &rule, 3600, 1061.0), 1, "b and c");
+        assert_eq!(chosen(&store, "d", &rule, 3600, 1200.0), 0);
+    }
+
+    #[test]
+    fn the_last_matching_rule_wins_and_a_repush_uses_no_quota() {
+        let store = MemoryStore::new();
+        let rules = [(1, 3600), (2, 60)];
+        assert_eq!(chosen(&store, "a", &rules, 3600, 100.0), 0);
+        assert_eq!(chosen(&store, "b", &rules, 3600, 100.0), 1);
+        assert_eq!(chosen(&store, "c", &rules, 3600, 100.0), 2);
+        // `c` again: still three members.
+        assert_eq!(chosen(&store, "c", &rules, 3600, 100.0), 2);
+        // Later: only the hour rule matches (a re-push moved `c` to 500).
+        assert_eq!(chosen(&store, "c", &rules, 3600, 500.0), 1);
+    }
+
+    #[test]
+    fn old_entries_are_trimmed_and_an_idle_key_expires() {
+        let store = MemoryStore::new();
+        let rule = [(1, 60)];
+        assert_eq!(chosen(&store, "a", &rule, 60, 0.0), 0);
+        assert_eq!(chosen(&store, "b", &rule, 60, 59.0), 1);
+        // The key expires 60 s after its last push: nothing is left just
+        // after 119 (without the expiry, `b` at 59 would still count).
+        assert_eq!(chosen(&store, "c", &rule, 60, 119.5), 0);
+        assert_eq!(store.lock().windows["w"].members.len(), 1);
+    }
+}

@@ -1,0 +1,79 @@
+//! The scheduler's steps in Redis: claim due entries of `schedule` or `retry`
+//! into the set's promoting record under a lease (`promote.lua`), then, per
+//! entry, drop the claim or bury the entry in `dead`. The push of a claimed
+//! entry removes its claim in the same step (`push.rs`).
+
+use std::time::Duration;
+
+use super::RedisBroker;
+use super::push::ZSet;
+use super::scripts::PROMOTE;
+use crate::error::Result;
+
+/// The sets the scheduler promotes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// `schedule`: `perform_in` / `perform_at` jobs.
+    Scheduled,
+    /// `retry`: failed jobs waiting for their next attempt.
+    Retry,
+}
+
+impl RedisBroker {
+    /// The promoting record of `set`.
+    pub(crate) fn promoting_record(&self, set: Due) -> String {
+        let source = match set {
+            Due::Scheduled => self.keys.schedule(),
+            Due::Retry => self.keys.retry(),
+        };
+        self.keys.promoting(&source)
+    }
+
+    /// Claims up to `batch` due entries of `set` (and claims whose lease
+    /// expired) for `lease`; returns the claimed entries.
+    pub(crate) async fn promote(
+        &self,
+        set: Due,
+        batch: usize,
+        lease: Duration,
+        clock_offset: i64,
+    ) -> Result<Vec<Vec<u8>>> {
+        let source = match set {
+            Due::Scheduled => self.keys.schedule(),
+            Due::Retry => self.keys.retry(),
+        };
+        let record = self.keys.promoting(&source);
+        let mut inv = PROMOTE.call();
+        inv.key(&source).key(&record);
+        inv.arg(batch)
+            .arg(lease.as_millis() as u64)
+            .arg(clock_offset);
+        self.invoke(&inv).await
+    }
+
+    /// Drops a claim (a middleware stopped the job, or it was pushed).
+    pub(crate) async fn drop_claim(&self, record: &str, member: &[u8]) -> Result<bool> {
+        let removed: i64 = self
+            .query(redis::cmd("ZREM").arg(record).arg(member))
+            .await?;
+        Ok(removed == 1)
+    }
+
+    /// Moves a claimed entry to `dead` as `entry`: written there first, then
+    /// taken out of the promoting record (two keys in two cluster slots; the
+    /// removal is the commit point); if another poller had already taken it,
+    /// the dead entry is withdrawn again.
+    pub(crate) async fn bury_claimed(
+        &self,
+        record: &str,
+        member: &[u8],
+        entry: &str,
+        clock_offset: i64,
+    ) -> Result<()> {
+        self.zset_add(ZSet::Dead, 0.0, entry, clock_offset).await?;
+        if !self.drop_claim(record, member).await? {
+            self.zset_remove(ZSet::Dead, entry).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,538 @@
+//! Enqueue: `push.lua` (reroute window, queue choice, push to a list or a
+//! tenant shard, wake-up, all in one step) and `schedule.lua` (Sidekiq's
+//! `schedule`, `retry` and `dead` sorted sets by Redis's clock).
+
+use redis::Value;
+
+use super::scripts::{Call, PUSH, SCHEDULE, WINDOW};
+use super::{RedisBroker, Src, keys};
+use crate::error::Result;
+
+/// When a scheduled job is due.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum When {
+    /// Seconds after Redis's clock now.
+    In(f64),
+    /// Absolute epoch seconds.
+    At(f64),
+}
+
+/// What became of one job of a push.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    /// Pushed to this candidate (0 = its own queue, `i` = rule `i`'s queue).
+    To(usize),
+    /// Not pushed: its promoting-record entry was already gone (another
+    /// poller promoted it).
+    SourceGone,
+}
+
+/// One job's push, prepared by the client.
+#[derive(Debug, Clone)]
+pub(crate) struct PushSpec {
+    /// Remove this entry from its promoting record first; skip if it is gone.
+    pub src: Option<Src>,
+    /// Register in a reroute window and choose among the candidates.
+    pub reroute: Option<RerouteSpec>,
+    /// The payload up to the queue value, and after it.
+    pub before: String,
+    pub after: String,
+    /// Candidate 0 is the job's own queue; candidate i is rule i's queue.
+    pub candidates: Vec<Candidate>,
+}
+
+/// The reroute window a push registers in and the rules it is judged by.
+#[derive(Debug, Clone)]
+pub(crate) struct RerouteSpec {
+    pub window_key: String,
+    pub member: String,
+    pub max_window_secs: u64,
+    /// (threshold, per seconds), in declaration order.
+    pub rules: Vec<(u64, u64)>,
+}
+
+impl PushSpec {
+    /// Nothing to decide in Redis: no promotion record, no reroute window, one
+    /// plain queue.
+    fn is_plain(&self) -> bool {
+        self.src.is_none()
+            && self.reroute.is_none()
+            && self.candidates.len() == 1
+            && !self.candidates[0].sharded
+    }
+}
+
+/// A queue a push may choose.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate {
+    pub queue: String,
+    pub sharded: bool,
+    pub tenant: Option<String>,
+}
+
+/// A push script's work budget, in units of one plain job (about a
+/// microsecond of Redis each): a batch is cut into calls of at most this much,
+/// sent together (pipelined on the connection, run one after another), so no
+/// single call holds Redis for more than a fraction of a millisecond and
+/// workers fetch between them.
+const PUSH_BUDGET: u32 = 250;
+
+/// A job's cost in a push script, in plain-job units: a tenant shard costs its
+/// dispatch bookkeeping; a reroute window a sorted-set update and a count per rule.
+fn push_cost(job: &PushSpec) -> u32 {
+    let shard = if job.candidates.iter().any(|c| c.sharded) {
+        5
+    } else {
+        0
+    };
+    let window = job.reroute.as_ref().map_or(0, |r| 4 + r.rules.len() as u32);
+    1 + shard + window
+}
+
+impl RedisBroker {
+    /// Pushes a batch of prepared jobs: one script call per [`PUSH_BUDGET`]
+    /// of work, all sent at once, in order (jobs of one queue keep their order).
+    pub(crate) async fn push(&self, jobs: &[PushSpec], clock_offset: i64) -> Result<Vec<Pushed>> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            return store.push(jobs, clock_offset).await;
+        }
+        let pushed = self.push_unreplicated(jobs, clock_offset).await?;
+        if self.options.wait_replicas > 0 {
+            let written: Vec<String> = jobs
+                .iter()
+                .zip(&pushed)
+                .filter_map(|(job, p)| match p {
+                    Pushed::To(c) => job.candidates.get(*c).map(|c| self.keys.queue(&c.queue)),
+                    Pushed::SourceGone => None,
+                })
+                .collect();
+            self.wait_replicated(&written).await?;
+        }
+        Ok(pushed)
+    }
+
+    /// Waits until `options.wait_replicas` replicas have every write made so
+    /// far on the connection(s) that wrote `keys` (Redis `WAIT`, on each node
+    /// that took one of them).
+    async fn wait_replicated(&self, keys: &[String]) -> Result<()> {
+        let wanted = self.options.wait_replicas;
+        let timeout_ms = self.options.wait_timeout.as_millis() as u64;
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(wanted).arg(timeout_ms);
+        let mut slots: Vec<u16> = Vec::new();
+        for key in keys {
+            let slot = keys::cluster_slot(key);
+            if slots.contains(&slot) {
+                continue;
+            }
+            slots.push(slot);
+            let acked: u32 = self.query_on_slot_of(&cmd, key).await?;
+            if acked < wanted {
+                return Err(crate::Error::NotReplicated {
+                    acked,
+                    wanted,
+                    timeout_ms,
+                });
+            }
+            if !self.is_cluster() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Self::push`] without waiting for replicas.
+    async fn push_unreplicated(
+        &self,
+        jobs: &[PushSpec],
+        clock_offset: i64,
+    ) -> Result<Vec<Pushed>> {
+        if self.is_cluster() {
+            return self.push_cluster(jobs, clock_offset).await;
+        }
+        if jobs.iter().all(PushSpec::is_plain) {
+            return self.push_plain(jobs).await;
+        }
+        let mut chunks = Vec::new();
+        let (mut start, mut cost) = (0, 0);
+        for (i, job) in jobs.iter().enumerate() {
+            let c = push_cost(job);
+            if cost + c > PUSH_BUDGET && i > start {
+                chunks.push(&jobs[start..i]);
+                (start, cost) = (i, 0);
+            }
+            cost += c;
+        }
+        chunks.push(&jobs[start..]);
+        if jobs
+            .iter()
+            .any(|j| j.src.is_some() && j.candidates.iter().any(|c| c.sharded))
+        {
+            return self.push_promoted(jobs, clock_offset).await;
+        }
+        // One pipeline: Redis runs the calls in order, so a bulk push keeps
+        // its jobs in order even when the script must be loaded first.
+        let calls: Vec<Call<'_>> = chunks
+            .into_iter()
+            .map(|c| self.push_script(c, clock_offset))
+            .collect();
+        let replies: Vec<Vec<usize>> = self.invoke_all(&calls).await?;
+        Ok(replies.into_iter().flatten().map(pushed).collect())
+    }
+
+    /// A push in Redis Cluster mode, where every script stays in one slot:
+    /// (1) each reroute window chooses its jobs' queues (`window.lua`, in the
+    /// window's slot); (2) promoted jobs go one by one through the two-step
+    /// path (push, then drop the claim); (3) the rest are pushed with one
+    /// `push.lua` call per queue and budget, in the queue's slot, jobs of one
+    /// queue in order. The commit point of every job is its push; a crash
+    /// after (1) only counts a job the caller will push again.
+    async fn push_cluster(&self, jobs: &[PushSpec], clock_offset: i64) -> Result<Vec<Pushed>> {
+        // (1) Queue choices.
+        let mut chosen = vec![0usize; jobs.len()];
+        let mut windows: Vec<(&RerouteSpec, Vec<usize>)> = Vec::new();
+        for (i, job) in jobs.iter().enumerate() {
+            if let Some(r) = &job.reroute {
+                match windows
+                    .iter_mut()
+                    .find(|(w, _)| w.window_key == r.window_key)
+                {
+                    Some((_, idx)) => idx.push(i),
+                    None => windows.push((r, vec![i])),
+                }
+            }
+        }
+        if !windows.is_empty() {
+            let calls: Vec<Call<'_>> = windows
+                .iter()
+                .map(|(w, idx)| {
+                    let mut inv = WINDOW.call();
+                    inv.key(&w.window_key).arg(clock_offset);
+                    let maxw = idx
+                        .iter()
+                        .filter_map(|&i| jobs[i].reroute.as_ref())
+                        .map(|r| r.max_window_secs)
+                        .max()
+                        .unwrap_or(w.max_window_secs);
+                    inv.arg(maxw);
+                    for &i in idx {
+                        let r = jobs[i].reroute.as_ref().expect("rerouted");
+                        inv.arg(&r.member).arg(r.rules.len());
+                        for (threshold, per) in &r.rules {
+                            inv.arg(*threshold).arg(*per);
+                        }
+                    }
+                    inv
+                })
+                .collect();
+            let replies: Vec<Vec<usize>> = self.invoke_all(&calls).await?;
+            for ((_, idx), got) in windows.iter().zip(replies) {
+                for (&i, c) in idx.iter().zip(got) {
+                    chosen[i] = c.saturating_sub(1).min(jobs[i].candidates.len() - 1);
+                }
+            }
+        }
+        let resolved: Vec<PushSpec> = jobs
+            .iter()
+            .zip(&chosen)
+            .map(|(job, &c)| PushSpec {
+                src: job.src.clone(),
+                reroute: None,
+                before: job.before.clone(),
+                after: job.after.clone(),
+                candidates: vec![job.candidates[c].clone()],
+            })
+            .collect();
+        // (2) Promoted jobs, and (3) the rest grouped per queue.
+        let mut out = vec![Pushed::SourceGone; jobs.len()];
+        let mut per_queue: Vec<(&Candidate, Vec<usize>)> = Vec::new();
+        for (i, job) in resolved.iter().enumerate() {
+            if job.src.is_some() {
+                let got = self
+                    .push_promoted(std::slice::from_ref(job), clock_offset)
+                    .await?;
+                out[i] = match got[0] {
+                    Pushed::To(_) => Pushed::To(chosen[i]),
+                    gone => gone,
+                };
+                continue;
+            }
+            let c = &job.candidates[0];
+            match per_queue
+                .iter_mut()
+                .find(|(q, _)| q.queue == c.queue && q.sharded == c.sharded)
+            {
+                Some((_, idx)) => idx.push(i),
+                None => per_queue.push((c, vec![i])),
+            }
+        }
+        let mut calls = Vec::new();
+        let mut plain_queues = Vec::new();
+        for (c, idx) in &per_queue {
+            if !c.sharded {
+                plain_queues.push(c.queue.as_str());
+            }
+            let (mut start, mut cost) = (0, 0);
+            for (n, &i) in idx.iter().enumerate() {
+                let w = push_cost(&resolved[i]);
+                if cost + w > PUSH_BUDGET && n > start {
+                    let part: Vec<PushSpec> =
+                        idx[start..n].iter().map(|&i| resolved[i].clone()).collect();
+                    calls.push(self.push_script(&part, clock_offset));
+                    (start, cost) = (n, 0);
+                }
+                cost += w;
+            }
+            let part: Vec<PushSpec> = idx[start..].iter().map(|&i| resolved[i].clone()).collect();
+            calls.push(self.push_script(&part, clock_offset));
+        }
+        if !plain_queues.is_empty() {
+            // Sidekiq's `queues` set is in a slot of its own: registered first.
+            let _: i64 = self
+                .query(redis::cmd("SADD").arg(self.keys.queues()).arg(&plain_queues))
+                .await?;
+        }
+        let _: Vec<Value> = self.invoke_all(&calls).await?;
+        for (_, idx) in &per_queue {
+            for &i in idx {
+                out[i] = Pushed::To(chosen[i]);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Jobs with nothing to decide (no reroute window, no promotion record, a
+    /// plain queue): no script, as Sidekiq pushes — `SADD queues`, one `LPUSH`
+    /// per queue with its jobs in order, and a wake-up, in one round trip.
+    async fn push_plain(&self, jobs: &[PushSpec]) -> Result<Vec<Pushed>> {
+        let mut queues: Vec<(&str, Vec<String>)> = Vec::new();
+        for job in jobs {
+            let queue = job.candidates[0].queue.as_str();
+            let qjson = serde_json::to_string(queue).expect("strings encode");
+            let mut payload =
+                String::with_capacity(job.before.len() + qjson.len() + job.after.len());
+            payload.push_str(&job.before);
+            payload.push_str(&qjson);
+            payload.push_str(&job.after);
+            match queues.iter_mut().find(|(q, _)| *q == queue) {
+                Some((_, list)) => list.push(payload),
+                None => queues.push((queue, vec![payload])),
+            }
+        }
+        let mut pipe = redis::pipe();
+        pipe.sadd(
+            self.keys.queues(),
+            queues.iter().map(|(q, _)| *q).collect::<Vec<_>>(),
+        )
+        .ignore();
+        for (queue, payloads) in &queues {
+            pipe.lpush(self.keys.queue(queue), payloads).ignore();
+            let wake = self.keys.wake(queue);
+            pipe.lpush(&wake, "1").ignore().ltrim(&wake, 0, 0).ignore();
+        }
+        self.pipe::<()>(&pipe).await?;
+        Ok(vec![Pushed::To(0); jobs.len()])
+    }
+
+    /// One `push.lua` call for `jobs` (none promoted to a sharded queue).
+    fn push_script<'s>(&self, jobs: &[PushSpec], clock_offset: i64) -> Call<'s> {
+        let mut inv = PUSH.call();
+        // The queues the batch may go to, once each; candidates index them.
+        let mut queues: Vec<(&str, bool)> = Vec::new();
+        let mut index = std::collections::HashMap::new();
+        for c in jobs.iter().flat_map(|j| &j.candidates) {
+            index
+                .entry((c.queue.as_str(), c.sharded))
+                .or_insert_with(|| {
+                    queues.push((c.queue.as_str(), c.sharded));
+                    queues.len()
+                });
+        }
+        // In cluster mode the caller registers plain queues in `queues` (a
+        // slot of its own).
+        let has_plain = !self.is_cluster() && queues.iter().any(|(_, sharded)| !sharded);
+        if has_plain {
+            inv.key(self.keys.queues());
+        }
+        inv.arg(clock_offset)
+            .arg(jobs.len())
+            .arg(if has_plain { "1" } else { "0" })
+            .arg(queues.len());
+        for (queue, sharded) in &queues {
+            let qjson = serde_json::to_string(queue).expect("strings encode");
+            inv.arg(*queue).arg(qjson);
+            if *sharded {
+                let sk = self.keys.shard(queue);
+                inv.arg("s").arg(&sk.shard_prefix);
+                for k in sk.state() {
+                    inv.key(k);
+                }
+                inv.key(&sk.wake);
+            } else {
+                inv.arg("p");
+                inv.key(self.keys.queue(queue))
+                    .key(self.wake_key(queue, false));
+            }
+        }
+        for job in jobs {
+            match &job.src {
+                Some(src) => {
+                    inv.arg(src.member.as_bytes()).key(&src.record);
+                }
+                None => {
+                    inv.arg("");
+                }
+            }
+            match &job.reroute {
+                Some(r) => {
+                    inv.arg(&r.member).key(&r.window_key);
+                    inv.arg(r.max_window_secs).arg(r.rules.len());
+                    for (threshold, per) in &r.rules {
+                        inv.arg(*threshold).arg(*per);
+                    }
+                }
+                None => {
+                    inv.arg("");
+                }
+            }
+            inv.arg(job.before.as_bytes()).arg(job.after.as_bytes());
+            let tenant = job.candidates.first().and_then(|c| c.tenant.as_deref());
+            inv.arg(tenant.map(keys::encode).unwrap_or_default());
+            inv.arg(job.candidates.len());
+            for c in &job.candidates {
+                inv.arg(index[&(c.queue.as_str(), c.sharded)]);
+            }
+        }
+        inv
+    }
+
+    /// Promotes scheduled or retried jobs bound for a sharded queue (or any
+    /// queue in cluster mode). The promoting record is one of Sidekiq's global
+    /// keys, outside the queue's cluster slot, so the push and the removal
+    /// from the record are two steps:
+    /// the push first (a crash between them re-promotes the job once its
+    /// promotion lease expires: a duplicate, never a loss), and a job whose
+    /// record entry is already gone (another poller took it) is not pushed.
+    async fn push_promoted(
+        &self,
+        jobs: &[PushSpec],
+        clock_offset: i64,
+    ) -> Result<Vec<Pushed>> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let Some(src) = &job.src else {
+                let chosen: Vec<usize> = self
+                    .invoke(&self.push_script(std::slice::from_ref(job), clock_offset))
+                    .await?;
+                out.extend(chosen.into_iter().map(pushed));
+                continue;
+            };
+            let there: Option<f64> = self
+                .query(
+                    redis::cmd("ZSCORE")
+                        .arg(&src.record)
+                        .arg(src.member.as_bytes()),
+                )
+                .await?;
+            if there.is_none() {
+                out.push(Pushed::SourceGone);
+                continue;
+            }
+            let unsourced = PushSpec {
+                src: None,
+                ..job.clone()
+            };
+            let chosen: Vec<usize> = self
+                .invoke(&self.push_script(std::slice::from_ref(&unsourced), clock_offset))
+                .await?;
+            // The commit point: the job is in its queue; dropping the claim
+            // only stops a second promotion.
+            self.drop_claim(&src.record, src.member.as_bytes()).await?;
+            out.extend(chosen.into_iter().map(pushed));
+        }
+        Ok(out)
+    }
+
+    /// Adds payloads to `schedule`.
+    pub(crate) async fn schedule(
+        &self,
+        entries: &[(When, String)],
+        clock_offset: i64,
+    ) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            store.schedule(entries, clock_offset);
+            return Ok(());
+        }
+        let mut inv = SCHEDULE.call();
+        inv.key(self.keys.schedule()).arg(clock_offset);
+        for (when, payload) in entries {
+            match when {
+                When::In(secs) => inv.arg("in").arg(*secs),
+                When::At(secs) => inv.arg("at").arg(*secs),
+            };
+            inv.arg(payload.as_bytes());
+        }
+        let _: Value = self.invoke(&inv).await?;
+        if self.options.wait_replicas > 0 {
+            self.wait_replicated(&[self.keys.schedule()]).await?;
+        }
+        Ok(())
+    }
+
+    /// Adds one payload to a Sidekiq sorted set by Redis's clock: `retry` (due
+    /// in `secs`), or `dead` (buried now, trimmed as Sidekiq trims it).
+    pub(crate) async fn zset_add(
+        &self,
+        set: ZSet,
+        secs: f64,
+        payload: &str,
+        clock_offset: i64,
+    ) -> Result<()> {
+        let (key, mode) = match set {
+            ZSet::Retry => (self.keys.retry(), "in"),
+            ZSet::Dead => (self.keys.dead(), "dead"),
+        };
+        let mut inv = SCHEDULE.call();
+        inv.key(key)
+            .arg(clock_offset)
+            .arg(mode)
+            .arg(secs)
+            .arg(payload.as_bytes());
+        let _: Value = self.invoke(&inv).await?;
+        Ok(())
+    }
+
+    /// Takes one payload back out of a Sidekiq sorted set (undoes [`Self::zset_add`]).
+    pub(crate) async fn zset_remove(&self, set: ZSet, payload: &str) -> Result<()> {
+        let key = match set {
+            ZSet::Retry => self.keys.retry(),
+            ZSet::Dead => self.keys.dead(),
+        };
+        let _: i64 = self.query(redis::cmd("ZREM").arg(key).arg(payload)).await?;
+        Ok(())
+    }
+}
+
+/// A `push.lua` reply entry: 0 when the source entry was gone, else the
+/// 1-based chosen candidate.
+fn pushed(i: usize) -> Pushed {
+    match i {
+        0 => Pushed::SourceGone,
+        i => Pushed::To(i - 1),
+    }
+}
+
+/// Sidekiq's sorted sets a finished job may go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ZSet {
+    Retry,
+    Dead,
+}

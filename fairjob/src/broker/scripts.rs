@@ -1,0 +1,193 @@
+//! The Lua scripts, each its own `.lua` file compiled in with `include_str!`
+//! and called by its SHA1 (`EVALSHA`; loaded with `SCRIPT LOAD` when Redis
+//! doesn't have it). The shared libraries `lib_shard.lua` and `lib_slot.lua`
+//! are prepended to each. Each script is called from exactly one typed
+//! function of the broker, which alone knows its argument order and decodes
+//! its reply.
+//!
+//! A [`Call`] is one invocation, built key by key and argument by argument. It
+//! is a plain command, so several calls can share one pipeline
+//! ([`RedisBroker::invoke_all`](super::RedisBroker::invoke_all)): Redis runs
+//! them in the order sent, which a bulk push relies on to keep its jobs in
+//! order, even when the scripts have to be loaded first.
+
+use std::sync::LazyLock;
+
+use redis::{Cmd, Script, ToRedisArgs};
+
+/// A script: its source and its SHA1.
+pub(crate) struct Lua {
+    script: Script,
+}
+
+impl Lua {
+    /// A new call of this script.
+    pub(crate) fn call(&self) -> Call<'_> {
+        Call {
+            lua: self,
+            keys: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+
+    /// The SHA1 Redis knows the script by.
+    pub(crate) fn hash(&self) -> &str {
+        self.script.get_hash()
+    }
+
+    /// Loads the script (`SCRIPT LOAD`, sent to every node of a cluster by
+    /// the client's routing).
+    pub(crate) async fn load<C: redis::aio::ConnectionLike>(
+        &self,
+        con: &mut C,
+    ) -> redis::RedisResult<String> {
+        self.script.load_async(con).await
+    }
+}
+
+/// One call of a script: its keys and arguments.
+pub(crate) struct Call<'a> {
+    lua: &'a Lua,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+}
+
+impl Call<'_> {
+    /// Appends a key.
+    pub(crate) fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Self {
+        self.keys.extend(key.to_redis_args());
+        self
+    }
+
+    /// Appends an argument.
+    pub(crate) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
+        self.args.extend(arg.to_redis_args());
+        self
+    }
+
+    /// The script called.
+    pub(crate) fn lua(&self) -> &Lua {
+        self.lua
+    }
+
+    /// The `EVALSHA` command.
+    pub(crate) fn evalsha(&self) -> Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.lua.hash()).arg(self.keys.len());
+        for k in &self.keys {
+            cmd.arg(k.as_slice());
+        }
+        for a in &self.args {
+            cmd.arg(a.as_slice());
+        }
+        cmd
+    }
+}
+
+macro_rules! script {
+    ($name:ident, $file:literal) => {
+        pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| Lua {
+            script: Script::new(concat!(
+                include_str!("scripts/lib_shard.lua"),
+                "\n",
+                include_str!("scripts/lib_slot.lua"),
+                "\n",
+                include_str!("scripts/lib_window.lua"),
+                "\n",
+                include_str!(concat!("scripts/", $file))
+            )),
+        });
+    };
+}
+
+script!(PUSH, "push.lua");
+script!(FETCH, "fetch.lua");
+script!(SHARD_FETCH, "shard_fetch.lua");
+script!(FINISH, "finish.lua");
+script!(SHARD_FINISH, "shard_finish.lua");
+script!(SLOT_RELEASE, "slot_release.lua");
+script!(SCHEDULE, "schedule.lua");
+script!(PROMOTE, "promote.lua");
+script!(LEASE, "lease.lua");
+script!(SHARD_POLICY, "shard_policy.lua");
+script!(SLOT_ACQUIRE, "slot_acquire.lua");
+script!(SLOT_SET, "slot_set.lua");
+script!(SHARD_RECONCILE, "shard_reconcile.lua");
+script!(SLOT_FORGET, "slot_forget.lua");
+script!(WINDOW, "window.lua");
+script!(FRONT, "front.lua");
+script!(SLOT_TAKE, "slot_take.lua");
+script!(RECLAIM, "reclaim.lua");
+
+/// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
+/// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
+/// slow call was.
+pub fn script_hashes() -> Vec<(&'static str, String)> {
+    let all: [(&str, &LazyLock<Lua>); 18] = [
+        ("push", &PUSH),
+        ("fetch", &FETCH),
+        ("shard_fetch", &SHARD_FETCH),
+        ("finish", &FINISH),
+        ("shard_finish", &SHARD_FINISH),
+        ("slot_release", &SLOT_RELEASE),
+        ("schedule", &SCHEDULE),
+        ("promote", &PROMOTE),
+        ("lease", &LEASE),
+        ("shard_policy", &SHARD_POLICY),
+        ("slot_acquire", &SLOT_ACQUIRE),
+        ("slot_set", &SLOT_SET),
+        ("shard_reconcile", &SHARD_RECONCILE),
+        ("slot_forget", &SLOT_FORGET),
+        ("window", &WINDOW),
+        ("front", &FRONT),
+        ("slot_take", &SLOT_TAKE),
+        ("reclaim", &RECLAIM),
+    ];
+    all.iter()
+        .map(|(name, s)| (*name, s.hash().to_owned()))
+        .collect()
+}
+
+/// All script sources, for the static check that none is built from runtime data.
+pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
+    ("lib_shard.lua", include_str!("scripts/lib_shard.lua")),
+    ("push.lua", include_str!("scripts/push.lua")),
+    ("fetch.lua", include_str!("scripts/fetch.lua")),
+    ("shard_fetch.lua", include_str!("scripts/shard_fetch.lua")),
+    ("finish.lua", include_str!("scripts/finish.lua")),
+    ("shard_finish.lua", include_str!("scripts/shard_finish.lua")),
+    ("slot_release.lua", include_str!("scripts/slot_release.lua")),
+    ("schedule.lua", include_str!("scripts/schedule.lua")),
+    ("promote.lua", include_str!("scripts/promote.lua")),
+    ("lease.lua", include_str!("scripts/lease.lua")),
+    ("shard_policy.lua", include_str!("scripts/shard_policy.lua")),
+    ("lib_slot.lua", include_str!("scripts/lib_slot.lua")),
+    ("slot_acquire.lua", include_str!("scripts/slot_acquire.lua")),
+    ("slot_set.lua", include_str!("scripts/slot_set.lua")),
+    (
+        "shard_reconcile.lua",
+        include_str!("scripts/shard_reconcile.lua"),
+    ),
+    ("slot_forget.lua", include_str!("scripts/slot_forget.lua")),
+    ("lib_window.lua", include_str!("scripts/lib_window.lua")),
+    ("window.lua", include_str!("scripts/window.lua")),
+    ("front.lua", include_str!("scripts/front.lua")),
+    ("slot_take.lua", include_str!("scripts/slot_take.lua")),
+    ("reclaim.lua", include_str!("scripts/reclaim.lua")),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scripts_are_static_files_with_data_only_in_argv() {
+        for (name, src) in SCRIPT_SOURCES {
+            assert!(
+                !src.contains("loadstring") && !src.contains("load("),
+                "{name} evaluates code"
+            );
+            assert!(!src.contains("{{"), "{name} looks like a format! template");
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! [`JobContext`]: what a running job knows about itself (jid, class, queue,
+//! tenant, attempt, the whole payload), a client for enqueueing from inside it,
+//! and its way to stop early ([`JobContext::cancelled`]).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::Token;
+use crate::client::Client;
+use crate::wire::{Payload, fields};
+
+/// A running job's identity and surroundings. Cheap to clone.
+#[derive(Clone)]
+pub struct JobContext {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    payload: Payload,
+    class: String,
+    jid: String,
+    tenant: Option<String>,
+    token: Token,
+    cancel: CancellationToken,
+    client: Client,
+    started: Instant,
+}
+
+/// What the worker (or a test) knows when it builds a [`JobContext`].
+pub(crate) struct JobParts {
+    pub payload: Payload,
+    pub token: Token,
+    pub cancel: CancellationToken,
+    pub client: Client,
+}
+
+impl fmt::Debug for JobContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobContext")
+            .field("class", &self.inner.class)
+            .field("jid", &self.inner.jid)
+            .field("queue", &self.inner.token.queue)
+            .field("tenant", &self.inner.tenant)
+            .field("attempt", &self.attempt())
+            .finish()
+    }
+}
+
+impl JobContext {
+    pub(crate) fn new(parts: JobParts) -> JobContext {
+        let JobParts {
+            payload,
+            token,
+            cancel,
+            client,
+        } = parts;
+        JobContext {
+            inner: Arc::new(Inner {
+                class: payload.class(),
+                jid: payload.jid(),
+                tenant: payload.tenant(),
+                payload,
+                token,
+                cancel,
+                client,
+                started: Instant::now(),
+            }),
+        }
+    }
+
+    /// The job id (24 hex characters).
+    pub fn jid(&self) -> &str {
+        &self.inner.jid
+    }
+
+    /// The class name.
+    pub fn class(&self) -> &str {
+        &self.inner.class
+    }
+
+    /// The queue the job was fetched from.
+    pub fn queue(&self) -> &str {
+        &self.inner.token.queue
+    }
+
+    /// The tenant, if the job has one.
+    pub fn tenant(&self) -> Option<&str> {
+        self.inner.tenant.as_deref()
+    }
+
+    /// Sidekiq's `retry_count`: `None` on the first try, 0 after one failure, …
+    pub fn retry_count(&self) -> Option<u32> {
+        self.inner.payload.retry_count()
+    }
+
+    /// How many earlier runs were interrupted (their worker died or lost its lease).
+    pub fn interrupted_count(&self) -> u32 {
+        self.inner
+            .payload
+            .get(fields::INTERRUPTED_COUNT)
+            .unwrap_or(0)
+    }
+
+    /// True when the run before this one started but never finished.
+    pub fn was_interrupted(&self) -> bool {
+        self.interrupted_count() > 0
+    }
+
+    /// This run's number, starting at 1: failures and interruptions both count.
+    pub fn attempt(&self) -> u32 {
+        1 + self.retry_count().map_or(0, |c| c + 1) + self.interrupted_count()
+    }
+
+    /// The whole payload (unknown fields included).
+    pub fn payload(&self) -> &Payload {
+        &self.inner.payload
+    }
+
+    /// A client for enqueueing from inside the job (it runs the worker's client middleware).
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// True once the worker asked this job to stop (shutdown timeout reached).
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancel.is_cancelled()
+    }
+
+    /// Resolves when the worker asks this job to stop.
+    pub async fn cancelled(&self) {
+        self.inner.cancel.cancelled().await
+    }
+
+    /// The in-progress token (queue and shard the job came from).
+    pub fn token(&self) -> &Token {
+        &self.inner.token
+    }
+
+    /// How long this run has taken so far.
+    pub fn elapsed(&self) -> Duration {
+        self.inner.started.elapsed()
+    }
+}

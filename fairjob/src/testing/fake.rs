@@ -1,0 +1,600 @@
+//! [`Fake`]: fairjob without Redis, for an application's unit tests. The
+//! fake sits behind the broker: the client, its middleware, tenant resolution,
+//! reroute planning and every `Enqueue` option run exactly as in production,
+//! and only the final write lands in memory instead of in Redis.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures_util::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::{Entry, MemoryStore, PushObserver, Waiting};
+use crate::client::{Client, ClientBuilder, ClientMiddleware};
+use crate::config::ClientConfig;
+use crate::error::{Error, Result};
+use crate::job::{Job, JobContext, JobParts, Registry};
+use crate::wire::Payload;
+use crate::worker::{Outcome, ServerMiddleware, perform_detached};
+
+/// Jobs one drain may perform before it gives up (a job that enqueues itself
+/// forever would otherwise hang the test).
+const MAX_PER_DRAIN: usize = 100_000;
+
+/// fairjob in memory, for tests: an ordinary [`Client`] whose pushes are
+/// recorded here instead of in Redis, and a way to perform them.
+///
+/// Each `Fake` is its own world (queues, reroute windows, clock, failures):
+/// tests running in parallel on cargo's threads never see each other's jobs.
+/// Cloning a `Fake` shares it.
+///
+/// - [`Fake::new`] records pushes; [`Fake::drain`], [`Fake::drain_queue`] and
+///   [`Fake::perform_one`] perform them through the job registry and the
+///   server middleware chain, as a worker would.
+/// - [`Fake::inline`] performs each job before `perform_async` returns; a
+///   failure comes back from the push as [`Error::JobFailed`] and is not retried.
+///
+/// The client runs its middleware and the jobs' reroute rules as in
+/// production (the fake keeps its own windows, with `push.lua`'s semantics).
+/// Not simulated: slot limits (`#[concurrency]`) and tenant-shard running
+/// limits and weights; a push to a sharded queue is recorded under the queue
+/// with its tenant. Commands that need Redis (a job's own commands on
+/// `broker().connection()`, admin views) fail with
+/// [`Error::NotInTestingMode`]. Test those against a real Redis with
+/// [`RedisServer`](super::RedisServer).
+///
+/// The fake knows every `#[derive(Job)]` type linked into the test binary,
+/// as a worker does (so two types with one class name are an error here too;
+/// the examples below are standalone doctests for that reason).
+///
+/// ```standalone_crate
+/// use fairjob::prelude::*;
+/// use fairjob::testing::Fake;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize, Job)]
+/// #[job(queue = "mailers")]
+/// struct WelcomeMail {
+///     account: String,
+/// }
+///
+/// impl Perform for WelcomeMail {
+///     async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+///         Ok(())
+///     }
+/// }
+///
+/// // The application's own code.
+/// async fn signup(client: &Client, account: &str) -> fairjob::Result<String> {
+///     WelcomeMail { account: account.into() }
+///         .set_tenant(account)
+///         .perform_async(client)
+///         .await
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let fake = Fake::new();
+/// signup(&fake.client(), "acme").await.unwrap();
+///
+/// let mails = fake.enqueued::<WelcomeMail>();
+/// assert_eq!(mails.len(), 1);
+/// assert_eq!(mails[0].job.account, "acme");
+/// assert_eq!(mails[0].tenant.as_deref(), Some("acme"));
+/// assert_eq!(mails[0].queue, "mailers");
+///
+/// assert_eq!(fake.drain().await.unwrap(), 1); // performed it
+/// assert!(fake.enqueued::<WelcomeMail>().is_empty());
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Fake {
+    inner: Arc<Shared>,
+}
+
+struct Shared {
+    store: Arc<MemoryStore>,
+    client: Client,
+    registry: Registry,
+    chain: Arc<[Arc<dyn ServerMiddleware>]>,
+    inline: bool,
+    failures: Mutex<Vec<Failure>>,
+}
+
+impl fmt::Debug for Fake {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fake")
+            .field("inline", &self.inner.inline)
+            .field("waiting", &self.inner.store.entries().len())
+            .field("jobs", &self.inner.registry.len())
+            .field("server_middleware", &self.inner.chain.len())
+            .finish()
+    }
+}
+
+/// A job waiting in a [`Fake`], decoded into its type.
+///
+/// ```standalone_crate
+/// use std::time::Duration;
+/// use fairjob::prelude::*;
+/// use fairjob::testing::Fake;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize, Job)]
+/// #[job(queue = "reminders", retry = 3)]
+/// struct Reminder {
+///     user: u64,
+/// }
+///
+/// impl Perform for Reminder {
+///     async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+///         Ok(())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let fake = Fake::new();
+/// let day = Duration::from_secs(86_400);
+/// let jid = Reminder { user: 7 }.perform_in(&fake.client(), day).await.unwrap();
+///
+/// let [reminder] = &fake.enqueued::<Reminder>()[..] else { panic!("one reminder") };
+/// assert_eq!(reminder.jid, jid);
+/// assert_eq!(reminder.job.user, 7);
+/// assert!(reminder.at.unwrap() > fake.now());           // scheduled, not due yet
+/// assert_eq!(reminder.payload.get::<u32>("retry"), Some(3));
+///
+/// assert_eq!(fake.drain().await.unwrap(), 0);           // not due: nothing runs
+/// fake.advance(day);
+/// assert_eq!(fake.drain().await.unwrap(), 1);
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Enqueued<J> {
+    /// The job, decoded from the recorded payload with [`Job::from_args`] (a
+    /// JSON round trip through the real payload encoder).
+    pub job: J,
+    /// Its jid.
+    pub jid: String,
+    /// The queue it was pushed to, after client middleware and reroute rules;
+    /// for a job still scheduled (or waiting for a retry), the queue on its
+    /// payload (the rules choose again when it becomes due, as in production).
+    pub queue: String,
+    /// Its tenant, as resolved at the push (explicit `.set_tenant()`, a client
+    /// middleware, or the type's `#[fair_tenant]`).
+    pub tenant: Option<String>,
+    /// When it is due, for a job scheduled with `perform_in`/`perform_at` or
+    /// waiting for a retry (on the fake's virtual clock); `None` when it waits
+    /// in its queue.
+    pub at: Option<SystemTime>,
+    /// The raw Sidekiq payload as it would be in Redis.
+    pub payload: Payload,
+}
+
+/// A job run by a [`Fake`] that failed.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Failure {
+    /// Job class.
+    pub class: String,
+    /// The jid.
+    pub jid: String,
+    /// The queue it was performed from.
+    pub queue: String,
+    /// Its tenant.
+    pub tenant: Option<String>,
+    /// Which run failed, starting at 1 ([`JobContext::attempt`]).
+    pub attempt: u32,
+    /// The failure's `error_class`.
+    pub error_class: String,
+    /// The failure's `error_message`.
+    pub message: String,
+    /// What became of the job.
+    pub next: AfterFailure,
+}
+
+/// What a [`Fake`] did with a failed job: what its retry option says, as a
+/// worker would.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AfterFailure {
+    /// Waiting for a retry, due at this time of the virtual clock
+    /// ([`Fake::advance`] makes it due).
+    Retry {
+        /// When the retry is due.
+        at: SystemTime,
+    },
+    /// Out of retries, or discarded: a worker would move it to `dead`.
+    Dead,
+    /// `retry: false` (or `dead: false`): dropped, as Sidekiq drops it.
+    Dropped,
+    /// Inline mode: the error went back to the code that pushed the job,
+    /// and the job is not retried.
+    Returned,
+}
+
+/// Configures a [`Fake`]: the client's settings and middleware, the server
+/// middleware, the job types, inline or not.
+#[must_use]
+pub struct FakeBuilder {
+    client: ClientBuilder,
+    server_middleware: Vec<Arc<dyn ServerMiddleware>>,
+    registry: Option<Registry>,
+    inline: bool,
+}
+
+impl fmt::Debug for FakeBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FakeBuilder")
+            .field("client", &self.client)
+            .field("server_middleware", &self.server_middleware.len())
+            .field("inline", &self.inline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FakeBuilder {
+    /// Takes the settings and client middleware of the application's own
+    /// [`ClientBuilder`] (its Redis URL is not used), so tests push through the
+    /// same chain as production.
+    pub fn client(mut self, builder: ClientBuilder) -> Self {
+        self.client = builder;
+        self
+    }
+
+    /// Appends a client middleware.
+    pub fn client_middleware(mut self, m: impl ClientMiddleware) -> Self {
+        self.client = self.client.middleware(m);
+        self
+    }
+
+    /// Appends a server middleware (runs around every job the fake performs).
+    pub fn server_middleware(mut self, m: impl ServerMiddleware) -> Self {
+        self.server_middleware.push(Arc::new(m));
+        self
+    }
+
+    /// The job types the fake can perform (default: every `#[derive(Job)]`
+    /// linked into the test binary).
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Performs each job when it is pushed (see [`Fake::inline`]).
+    pub fn inline(mut self) -> Self {
+        self.inline = true;
+        self
+    }
+
+    /// The fake. Fails on what would stop a worker or a client from starting
+    /// (two job types with one class name, a queue that cannot be sharded).
+    pub fn build(self) -> Result<Fake> {
+        let registry = match self.registry {
+            Some(r) => r,
+            None => Registry::from_inventory()?,
+        };
+        let mut client = self.client;
+        for q in registry.sharded_queues() {
+            client = client.sharded_queue(q);
+        }
+        let store = MemoryStore::new();
+        let client = client.build_in_memory(store.clone())?;
+        let inline = self.inline;
+        let inner = Arc::new_cyclic(|me: &Weak<Shared>| {
+            if inline {
+                store.observe(Arc::new(InlineObserver { fake: me.clone() }));
+            }
+            Shared {
+                store,
+                client,
+                registry,
+                chain: self.server_middleware.into(),
+                inline,
+                failures: Mutex::new(Vec::new()),
+            }
+        });
+        Ok(Fake { inner })
+    }
+}
+
+impl Default for Fake {
+    fn default() -> Self {
+        Fake::new()
+    }
+}
+
+impl Fake {
+    /// A fake that records pushes (perform them with [`Fake::drain`]), knowing
+    /// every `#[derive(Job)]` type linked into the test binary.
+    ///
+    /// # Panics
+    ///
+    /// When two linked job types share a class name (a worker would refuse to
+    /// start); use [`Fake::builder`] to get that as an error.
+    pub fn new() -> Fake {
+        Fake::builder()
+            .build()
+            .unwrap_or_else(|e| panic!("fairjob::testing::Fake: {e}"))
+    }
+
+    /// A fake that performs each job before its `perform_async` returns
+    /// (Sidekiq's inline mode), through the server middleware chain. A job
+    /// that fails makes the push return [`Error::JobFailed`] and is not
+    /// retried. Jobs scheduled for later wait for [`Fake::advance`] and
+    /// [`Fake::drain`].
+    ///
+    /// ```standalone_crate
+    /// # use fairjob::prelude::*;
+    /// # use serde::{Deserialize, Serialize};
+    /// # use std::sync::atomic::{AtomicU32, Ordering};
+    /// static SENT: AtomicU32 = AtomicU32::new(0);
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// struct Ping;
+    ///
+    /// impl Perform for Ping {
+    ///     async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+    ///         SENT.fetch_add(1, Ordering::SeqCst);
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let fake = fairjob::testing::Fake::inline();
+    /// Ping.perform_async(&fake.client()).await.unwrap();
+    /// assert_eq!(SENT.load(Ordering::SeqCst), 1); // already performed
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// As [`Fake::new`].
+    pub fn inline() -> Fake {
+        Fake::builder()
+            .inline()
+            .build()
+            .unwrap_or_else(|e| panic!("fairjob::testing::Fake: {e}"))
+    }
+
+    /// A builder, to give the fake the application's client settings and
+    /// middleware, server middleware, or an explicit registry.
+    pub fn builder() -> FakeBuilder {
+        FakeBuilder {
+            client: ClientBuilder::from_config(ClientConfig::default()),
+            server_middleware: Vec::new(),
+            registry: None,
+            inline: false,
+        }
+    }
+
+    /// An ordinary [`Client`] whose pushes go to this fake. Jobs the fake
+    /// performs get the same client in [`JobContext::client`].
+    pub fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
+    /// The jobs of type `J` waiting in the fake (in a queue, scheduled, or
+    /// waiting for a retry), in the order they were pushed.
+    ///
+    /// # Panics
+    ///
+    /// When a recorded job of `J`'s class does not decode into `J` (its
+    /// `Serialize` and `Deserialize` disagree): the worker could not run it
+    /// either.
+    pub fn enqueued<J: Job>(&self) -> Vec<Enqueued<J>> {
+        self.inner
+            .store
+            .entries()
+            .into_iter()
+            .filter_map(|e| {
+                let payload = parse(&e).ok()?;
+                (payload.class() == J::CLASS).then(|| decode::<J>(e, payload))
+            })
+            .collect()
+    }
+
+    /// Performs every due job, in the order they were pushed, including the
+    /// jobs those jobs push, until none is left; scheduled jobs and retries
+    /// that are due on the virtual clock are pushed first (through the client
+    /// middleware and reroute rules, as the scheduler pushes them). Returns
+    /// how many jobs ran.
+    ///
+    /// A failed job follows its retry option on the virtual clock (see
+    /// [`Fake::failures`] and [`Fake::advance`]), the drain goes on with the
+    /// others, and then returns [`Error::JobFailed`] for the first failure, so
+    /// `drain().await.unwrap()` fails the test when a job failed.
+    pub async fn drain(&self) -> Result<usize> {
+        self.inner.run(&|_| true, None).await
+    }
+
+    /// As [`Fake::drain`], for the jobs of one queue only (including jobs that
+    /// they push to that queue).
+    pub async fn drain_queue(&self, queue: &str) -> Result<usize> {
+        self.inner
+            .run(&|e: &Entry| e.queue.as_deref() == Some(queue), None)
+            .await
+    }
+
+    /// Performs the oldest due job of type `J`, and only it (the jobs it
+    /// pushes are recorded, not performed). Fails with [`Error::Fake`] when no
+    /// job of `J` is due, and with [`Error::JobFailed`] when it failed.
+    pub async fn perform_one<J: Job>(&self) -> Result<()> {
+        let ran = self
+            .inner
+            .run(
+                &|e: &Entry| parse(e).is_ok_and(|p| p.class() == J::CLASS),
+                Some(1),
+            )
+            .await?;
+        if ran == 0 {
+            return Err(Error::Fake(format!(
+                "perform_one: no job of `{}` is due",
+                J::CLASS
+            )));
+        }
+        Ok(())
+    }
+
+    /// Moves the virtual clock forward: scheduled jobs and retries whose time
+    /// has come run at the next drain, and reroute windows age.
+    pub fn advance(&self, by: Duration) {
+        self.inner.store.advance(by);
+    }
+
+    /// The virtual clock: the system clock plus everything [`Fake::advance`]d.
+    pub fn now(&self) -> SystemTime {
+        self.inner.store.now()
+    }
+
+    /// Every failed run so far, oldest first.
+    pub fn failures(&self) -> Vec<Failure> {
+        self.inner.failures.lock().expect("failures lock").clone()
+    }
+}
+
+impl Shared {
+    /// Performs queued jobs that `pick` accepts until none is left or `limit`
+    /// ran; pushes due scheduled jobs and retries before each.
+    async fn run(
+        self: &Arc<Self>,
+        pick: &(dyn Fn(&Entry) -> bool + Sync),
+        limit: Option<usize>,
+    ) -> Result<usize> {
+        let mut ran = 0;
+        let mut first_failure = None;
+        while limit.is_none_or(|l| ran < l) {
+            self.promote_due().await?;
+            let Some(entry) = self.store.take_queued(pick) else {
+                break;
+            };
+            ran += 1;
+            if ran > MAX_PER_DRAIN {
+                return Err(Error::Fake(format!(
+                    "a drain performed {MAX_PER_DRAIN} jobs and more keep coming: does a job enqueue itself?"
+                )));
+            }
+            if let Err(e) = self.perform(entry).await {
+                first_failure.get_or_insert(e);
+            }
+        }
+        match first_failure {
+            Some(e) => Err(e),
+            None => Ok(ran),
+        }
+    }
+
+    /// Pushes the scheduled jobs and retries that are due, as the scheduler
+    /// does: through the client middleware and the reroute rules.
+    async fn promote_due(&self) -> Result<()> {
+        for entry in self.store.take_due() {
+            let payload = parse(&entry)?;
+            self.client.repush(payload, None).await?;
+        }
+        Ok(())
+    }
+
+    /// Performs one recorded job and records what its retry option makes of a
+    /// failure; `Err(JobFailed)` when it failed.
+    async fn perform(&self, entry: Entry) -> Result<()> {
+        let payload = parse(&entry)?;
+        let queue = entry.queue.clone().unwrap_or_else(|| payload.queue());
+        let cx = JobContext::new(JobParts {
+            token: entry.token(&queue),
+            payload,
+            cancel: CancellationToken::new(),
+            client: self.client.clone(),
+        });
+        let (result, outcome) =
+            perform_detached(&self.registry, self.chain.clone(), cx.clone()).await;
+        let Err(e) = result else {
+            return Ok(());
+        };
+        let next = if self.inline {
+            AfterFailure::Returned
+        } else {
+            match outcome {
+                Outcome::Ack => AfterFailure::Dropped,
+                Outcome::Dead(_) => AfterFailure::Dead,
+                Outcome::Retry(payload, delay) => {
+                    self.store.retry(payload, delay);
+                    AfterFailure::Retry {
+                        at: self.store.now() + delay,
+                    }
+                }
+            }
+        };
+        self.failures.lock().expect("failures lock").push(Failure {
+            class: cx.class().to_owned(),
+            jid: cx.jid().to_owned(),
+            queue,
+            tenant: cx.tenant().map(str::to_owned),
+            attempt: cx.attempt(),
+            error_class: e.class().to_owned(),
+            message: e.message().to_owned(),
+            next,
+        });
+        Err(Error::JobFailed {
+            class: cx.class().to_owned(),
+            jid: cx.jid().to_owned(),
+            error_class: e.class().to_owned(),
+            message: e.message().to_owned(),
+        })
+    }
+}
+
+/// Inline mode: performs each pushed job before the push returns.
+struct InlineObserver {
+    fake: Weak<Shared>,
+}
+
+impl PushObserver for InlineObserver {
+    fn pushed(&self, seqs: Vec<u64>) -> BoxFuture<'static, Result<()>> {
+        let fake = self.fake.upgrade();
+        Box::pin(async move {
+            let Some(fake) = fake else {
+                return Ok(());
+            };
+            let mut first_failure = None;
+            for seq in seqs {
+                if let Some(entry) = fake.store.take_queued(|e| e.seq == seq)
+                    && let Err(e) = fake.perform(entry).await
+                {
+                    first_failure.get_or_insert(e);
+                }
+            }
+            first_failure.map_or(Ok(()), Err)
+        })
+    }
+}
+
+fn parse(entry: &Entry) -> Result<Payload> {
+    Ok(Payload::parse(entry.payload.clone().into_bytes())?)
+}
+
+fn decode<J: Job>(entry: Entry, payload: Payload) -> Enqueued<J> {
+    let job = J::from_args(payload.args()).unwrap_or_else(|e| {
+        panic!(
+            "fake.enqueued::<{}>(): job {} does not decode into its type: {e}",
+            std::any::type_name::<J>(),
+            payload.jid()
+        )
+    });
+    let at = match entry.waiting {
+        Waiting::Queued => None,
+        Waiting::Scheduled(at) | Waiting::Retry(at) => {
+            Some(UNIX_EPOCH + Duration::from_secs_f64(at.max(0.0)))
+        }
+    };
+    Enqueued {
+        job,
+        jid: payload.jid(),
+        queue: entry.queue.unwrap_or_else(|| payload.queue()),
+        tenant: payload.tenant(),
+        at,
+        payload,
+    }
+}

@@ -1,0 +1,232 @@
+//! [`WorkerBuilder`]: named setters over a [`WorkerConfig`], the job registry,
+//! the queue list and the middleware; `build` connects the worker's own client
+//! from `config.client`, so its pushes (promotions, jobs enqueued from jobs)
+//! count in the same reroute windows as the application's.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Worker;
+use super::middleware::ServerMiddleware;
+use crate::broker::redacted;
+use crate::client::{ClientBuilder, ClientMiddleware};
+use crate::config::WorkerConfig;
+use crate::error::{Error, Result};
+use crate::job::Registry;
+use crate::queues::QueueSpec;
+use crate::wire::new_jid;
+
+/// Configures a [`Worker`].
+#[must_use]
+pub struct WorkerBuilder {
+    config: WorkerConfig,
+    registry: Option<Registry>,
+    queues: Option<QueueSpec>,
+    client_middleware: Vec<Arc<dyn ClientMiddleware>>,
+    server_middleware: Vec<Arc<dyn ServerMiddleware>>,
+    clock_offset: i64,
+}
+
+impl fmt::Debug for WorkerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("redis", &redacted(self.config.client.redis_url()))
+            .field("concurrency", &self.config.concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkerBuilder {
+    /// A worker for `url` with [`WorkerConfig`]'s defaults.
+    pub fn new(url: impl Into<String>) -> Self {
+        let mut config = WorkerConfig::default();
+        config.client.redis = Some(url.into());
+        Self::from_config(config)
+    }
+
+    /// A worker with these settings (Redis from `config.client.redis`).
+    pub fn from_config(config: WorkerConfig) -> Self {
+        WorkerBuilder {
+            config,
+            registry: None,
+            queues: None,
+            client_middleware: Vec::new(),
+            server_middleware: Vec::new(),
+            clock_offset: 0,
+        }
+    }
+
+    /// All settings at once (the CLI's flags and config file). Its `redis`, when
+    /// set, replaces the builder's URL.
+    pub fn config(mut self, mut config: WorkerConfig) -> Self {
+        if config.client.redis.is_none() {
+            config.client.redis = self.config.client.redis.take();
+        }
+        self.config = config;
+        self
+    }
+
+    /// The job types to run (default: every `#[derive(Job)]` linked in).
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// The queue list (default: derived from the registered jobs).
+    pub fn queues(mut self, queues: QueueSpec) -> Self {
+        self.queues = Some(queues);
+        self
+    }
+
+    /// Declares a queue tenant-sharded (as `#[job(shard_by_tenant)]` or the
+    /// config's `sharded_queues` do).
+    pub fn sharded_queue(mut self, queue: impl Into<String>) -> Self {
+        self.config.client.sharded_queues.push(queue.into());
+        self
+    }
+
+    /// Jobs run at once.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.config.concurrency = n;
+        self
+    }
+
+    /// Key prefix.
+    pub fn namespace(mut self, ns: impl Into<String>) -> Self {
+        let ns = ns.into();
+        self.config.client.namespace = (!ns.is_empty()).then_some(ns);
+        self
+    }
+
+    /// Shutdown timeout.
+    pub fn shutdown_timeout(mut self, d: Duration) -> Self {
+        self.config.timeout = d;
+        self
+    }
+
+    /// The lease: a worker silent this long is dead and its jobs are offered again.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease;
+        self
+    }
+
+    /// The heartbeat interval (default: a third of the lease).
+    pub fn heartbeat(mut self, interval: Duration) -> Self {
+        self.config.heartbeat = Some(interval);
+        self
+    }
+
+    /// How often some worker looks for dead workers' jobs.
+    pub fn reaper_interval(mut self, interval: Duration) -> Self {
+        self.config.reaper_interval = interval;
+        self
+    }
+
+    /// How often an idle worker looks at its queues without a wake-up.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.config.poll_interval = interval;
+        self
+    }
+
+    /// The scheduler's average interval.
+    pub fn scheduled_poll_interval(mut self, interval: Duration) -> Self {
+        self.config.scheduled_poll_interval = interval;
+        self
+    }
+
+    /// Interruptions (worker deaths) before a job is dead-lettered.
+    pub fn max_interruptions(mut self, n: u32) -> Self {
+        self.config.max_interruptions = n;
+        self
+    }
+
+    /// How long a job may run when its type sets no `#[job(timeout)]`.
+    pub fn job_timeout(mut self, timeout: Duration) -> Self {
+        self.config.job_timeout = Some(timeout);
+        self
+    }
+
+    /// Whether to keep wait statistics and per-queue throughput in Redis
+    /// (default true; see [`WorkerConfig::wait_stats`]).
+    pub fn wait_stats(mut self, on: bool) -> Self {
+        self.config.wait_stats = on;
+        self
+    }
+
+    /// The reroute window key format (as [`ClientBuilder::fair_key_format`]).
+    pub fn fair_key_format(mut self, format: impl Into<String>) -> Self {
+        self.config.client.fair_key_format = Some(format.into());
+        self
+    }
+
+    /// The reroute window kept per tenant (as [`ClientBuilder::max_throttling_window`]).
+    pub fn max_throttling_window(mut self, window: Duration) -> Self {
+        self.config.client.max_throttling_window = window;
+        self
+    }
+
+    /// Appends a client middleware (used for pushes from jobs and the scheduler).
+    pub fn client_middleware(mut self, m: impl ClientMiddleware) -> Self {
+        self.client_middleware.push(Arc::new(m));
+        self
+    }
+
+    /// Appends a server middleware (runs around every perform).
+    pub fn server_middleware(mut self, m: impl ServerMiddleware) -> Self {
+        self.server_middleware.push(Arc::new(m));
+        self
+    }
+
+    #[doc(hidden)]
+    pub fn clock_offset(mut self, secs: i64) -> Self {
+        self.clock_offset = secs;
+        self
+    }
+
+    /// Connects and checks everything; the worker is ready to [`Worker::run`].
+    pub async fn build(self) -> Result<Worker> {
+        let mut config = self.config;
+        config.validate()?;
+        let registry = match self.registry {
+            Some(r) => r,
+            None => Registry::from_inventory()?,
+        };
+        if registry.is_empty() {
+            return Err(Error::Config(
+                "no job types are registered: name the crates that hold your jobs in `fairjob_worker::main!(my_jobs)`"
+                    .into(),
+            ));
+        }
+        let queues = match (self.queues, config.queue_spec()?) {
+            (Some(q), _) | (None, Some(q)) => q,
+            (None, None) => QueueSpec::from_options(registry.iter().map(|r| &r.options)),
+        };
+        let sharded = &mut config.client.sharded_queues;
+        sharded.extend(registry.sharded_queues().into_iter().map(str::to_owned));
+        sharded.sort();
+        sharded.dedup();
+        let sharded = sharded.clone();
+        let mut cb = ClientBuilder::from_config(config.client.clone());
+        for m in self.client_middleware {
+            cb = cb.middleware_arc(m);
+        }
+        let client = cb.build().await?;
+        client.set_clock_offset(self.clock_offset);
+        let identity = format!(
+            "{}:{}:{}",
+            gethostname::gethostname().to_string_lossy(),
+            std::process::id(),
+            &new_jid()[..12]
+        );
+        Ok(Worker {
+            client,
+            registry,
+            queues,
+            sharded,
+            config,
+            identity,
+            server_middleware: self.server_middleware,
+        })
+    }
+}

@@ -1,0 +1,121 @@
+//! Redis's SLOWLOG, read by the benchmarks: every command (a script counts as
+//! one) that ran longer than a threshold, with fairjob's scripts named.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Commands slower than the threshold since [`SlowLog::start`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlowReport {
+    /// The threshold, µs.
+    pub threshold_us: u64,
+    /// Entries over it.
+    pub count: u64,
+    /// The slowest, µs.
+    pub max_us: u64,
+    /// Per command or script: (count, slowest µs).
+    pub by_name: BTreeMap<String, (u64, u64)>,
+}
+
+impl fmt::Display for SlowReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} over {} ms",
+            self.count,
+            self.threshold_us as f64 / 1000.0
+        )?;
+        if self.count > 0 {
+            let names: Vec<String> = self
+                .by_name
+                .iter()
+                .map(|(n, (c, m))| format!("{n} ×{c} (max {:.1} ms)", *m as f64 / 1000.0))
+                .collect();
+            write!(f, ": {}", names.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// A Redis whose slow log is being watched.
+pub struct SlowLog {
+    conn: redis::aio::MultiplexedConnection,
+    threshold_us: u64,
+}
+
+impl fmt::Debug for SlowLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlowLog")
+            .field("threshold_us", &self.threshold_us)
+            .finish()
+    }
+}
+
+impl SlowLog {
+    /// Logs every command slower than `threshold_us` from now on (the log
+    /// keeps the last 1,024).
+    pub async fn start(url: &str, threshold_us: u64) -> redis::RedisResult<SlowLog> {
+        let mut conn = redis::Client::open(url)?
+            .get_multiplexed_async_connection()
+            .await?;
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("slowlog-log-slower-than")
+            .arg(threshold_us)
+            .query_async(&mut conn)
+            .await?;
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("slowlog-max-len")
+            .arg(1024)
+            .query_async(&mut conn)
+            .await?;
+        let _: () = redis::cmd("SLOWLOG")
+            .arg("RESET")
+            .query_async(&mut conn)
+            .await?;
+        Ok(SlowLog { conn, threshold_us })
+    }
+
+    /// What was slow so far.
+    pub async fn report(&mut self) -> redis::RedisResult<SlowReport> {
+        let names: BTreeMap<String, &str> = fairjob::broker::script_hashes()
+            .into_iter()
+            .map(|(n, h)| (h, n))
+            .collect();
+        let count: u64 = redis::cmd("SLOWLOG")
+            .arg("LEN")
+            .query_async(&mut self.conn)
+            .await?;
+        let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+            .arg("GET")
+            .arg(1024)
+            .query_async(&mut self.conn)
+            .await?;
+        let mut report = SlowReport {
+            threshold_us: self.threshold_us,
+            count,
+            ..SlowReport::default()
+        };
+        for e in entries {
+            let redis::Value::Array(fields) = e else {
+                continue;
+            };
+            let us: u64 = redis::FromRedisValue::from_redis_value_ref(&fields[2]).unwrap_or(0);
+            let args: Vec<String> =
+                redis::FromRedisValue::from_redis_value_ref(&fields[3]).unwrap_or_default();
+            let cmd = args.first().map(|a| a.to_uppercase()).unwrap_or_default();
+            let name = match (cmd.as_str(), args.get(1)) {
+                ("EVALSHA", Some(sha)) => names
+                    .get(sha.as_str())
+                    .map_or_else(|| format!("script {sha}"), |n| format!("{n}.lua")),
+                _ => cmd,
+            };
+            let slot = report.by_name.entry(name).or_default();
+            slot.0 += 1;
+            slot.1 = slot.1.max(us);
+            report.max_us = report.max_us.max(us);
+        }
+        Ok(report)
+    }
+}
