@@ -27,9 +27,7 @@ use futures_util::future::{BoxFuture, FutureExt, try_join_all};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{
-    Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
-};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{AsyncConnectionConfig, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 
 use super::keys;
@@ -362,7 +360,10 @@ fn is_read_only(cmd: &Cmd) -> bool {
 }
 
 /// A pipeline on a cluster: split by slot (see the module doc).
-async fn cluster_pipeline(c: ClusterConnection, pipeline: &Pipeline) -> redis::RedisResult<Vec<Value>> {
+async fn cluster_pipeline(
+    c: ClusterConnection,
+    pipeline: &Pipeline,
+) -> redis::RedisResult<Vec<Value>> {
     let cmds: Vec<&Cmd> = pipeline.cmd_iter().collect();
     // Per slot (or per keyless command): the command indices, in order.
     let mut groups: Vec<(Option<u16>, Vec<usize>)> = Vec::new();
@@ -434,7 +435,7 @@ pub(crate) struct Connected {
 /// Opens the blocking connections of [`Waiter`]s.
 #[derive(Clone)]
 pub(crate) enum Opener {
-    Single(redis::Client),
+    Single(Box<redis::Client>),
     Cluster(Vec<redis::ConnectionInfo>),
 }
 
@@ -529,18 +530,15 @@ pub(crate) async fn connect(url: &str, options: &ConnectOptions) -> Result<Conne
     }
     if cluster_enabled {
         let client = cluster_client(&infos, options, options.response_timeout)?;
-        let conn = tokio::time::timeout(
-            options.connect_timeout * 2,
-            client.get_async_connection(),
-        )
-        .await
-        .map_err(|_| {
-            Error::Connection(format!(
-                "cannot reach the cluster at {display}: no answer within {:?}",
-                options.connect_timeout * 2
-            ))
-        })?
-        .map_err(|e| connect_error(e, url, &display))?;
+        let conn = tokio::time::timeout(options.connect_timeout * 2, client.get_async_connection())
+            .await
+            .map_err(|_| {
+                Error::Connection(format!(
+                    "cannot reach the cluster at {display}: no answer within {:?}",
+                    options.connect_timeout * 2
+                ))
+            })?
+            .map_err(|e| connect_error(e, url, &display))?;
         return Ok(Connected {
             conn: Conn {
                 backend: Backend::Cluster(conn),
@@ -567,7 +565,7 @@ pub(crate) async fn connect(url: &str, options: &ConnectOptions) -> Result<Conne
         conn: Conn {
             backend: Backend::Single(manager),
         },
-        opener: Opener::Single(client),
+        opener: Opener::Single(Box::new(client)),
         display,
     })
 }
@@ -575,7 +573,9 @@ pub(crate) async fn connect(url: &str, options: &ConnectOptions) -> Result<Conne
 /// PING, then whether the server runs in cluster mode (`INFO cluster`; a
 /// server that refuses INFO, as some managed services do, counts as not).
 async fn probe(client: &redis::Client, cfg: &AsyncConnectionConfig) -> redis::RedisResult<bool> {
-    let mut probe = client.get_multiplexed_async_connection_with_config(cfg).await?;
+    let mut probe = client
+        .get_multiplexed_async_connection_with_config(cfg)
+        .await?;
     let _: String = redis::cmd("PING").query_async(&mut probe).await?;
     let info: redis::RedisResult<String> = redis::cmd("INFO")
         .arg("cluster")

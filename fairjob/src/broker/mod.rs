@@ -383,9 +383,11 @@ impl RedisBroker {
     /// `noeviction`, so a warning names it), or `None` when no server says.
     pub(crate) async fn maxmemory_policy(&self) -> Result<Option<String>> {
         let mut found = None;
-        for node in self.primaries().await?.map_or(vec![None], |ns| {
-            ns.into_iter().map(Some).collect()
-        }) {
+        for node in self
+            .primaries()
+            .await?
+            .map_or(vec![None], |ns| ns.into_iter().map(Some).collect())
+        {
             let v: Vec<String> = self
                 .query_on_node(
                     redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy"),

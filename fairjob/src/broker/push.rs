@@ -146,11 +146,7 @@ impl RedisBroker {
     }
 
     /// [`Self::push`] without waiting for replicas.
-    async fn push_unreplicated(
-        &self,
-        jobs: &[PushSpec],
-        clock_offset: i64,
-    ) -> Result<Vec<Pushed>> {
+    async fn push_unreplicated(&self, jobs: &[PushSpec], clock_offset: i64) -> Result<Vec<Pushed>> {
         if self.is_cluster() {
             return self.push_cluster(jobs, clock_offset).await;
         }
@@ -293,7 +289,11 @@ impl RedisBroker {
         if !plain_queues.is_empty() {
             // Sidekiq's `queues` set is in a slot of its own: registered first.
             let _: i64 = self
-                .query(redis::cmd("SADD").arg(self.keys.queues()).arg(&plain_queues))
+                .query(
+                    redis::cmd("SADD")
+                        .arg(self.keys.queues())
+                        .arg(&plain_queues),
+                )
                 .await?;
         }
         let _: Vec<Value> = self.invoke_all(&calls).await?;
@@ -417,11 +417,7 @@ impl RedisBroker {
     /// the push first (a crash between them re-promotes the job once its
     /// promotion lease expires: a duplicate, never a loss), and a job whose
     /// record entry is already gone (another poller took it) is not pushed.
-    async fn push_promoted(
-        &self,
-        jobs: &[PushSpec],
-        clock_offset: i64,
-    ) -> Result<Vec<Pushed>> {
+    async fn push_promoted(&self, jobs: &[PushSpec], clock_offset: i64) -> Result<Vec<Pushed>> {
         let mut out = Vec::with_capacity(jobs.len());
         for job in jobs {
             let Some(src) = &job.src else {

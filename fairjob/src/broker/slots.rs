@@ -270,7 +270,10 @@ mod tests {
         field(&mut out, b"p");
         field(&mut out, b"a:b\n c");
         assert_eq!(out, b"1:p6:a:b\n c");
-        assert_eq!(waiter_fields(&out), vec![b"p".to_vec(), b"a:b\n c".to_vec()]);
+        assert_eq!(
+            waiter_fields(&out),
+            vec![b"p".to_vec(), b"a:b\n c".to_vec()]
+        );
         assert_eq!(waiter_fields(b"9:short"), Vec::<Vec<u8>>::new());
     }
 }

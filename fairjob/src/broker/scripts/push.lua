@@ -47,9 +47,10 @@ for jn = 1, tonumber(ARGV[2]) do
   local src_key = nil
   if src ~= '' then src_key = KEYS[ki]; ki = ki + 1 end
   local member = ARGV[ai]; ai = ai + 1
-  local wkey, maxw, rules = nil, 0, {}
+  local window_key = nil
+  local maxw, rules = 0, {}
   if member ~= '' then
-    wkey = KEYS[ki]; ki = ki + 1
+    window_key = KEYS[ki]; ki = ki + 1
     maxw = tonumber(ARGV[ai]); local nrules = tonumber(ARGV[ai + 1]); ai = ai + 2
     for r = 1, nrules do
       rules[r] = { tonumber(ARGV[ai]), tonumber(ARGV[ai + 1]) }; ai = ai + 2
@@ -66,9 +67,9 @@ for jn = 1, tonumber(ARGV[2]) do
     results[jn] = 0
   else
     local chosen = 1
-    if wkey then
+    if window_key then
       if not now then now = math.floor(redis_now(ARGV[1])) end
-      chosen = window_choose(wkey, now, member, maxw, rules)
+      chosen = window_choose(window_key, now, member, maxw, rules)
     end
     local queue = cands[chosen]
     local payload = before .. queue.qjson .. after
@@ -84,7 +85,7 @@ for jn = 1, tonumber(ARGV[2]) do
 end
 for _, queue in ipairs(queues) do
   if queue.kind == 'p' and #queue.items > 0 then
-    redis.call('SADD', KEYS[1], queue.name)
+    if ARGV[3] == '1' then redis.call('SADD', KEYS[1], queue.name) end
     for i = 1, #queue.items, 500 do
       redis.call('LPUSH', queue.list, unpack(queue.items, i, math.min(i + 499, #queue.items)))
     end
