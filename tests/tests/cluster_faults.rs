@@ -1,0 +1,384 @@
+//! fairjob on a real Redis Cluster under faults, with real worker processes
+//! (`test-worker`) writing a ledger outside Redis:
+//!
+//! - a worker killed with `kill -9`: its jobs run again on the others, and
+//!   only jobs it had started run twice;
+//! - resharding under load: the slots of live queues move between primaries
+//!   (`CLUSTER SETSLOT … IMPORTING/MIGRATING`, `MIGRATE`, `SETSLOT … NODE`)
+//!   while workers drain and a client pushes; nothing is lost, no worker exits;
+//! - failover under load: a primary gets `kill -9`, its replica takes over;
+//!   jobs enqueued well before the kill all run; with `wait_replicas(1, …)`
+//!   every acknowledged push runs even when made right up to the kill; without
+//!   it the test reports what the last window lost (asynchronous replication
+//!   may lose acknowledged writes: that is what `wait_replicas` is for).
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use fairjob::testing::RedisCluster;
+use fairjob::{Client, Job};
+use fairjob_tests::jobs::LedgerJob;
+use fairjob_tests::{Ledger, TestWorker, WorkerProcess, eventually, ledger_dir, namespace};
+
+const QUEUES: [&str; 4] = ["l0", "l1", "l2", "l3"];
+
+/// The node id and the slot ranges of each primary, from `CLUSTER NODES`.
+fn primaries(cluster: &RedisCluster, ask: u16) -> Vec<(u16, String, Vec<(u16, u16)>)> {
+    let text = cluster.cli(ask, &["CLUSTER", "NODES"]).unwrap();
+    text.lines()
+        .filter(|l| l.contains("master") && !l.contains("fail"))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let port = f
+                .get(1)?
+                .split('@')
+                .next()?
+                .rsplit(':')
+                .next()?
+                .parse()
+                .ok()?;
+            let ranges = f[8..]
+                .iter()
+                .filter(|r| !r.starts_with('['))
+                .filter_map(|r| match r.split_once('-') {
+                    Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
+                    None => r.parse().ok().map(|s| (s, s)),
+                })
+                .collect();
+            Some((port, f[0].to_owned(), ranges))
+        })
+        .collect()
+}
+
+/// The slot of `key` and the port of the primary that serves it.
+fn owner(cluster: &RedisCluster, ask: u16, key: &str) -> (u16, u16) {
+    owner_now(cluster, ask, key).expect("an owner")
+}
+
+/// [`owner`], or `None` while no live primary serves the slot.
+fn owner_now(cluster: &RedisCluster, ask: u16, key: &str) -> Option<(u16, u16)> {
+    let slot: u16 = cluster
+        .cli(ask, &["CLUSTER", "KEYSLOT", key])
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let port = primaries(cluster, ask)
+        .into_iter()
+        .find(|(_, _, ranges)| ranges.iter().any(|(a, b)| (*a..=*b).contains(&slot)))
+        .map(|(p, _, _)| p)?;
+    Some((slot, port))
+}
+
+/// Moves one slot, with its keys, from the primary on `from` to the one on `to`.
+fn migrate_slot(cluster: &RedisCluster, slot: u16, from: u16, to: u16) {
+    let id = |p: u16| {
+        cluster
+            .cli(p, &["CLUSTER", "MYID"])
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+    let (from_id, to_id) = (id(from), id(to));
+    let s = slot.to_string();
+    let ok = |out: String| assert!(out.contains("OK"), "{out}");
+    ok(cluster
+        .cli(to, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &from_id])
+        .unwrap());
+    ok(cluster
+        .cli(from, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &to_id])
+        .unwrap());
+    loop {
+        let keys = cluster
+            .cli(from, &["CLUSTER", "GETKEYSINSLOT", &s, "50"])
+            .unwrap();
+        let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
+        if keys.is_empty() {
+            break;
+        }
+        let port = to.to_string();
+        let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+        args.extend(keys.iter().copied());
+        let out = cluster.cli(from, &args).unwrap();
+        assert!(
+            out.contains("OK") || out.contains("NOKEY"),
+            "MIGRATE: {out}"
+        );
+        // Let the workers run against the half-moved slot (ASK redirects).
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    for (p, _, _) in primaries(cluster, to) {
+        ok(cluster
+            .cli(p, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id])
+            .unwrap());
+    }
+}
+
+fn jobs(n: usize, ms: u64) -> Vec<fairjob::Enqueue<LedgerJob>> {
+    (0..n)
+        .map(|i| LedgerJob::sleeping(ms).queue(QUEUES[i % QUEUES.len()]))
+        .collect()
+}
+
+async fn push_all(c: &Client, jobs: Vec<fairjob::Enqueue<LedgerJob>>) -> Vec<String> {
+    c.push_bulk(jobs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.expect("no middleware stops these"))
+        .collect()
+}
+
+fn worker(url: &str, ns: &str, dir: &std::path::Path) -> TestWorker {
+    TestWorker::new(url, ns).queues(QUEUES).ledger(dir)
+}
+
+/// Waits until every jid in `jids` has ended at least once.
+async fn all_end(dir: &std::path::Path, jids: &[String], within: Duration, what: &str) -> Ledger {
+    eventually!(
+        within within,
+        let ledger = Ledger::read(dir);
+        jids.iter().all(|j| ledger.ended(j) > 0),
+        "{what}: {} of {} ended",
+        jids.iter().filter(|j| ledger.ended(j) > 0).count(),
+        jids.len()
+    )
+}
+
+fn assert_running(ws: &mut [&mut WorkerProcess]) {
+    for w in ws {
+        assert!(w.is_running(), "worker {} exited:\n{}", w.pid(), w.log());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_workers_jobs_run_again_and_only_those_run_twice() {
+    let cluster = RedisCluster::start(3, 0, &[]).expect("cluster starts");
+    let url = cluster.url();
+    let ns = namespace();
+    let c = Client::builder(&url).namespace(&ns).build().await.unwrap();
+    let dir = ledger_dir("cluster-kill");
+    let jids = push_all(&c, jobs(300, 40)).await;
+
+    let w = worker(&url, &ns, &dir);
+    let victim = w.start();
+    let mut other = w.start();
+    eventually!(
+        within Duration::from_secs(20),
+        Ledger::read(&dir).jobs_ended() >= 60,
+        "the workers get going"
+    );
+    victim.signal("KILL");
+    let victim_pid = victim.pid();
+    let mut fresh = w.start();
+    let ledger = all_end(&dir, &jids, Duration::from_secs(40), "every job ends").await;
+    for jid in &jids {
+        let starts = ledger.starts.get(jid).cloned().unwrap_or_default();
+        if starts.len() > 1 {
+            assert!(
+                starts[..starts.len() - 1].contains(&victim_pid)
+                    && ledger
+                        .ends
+                        .get(jid)
+                        .is_none_or(|e| !e.contains(&victim_pid)),
+                "{jid} ran twice though the killed worker did not leave it unfinished: {starts:?}"
+            );
+        }
+    }
+    assert_running(&mut [&mut other, &mut fresh]);
+    other.stop();
+    fresh.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slots_of_live_queues_move_between_primaries_under_load() {
+    let cluster = RedisCluster::start(3, 0, &[]).expect("cluster starts");
+    let url = cluster.url();
+    let ns = namespace();
+    let c = Client::builder(&url).namespace(&ns).build().await.unwrap();
+    let dir = ledger_dir("cluster-reshard");
+    let mut jids = push_all(&c, jobs(600, 15)).await;
+
+    let w = worker(&url, &ns, &dir);
+    let mut a = w.start();
+    let mut b = w.start();
+    eventually!(
+        within Duration::from_secs(20),
+        Ledger::read(&dir).jobs_ended() >= 50,
+        "the workers get going"
+    );
+    // A client keeps pushing while the slots move.
+    let producer = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            let mut pushed = Vec::new();
+            for i in 0..150 {
+                let j = LedgerJob::sleeping(5).queue(QUEUES[i % QUEUES.len()]);
+                pushed.push(j.perform_async(&c).await.expect("a push during resharding"));
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            pushed
+        })
+    };
+    // Every key of the first two queues (their lists and wake-up lists) moves
+    // to another primary.
+    let keys = c.broker().keys().clone();
+    let seed = cluster.primaries()[0];
+    let mut moved = BTreeSet::new();
+    for q in &QUEUES[..2] {
+        for key in [keys.queue(q), c.broker().wake_key(q, false)] {
+            let (slot, from) = owner(&cluster, seed, &key);
+            if !moved.insert(slot) {
+                continue;
+            }
+            let to = cluster
+                .primaries()
+                .into_iter()
+                .find(|p| *p != from)
+                .unwrap();
+            tokio::task::block_in_place(|| migrate_slot(&cluster, slot, from, to));
+            assert_eq!(owner(&cluster, seed, &key).1, to, "slot {slot} moved");
+        }
+    }
+    assert!(!moved.is_empty());
+    jids.extend(producer.await.unwrap());
+    all_end(&dir, &jids, Duration::from_secs(60), "every job ends").await;
+    let ledger = Ledger::read(&dir);
+    let twice: Vec<&String> = jids.iter().filter(|j| ledger.started(j) > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "no worker failed, yet these ran twice: {twice:?}"
+    );
+    assert_running(&mut [&mut a, &mut b]);
+    a.stop();
+    b.stop();
+}
+
+/// Kills the primary that serves `key` and waits for its replica to serve
+/// the slot; returns the killed port.
+async fn fail_over(cluster: &mut RedisCluster, key: &str) -> u16 {
+    let ports = cluster.ports();
+    let (_, victim) = owner(cluster, ports[0], key);
+    cluster.node(victim).unwrap().kill();
+    let ask = *ports.iter().find(|p| **p != victim).unwrap();
+    let started = Instant::now();
+    eventually!(
+        within Duration::from_secs(20),
+        tokio::task::block_in_place(|| owner_now(cluster, ask, key))
+            .is_some_and(|(_, p)| p != victim)
+            && cluster.cli(ask, &["CLUSTER", "INFO"]).unwrap().contains("cluster_state:ok"),
+        "a replica takes over from {victim}"
+    );
+    eprintln!("failover of {victim} took {:?}", started.elapsed());
+    victim
+}
+
+/// Pushes jobs one by one until `stop`, keeping the jids of the pushes that
+/// were acknowledged and counting those that failed.
+async fn produce(c: Client, stop: tokio::sync::watch::Receiver<bool>) -> (Vec<String>, usize) {
+    let (mut acked, mut failed) = (Vec::new(), 0);
+    let mut i = 0;
+    while !*stop.borrow() {
+        let j = LedgerJob::sleeping(1).queue(QUEUES[i % QUEUES.len()]);
+        i += 1;
+        match j.perform_async(&c).await {
+            Ok(jid) => acked.push(jid),
+            Err(_) => failed += 1,
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    (acked, failed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_fails_over_under_load_and_acknowledged_jobs_run() {
+    let mut cluster = RedisCluster::start(3, 1, &[]).expect("cluster starts");
+    let url = cluster.url();
+    let ns = namespace();
+    let c = Client::builder(&url).namespace(&ns).build().await.unwrap();
+    let dir = ledger_dir("cluster-failover");
+    // Enqueued well before the kill (longer ago than the replication lag).
+    let early = push_all(&c, jobs(400, 20)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let w = worker(&url, &ns, &dir);
+    let mut a = w.start();
+    let mut b = w.start();
+    eventually!(
+        within Duration::from_secs(20),
+        Ledger::read(&dir).jobs_ended() >= 40,
+        "the workers get going"
+    );
+
+    // With wait_replicas(1, …), pushes run right up to the kill of the
+    // primary that serves the first queue.
+    let durable = Client::builder(&url)
+        .namespace(&ns)
+        .wait_replicas(1, Duration::from_millis(500))
+        .build()
+        .await
+        .unwrap();
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let producer = tokio::spawn(produce(durable, rx));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let queue_key = c.broker().keys().queue(QUEUES[0]);
+    fail_over(&mut cluster, &queue_key).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.send(true).unwrap();
+    let (acked, refused) = producer.await.unwrap();
+    eprintln!(
+        "wait_replicas(1): {} pushes acknowledged, {refused} refused during the failover",
+        acked.len()
+    );
+    assert!(!acked.is_empty());
+
+    all_end(
+        &dir,
+        &early,
+        Duration::from_secs(60),
+        "jobs enqueued before the kill",
+    )
+    .await;
+    all_end(
+        &dir,
+        &acked,
+        Duration::from_secs(60),
+        "jobs acknowledged with wait_replicas(1)",
+    )
+    .await;
+    assert_running(&mut [&mut a, &mut b]);
+
+    // Without wait_replicas the last window before a kill may be lost:
+    // measured and reported, not asserted.
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let producer = tokio::spawn(produce(c.clone(), rx));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = c.broker().keys().queue(QUEUES[1]);
+    let ports = cluster.ports();
+    let (_, owner_now) = owner(&cluster, ports[ports.len() - 1], &second);
+    let has_replica = cluster
+        .cli(owner_now, &["INFO", "replication"])
+        .unwrap()
+        .contains("connected_slaves:1");
+    if has_replica {
+        fail_over(&mut cluster, &second).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.send(true).unwrap();
+    let (acked, refused) = producer.await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let ledger = Ledger::read(&dir);
+    let lost = acked.iter().filter(|j| ledger.ended(j) == 0).count();
+    eprintln!(
+        "without wait_replicas{}: {} pushes acknowledged, {refused} refused, {lost} acknowledged but not run 5 s later",
+        if has_replica {
+            ""
+        } else {
+            " (no failover: the owner had no replica)"
+        },
+        acked.len()
+    );
+    assert_running(&mut [&mut a, &mut b]);
+    a.stop();
+    b.stop();
+}
