@@ -22,8 +22,11 @@ use fairjob_tests::{Ledger, TestWorker, WorkerProcess, eventually, ledger_dir, n
 
 const QUEUES: [&str; 4] = ["l0", "l1", "l2", "l3"];
 
+/// A primary: its port, node id and slot ranges.
+type Primary = (u16, String, Vec<(u16, u16)>);
+
 /// The node id and the slot ranges of each primary, from `CLUSTER NODES`.
-fn primaries(cluster: &RedisCluster, ask: u16) -> Vec<(u16, String, Vec<(u16, u16)>)> {
+fn primaries(cluster: &RedisCluster, ask: u16) -> Vec<Primary> {
     let text = cluster.cli(ask, &["CLUSTER", "NODES"]).unwrap();
     text.lines()
         .filter(|l| l.contains("master") && !l.contains("fail"))
