@@ -445,6 +445,16 @@ impl RedisBroker {
             let chosen: Vec<usize> = self
                 .invoke(&self.push_script(std::slice::from_ref(&unsourced), clock_offset))
                 .await?;
+            // With `wait_replicas`, the push reaches the queue primary's
+            // replicas before the claim (on another primary) is dropped.
+            if self.options.wait_replicas > 0
+                && let Some(c) = chosen
+                    .first()
+                    .and_then(|c| c.checked_sub(1))
+                    .and_then(|c| unsourced.candidates.get(c))
+            {
+                self.wait_replicated(&[self.keys.queue(&c.queue)]).await?;
+            }
             // The commit point: the job is in its queue; dropping the claim
             // only stops a second promotion.
             self.drop_claim(&src.record, src.member.as_bytes()).await?;
@@ -497,12 +507,19 @@ impl RedisBroker {
             ZSet::Dead => (self.keys.dead(), "dead"),
         };
         let mut inv = SCHEDULE.call();
-        inv.key(key)
+        inv.key(&key)
             .arg(clock_offset)
             .arg(mode)
             .arg(secs)
             .arg(payload.as_bytes());
         let _: Value = self.invoke(&inv).await?;
+        // In a cluster the caller's commit point (the job leaving its
+        // in-progress record) is on another primary: with `wait_replicas`, the
+        // set's write reaches the replicas first, so a failover of the set's
+        // primary cannot lose a job whose record is already gone.
+        if self.is_cluster() && self.options.wait_replicas > 0 {
+            self.wait_replicated(std::slice::from_ref(&key)).await?;
+        }
         Ok(())
     }
 
