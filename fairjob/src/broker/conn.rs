@@ -880,9 +880,9 @@ impl Tls {
                     let pem = read(path)?;
                     let mut store = rustls::RootCertStore::empty();
                     for cert in certificates(path, &pem)? {
-                        store.add(cert).map_err(|e| {
-                            bad(path, format!("not a usable CA certificate: {e}"))
-                        })?;
+                        store
+                            .add(cert)
+                            .map_err(|e| bad(path, format!("not a usable CA certificate: {e}")))?;
                     }
                     Some(pem)
                 }
@@ -942,26 +942,46 @@ impl Tls {
     }
 }
 
+/// The rustls error inside `e`: the Redis client keeps an I/O error in an
+/// `Arc`, and an I/O error's `source` skips the error it wraps, so both are
+/// opened by hand.
+#[cfg(feature = "tls")]
+fn find_rustls_error(e: &(dyn std::error::Error + 'static), depth: usize) -> Option<rustls::Error> {
+    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    if depth > 8 {
+        return None;
+    }
+    if let Some(t) = e.downcast_ref::<rustls::Error>() {
+        return Some(t.clone());
+    }
+    if let Some(inner) = e
+        .downcast_ref::<std::io::Error>()
+        .and_then(std::io::Error::get_ref)
+        && let Some(t) = find_rustls_error(inner, depth + 1)
+    {
+        return Some(t);
+    }
+    if let Some(shared) = e.downcast_ref::<Shared>()
+        && let Some(t) = find_rustls_error(&**shared, depth + 1)
+    {
+        return Some(t);
+    }
+    find_rustls_error(e.source()?, depth + 1)
+}
+
 /// What a failed TLS handshake means, in words a user can act on; `None`
 /// when `e` is not a TLS failure.
 #[cfg(feature = "tls")]
 fn tls_failure(e: &redis::RedisError, display: &str) -> Option<String> {
     use rustls::{AlertDescription as A, CertificateError as C};
 
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    let mut found = None;
-    while let Some(err) = source {
-        if let Some(t) = err.downcast_ref::<rustls::Error>() {
-            found = Some(t.clone());
-            break;
-        }
-        source = err.source();
-    }
     let text = e.to_string();
-    let t = match found {
+    let t = match find_rustls_error(e, 0) {
         Some(t) => t,
         // A handshake error that lost its type on the way: its words remain.
-        None if text.contains("invalid peer certificate") || text.contains("received fatal alert") => {
+        None if text.contains("invalid peer certificate")
+            || text.contains("received fatal alert") =>
+        {
             return Some(format!("the TLS handshake with {display} failed: {text}"));
         }
         None => return None,
@@ -970,10 +990,12 @@ fn tls_failure(e: &redis::RedisError, display: &str) -> Option<String> {
     let client_hint = "does the server require a client certificate (tls_cert_file and \
                        tls_key_file, --tls-cert and --tls-key), and does it trust this one?";
     Some(match &t {
-        rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => format!(
-            "the certificate of {display} is not trusted (signed by an unknown CA: {t}); {ca_hint}"
-        ),
-        rustls::Error::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+        rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
+            format!("the certificate of {display} is not trusted ({t}); {ca_hint}")
+        }
+        rustls::Error::InvalidCertificate(
+            C::NotValidForName | C::NotValidForNameContext { .. },
+        ) => {
             format!(
                 "the certificate of {display} is not valid for the host name in the URL ({t}); \
                  connect with a name the certificate lists"
@@ -991,9 +1013,9 @@ fn tls_failure(e: &redis::RedisError, display: &str) -> Option<String> {
             | A::UnsupportedCertificate
             | A::CertificateUnknown,
         ) => format!("{display} refused the TLS connection ({t}): {client_hint}"),
-        rustls::Error::InvalidMessage(_) => format!(
-            "{display} does not speak TLS ({t}): is it the server's tls-port?"
-        ),
+        rustls::Error::InvalidMessage(_) => {
+            format!("{display} does not speak TLS ({t}): is it the server's tls-port?")
+        }
         _ => format!("the TLS handshake with {display} failed: {t}"),
     })
 }
