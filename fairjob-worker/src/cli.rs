@@ -645,7 +645,13 @@ mod tests {
             "tls_ca_file = \"/a/ca.pem\"\ntls_cert_file = \"/a/c.pem\"\ntls_key_file = \"/a/c.key\"\n",
         )
         .unwrap();
-        let c = config_of(&["worker", "-C", path.to_str().unwrap(), "--tls-ca", "/b/ca.pem"]);
+        let c = config_of(&[
+            "worker",
+            "-C",
+            path.to_str().unwrap(),
+            "--tls-ca",
+            "/b/ca.pem",
+        ]);
         assert_eq!(c.client.tls_ca_file, Some(PathBuf::from("/b/ca.pem")));
         assert_eq!(c.client.tls_cert_file, Some(PathBuf::from("/a/c.pem")));
         assert_eq!(c.client.tls_key_file, Some(PathBuf::from("/a/c.key")));
