@@ -331,3 +331,31 @@ async fn a_tls_cluster_runs_jobs() {
     assert!(matches!(err, Error::Tls(_)), "{err:?}");
     assert!(err.to_string().contains("not trusted"), "{err}");
 }
+
+#[tokio::test]
+async fn a_rediss_url_to_a_plain_server_says_so() {
+    // A plain server waits for the end of a command that never comes: the
+    // handshake times out, and the error says what to check.
+    let server = RedisServer::start(&[]).unwrap();
+    let url = format!("rediss://127.0.0.1:{}", server.port());
+    let err = refused(
+        Client::builder(&url).connect_timeout(Duration::from_secs(1)),
+        "a plain server",
+    )
+    .await;
+    assert!(matches!(err, Error::Connection(_)), "{err:?}");
+    assert!(err.to_string().contains("TLS port"), "{err}");
+}
+
+#[tokio::test]
+async fn a_redis_url_to_a_tls_server_says_so() {
+    let ca = TestCa::new().unwrap();
+    let server = RedisServer::start_tls(&ca, false, &[]).unwrap();
+    let url = format!("redis://127.0.0.1:{}", server.port());
+    let err = refused(
+        Client::builder(&url).connect_timeout(Duration::from_secs(1)),
+        "a TLS server",
+    )
+    .await;
+    assert!(err.to_string().contains("rediss://"), "{err}");
+}

@@ -3,6 +3,15 @@
 //! cluster detection, TLS, credentials kept out of every message) and the
 //! separate connections idle workers block on ([`Waiter`]).
 //!
+//! # TLS
+//!
+//! A `rediss://` URL speaks TLS (rustls, ring). The CA file and client
+//! certificate of [`ConnectOptions`] are read once at connect ([`Tls`]) and
+//! given to every client made afterwards: the single node's, the cluster's
+//! (which uses them for the nodes it discovers) and the [`Waiter`]s'. A failed
+//! handshake is [`Error::Tls`] with what it means (untrusted certificate,
+//! wrong host name, a client certificate missing or refused).
+//!
 //! Nothing outside `broker/` holds a Redis client type: code above sees
 //! [`Conn`] only as "a connection", and the broker's typed functions.
 //!
@@ -1053,8 +1062,18 @@ fn connect_error(e: redis::RedisError, url: &str, display: &str) -> Error {
     match Error::from_redis(e) {
         Error::Auth(text) => Error::Auth(format!("{display}: {}", scrub(&text, url))),
         Error::Redis(e) if e.is_connection_refusal() || e.is_io_error() || e.is_timeout() => {
+            // A plain server reached by a `rediss://` URL waits for the rest
+            // of what it takes for a command: the handshake times out.
+            // A TLS-only port drops a plain connection at its first command.
+            let hint = if e.is_timeout() && display.starts_with("rediss://") {
+                " (no answer to the TLS handshake: is this the server's TLS port?)"
+            } else if e.is_connection_dropped() && display.starts_with("redis://") {
+                " (the server closed the connection: if it speaks TLS only, use a rediss:// URL)"
+            } else {
+                ""
+            };
             Error::Connection(format!(
-                "cannot reach {display}: {}",
+                "cannot reach {display}: {}{hint}",
                 scrub(&e.to_string(), url)
             ))
         }

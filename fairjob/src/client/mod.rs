@@ -163,9 +163,9 @@ impl ClientBuilder {
     /// (the server's own CA, as managed services hand out) instead of the
     /// system's root certificates. Read at [`build`](Self::build): an
     /// unreadable file or one with no PEM certificate is
-    /// [`Error::TlsFile`](crate::Error::TlsFile); a server whose certificate
+    /// [`Error::TlsFile`]; a server whose certificate
     /// it does not vouch for, or that is not valid for the URL's host name,
-    /// fails the connect with [`Error::Tls`](crate::Error::Tls). See the
+    /// fails the connect with [`Error::Tls`]. See the
     /// README's "TLS".
     pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.config.tls_ca_file = Some(path.into());
