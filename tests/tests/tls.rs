@@ -293,20 +293,23 @@ async fn unusable_tls_files_are_named_in_the_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_cluster_runs_jobs() {
-    // (e) Three primaries, TLS on the client port, the bus and replication.
+    // (e) Three primaries, TLS on the client port, the bus and replication,
+    // with mutual TLS: the client certificate must reach every node the
+    // cluster client discovers, and the idle worker's per-slot connections.
     let ca = TestCa::new().unwrap();
-    let cluster = RedisCluster::start_tls(3, 0, &ca, false, &[]).expect("a TLS cluster forms");
+    let cluster = RedisCluster::start_tls(3, 0, &ca, true, &[]).expect("a TLS cluster forms");
     let url = cluster.url();
     assert!(url.starts_with("rediss://"), "{url}");
     let ns = namespace();
     let c = Client::builder(&url)
         .namespace(&ns)
         .tls_ca_file(ca.ca_file())
+        .tls_client_cert(ca.client_cert_file(), ca.client_key_file())
         .build()
         .await
-        .expect("a client given the CA connects to the cluster");
+        .expect("a client given the CA and its certificate connects to the cluster");
     assert!(c.broker().is_cluster());
-    let w = worker(&url, &ns, &ca, false).await;
+    let w = worker(&url, &ns, &ca, true).await;
     jobs_run(&c, "cluster").await;
     // More jobs at once.
     for n in 0..9 {
@@ -330,6 +333,15 @@ async fn a_tls_cluster_runs_jobs() {
     .await;
     assert!(matches!(err, Error::Tls(_)), "{err:?}");
     assert!(err.to_string().contains("not trusted"), "{err}");
+    let err = refused(
+        Client::builder(&url)
+            .namespace(&ns)
+            .tls_ca_file(ca.ca_file()),
+        "cluster without the client certificate",
+    )
+    .await;
+    assert!(matches!(err, Error::Tls(_)), "{err:?}");
+    assert!(err.to_string().contains("client certificate"), "{err}");
 }
 
 #[tokio::test]
