@@ -49,6 +49,16 @@ struct Global {
     /// How long a push waits for its replicas (default 1s)
     #[arg(long, global = true, value_parser = duration, value_name = "DURATION")]
     wait_timeout: Option<Duration>,
+    /// For a rediss:// URL: a PEM file of the CA certificate(s) that signed the
+    /// server's certificate (default: the system's root certificates)
+    #[arg(long, global = true, env = "REDIS_TLS_CA", value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+    /// Mutual TLS: a PEM client certificate, with --tls-key
+    #[arg(long, global = true, env = "REDIS_TLS_CERT", value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// Mutual TLS: the client certificate's PEM private key
+    #[arg(long, global = true, env = "REDIS_TLS_KEY", value_name = "FILE")]
+    tls_key: Option<PathBuf>,
     /// TOML config file; every flag has a key (durations in humantime form, e.g. "25s")
     #[arg(short = 'C', long = "config", global = true)]
     config: Option<PathBuf>,
@@ -485,6 +495,15 @@ fn load_config(global: &Global, r: &RunArgs) -> Result<WorkerConfig> {
         c.client.namespace = Some(v.clone());
     }
     c.client.cluster |= global.cluster;
+    if let Some(v) = &global.tls_ca {
+        c.client.tls_ca_file = Some(v.clone());
+    }
+    if let Some(v) = &global.tls_cert {
+        c.client.tls_cert_file = Some(v.clone());
+    }
+    if let Some(v) = &global.tls_key {
+        c.client.tls_key_file = Some(v.clone());
+    }
     if let Some(v) = global.wait_replicas {
         c.client.wait_replicas = v;
     }
@@ -602,6 +621,41 @@ mod tests {
         assert_eq!(c.client.sharded_queues, vec!["s".to_owned()]);
         let c = config_of(&["worker", "-q", "y", "run"]);
         assert_eq!(c.queues, vec!["y".to_owned()]);
+    }
+
+    #[test]
+    fn tls_files_come_from_flags_or_the_config_file() {
+        let c = config_of(&[
+            "worker",
+            "--tls-ca",
+            "/etc/ca.pem",
+            "--tls-cert",
+            "/etc/me.pem",
+            "--tls-key",
+            "/etc/me.key",
+        ]);
+        assert_eq!(c.client.tls_ca_file, Some(PathBuf::from("/etc/ca.pem")));
+        assert_eq!(c.client.tls_cert_file, Some(PathBuf::from("/etc/me.pem")));
+        assert_eq!(c.client.tls_key_file, Some(PathBuf::from("/etc/me.key")));
+        let dir = std::env::temp_dir().join(format!("fairjob-cli-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("w.toml");
+        std::fs::write(
+            &path,
+            "tls_ca_file = \"/a/ca.pem\"\ntls_cert_file = \"/a/c.pem\"\ntls_key_file = \"/a/c.key\"\n",
+        )
+        .unwrap();
+        let c = config_of(&[
+            "worker",
+            "-C",
+            path.to_str().unwrap(),
+            "--tls-ca",
+            "/b/ca.pem",
+        ]);
+        assert_eq!(c.client.tls_ca_file, Some(PathBuf::from("/b/ca.pem")));
+        assert_eq!(c.client.tls_cert_file, Some(PathBuf::from("/a/c.pem")));
+        assert_eq!(c.client.tls_key_file, Some(PathBuf::from("/a/c.key")));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

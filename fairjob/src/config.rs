@@ -10,6 +10,7 @@
 //!
 //! Layer 3: settings and their validation; nothing here connects or runs.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -61,6 +62,14 @@ pub struct ClientConfig {
     /// How long a push waits for its replicas (default 1 s).
     #[serde(with = "human")]
     pub wait_timeout: Duration,
+    /// For a `rediss://` URL: a PEM file of the CA certificate(s) that signed
+    /// the server's certificate (`REDIS_TLS_CA`); the system's root
+    /// certificates when unset.
+    pub tls_ca_file: Option<PathBuf>,
+    /// Mutual TLS: a PEM client certificate (`REDIS_TLS_CERT`), with `tls_key_file`.
+    pub tls_cert_file: Option<PathBuf>,
+    /// Mutual TLS: the client certificate's PEM private key (`REDIS_TLS_KEY`).
+    pub tls_key_file: Option<PathBuf>,
 }
 
 impl Default for ClientConfig {
@@ -77,6 +86,9 @@ impl Default for ClientConfig {
             cluster: false,
             wait_replicas: 0,
             wait_timeout: Duration::from_secs(1),
+            tls_ca_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
         }
     }
 }
@@ -97,6 +109,9 @@ impl ClientConfig {
             cluster: self.cluster,
             wait_replicas: self.wait_replicas,
             wait_timeout: self.wait_timeout,
+            tls_ca_file: self.tls_ca_file.clone(),
+            tls_cert_file: self.tls_cert_file.clone(),
+            tls_key_file: self.tls_key_file.clone(),
         }
     }
 }
@@ -228,6 +243,9 @@ struct WorkerConfigFile {
     wait_replicas: u32,
     #[serde(with = "human")]
     wait_timeout: Duration,
+    tls_ca_file: Option<PathBuf>,
+    tls_cert_file: Option<PathBuf>,
+    tls_key_file: Option<PathBuf>,
     queues: Vec<String>,
     tiers: Vec<Vec<String>>,
     concurrency: usize,
@@ -273,6 +291,9 @@ impl From<WorkerConfig> for WorkerConfigFile {
             cluster: c.cluster,
             wait_replicas: c.wait_replicas,
             wait_timeout: c.wait_timeout,
+            tls_ca_file: c.tls_ca_file,
+            tls_cert_file: c.tls_cert_file,
+            tls_key_file: c.tls_key_file,
             queues: w.queues,
             tiers: w.tiers,
             concurrency: w.concurrency,
@@ -307,6 +328,9 @@ impl From<WorkerConfigFile> for WorkerConfig {
                 cluster: f.cluster,
                 wait_replicas: f.wait_replicas,
                 wait_timeout: f.wait_timeout,
+                tls_ca_file: f.tls_ca_file,
+                tls_cert_file: f.tls_cert_file,
+                tls_key_file: f.tls_key_file,
             },
             queues: f.queues,
             tiers: f.tiers,

@@ -26,6 +26,20 @@ pub enum Error {
     /// The Redis URL or a connection option is invalid, or the server cannot be reached.
     #[error("invalid redis connection settings: {0}")]
     Connection(String),
+    /// A TLS file given to the client (CA, client certificate or its key)
+    /// cannot be read or holds no usable PEM; the message names the file.
+    #[error("TLS file {}: {problem}", .path.display())]
+    TlsFile {
+        /// The file, as given.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The TLS handshake with Redis failed: the server's certificate is not
+    /// trusted or not valid for the URL's host name, or the server refused the
+    /// client (mutual TLS without a client certificate, or one it does not trust).
+    #[error("TLS with redis failed: {0}")]
+    Tls(String),
     /// A job's arguments could not be encoded as JSON.
     #[error("cannot encode the arguments of `{class}`: {source}")]
     Encode {

@@ -3,6 +3,15 @@
 //! cluster detection, TLS, credentials kept out of every message) and the
 //! separate connections idle workers block on ([`Waiter`]).
 //!
+//! # TLS
+//!
+//! A `rediss://` URL speaks TLS (rustls, ring). The CA file and client
+//! certificate of [`ConnectOptions`] are read once at connect ([`Tls`]) and
+//! given to every client made afterwards: the single node's, the cluster's
+//! (which uses them for the nodes it discovers) and the [`Waiter`]s'. A failed
+//! handshake is [`Error::Tls`] with what it means (untrusted certificate,
+//! wrong host name, a client certificate missing or refused).
+//!
 //! Nothing outside `broker/` holds a Redis client type: code above sees
 //! [`Conn`] only as "a connection", and the broker's typed functions.
 //!
@@ -21,6 +30,7 @@
 //! (one slot each) or ordered separate steps.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures_util::future::{BoxFuture, FutureExt, try_join_all};
@@ -58,6 +68,13 @@ pub struct ConnectOptions {
     pub wait_replicas: u32,
     /// How long a push waits for them.
     pub wait_timeout: Duration,
+    /// A PEM file of the CA certificate(s) that signed the server's
+    /// certificate, for a `rediss://` URL (the system's roots when unset).
+    pub tls_ca_file: Option<PathBuf>,
+    /// A PEM client certificate (chain) for mutual TLS; with `tls_key_file`.
+    pub tls_cert_file: Option<PathBuf>,
+    /// The PEM private key of `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
 }
 
 impl Default for ConnectOptions {
@@ -70,6 +87,9 @@ impl Default for ConnectOptions {
             cluster: false,
             wait_replicas: 0,
             wait_timeout: Duration::from_secs(1),
+            tls_ca_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
         }
     }
 }
@@ -84,6 +104,9 @@ impl fmt::Debug for ConnectOptions {
             .field("cluster", &self.cluster)
             .field("wait_replicas", &self.wait_replicas)
             .field("wait_timeout", &self.wait_timeout)
+            .field("tls_ca_file", &self.tls_ca_file)
+            .field("tls_cert_file", &self.tls_cert_file)
+            .field("tls_key_file", &self.tls_key_file)
             .finish()
     }
 }
@@ -436,7 +459,7 @@ pub(crate) struct Connected {
 #[derive(Clone)]
 pub(crate) enum Opener {
     Single(Box<redis::Client>),
-    Cluster(Vec<redis::ConnectionInfo>),
+    Cluster(Vec<redis::ConnectionInfo>, Tls),
 }
 
 /// Splits a URL into its seeds: `redis://a:7000,redis://b:7001`, or
@@ -479,6 +502,15 @@ pub(crate) async fn connect(url: &str, options: &ConnectOptions) -> Result<Conne
         .map(|s| redacted(s))
         .collect::<Vec<_>>()
         .join(",");
+    let tls = Tls::load(options)?;
+    if tls.is_set()
+        && let Some(plain) = seeds.iter().find(|s| !s.starts_with("rediss://"))
+    {
+        return Err(Error::Config(format!(
+            "TLS files are given (tls_ca_file / tls_cert_file) but {} is not a rediss:// URL",
+            redacted(plain)
+        )));
+    }
     let mut infos = Vec::with_capacity(seeds.len());
     for seed in &seeds {
         let info = seed.as_str().into_connection_info().map_err(|e| {
@@ -499,7 +531,7 @@ pub(crate) async fn connect(url: &str, options: &ConnectOptions) -> Result<Conne
     let mut cluster_enabled = None;
     let mut last_err = None;
     for (seed, info) in seeds.iter().zip(&infos) {
-        let client = redis::Client::open(info.clone()).map_err(|e| {
+        let client = tls.client(info.clone()).map_err(|e| {
             Error::Config(format!(
                 "invalid redis URL {}: {}",
                 redacted(seed),
@@ -529,7 +561,7 @@ pub(crate) async fn connect(url: &str, options: &ConnectOptions) -> Result<Conne
         )));
     }
     if cluster_enabled {
-        let client = cluster_client(&infos, options, options.response_timeout)?;
+        let client = cluster_client(&infos, options, &tls, options.response_timeout)?;
         let conn = tokio::time::timeout(options.connect_timeout * 2, client.get_async_connection())
             .await
             .map_err(|_| {
@@ -543,11 +575,11 @@ pub(crate) async fn connect(url: &str, options: &ConnectOptions) -> Result<Conne
             conn: Conn {
                 backend: Backend::Cluster(conn),
             },
-            opener: Opener::Cluster(infos),
+            opener: Opener::Cluster(infos, tls),
             display,
         });
     }
-    let client = redis::Client::open(infos.swap_remove(0)).map_err(|e| {
+    let client = tls.client(infos.swap_remove(0)).map_err(|e| {
         Error::Config(format!(
             "invalid redis URL {display}: {}",
             scrub(&e.to_string(), url)
@@ -588,14 +620,16 @@ async fn probe(client: &redis::Client, cfg: &AsyncConnectionConfig) -> redis::Re
 fn cluster_client(
     seeds: &[redis::ConnectionInfo],
     options: &ConnectOptions,
+    tls: &Tls,
     response_timeout: Duration,
 ) -> Result<ClusterClient> {
-    ClusterClientBuilder::new(seeds.to_vec())
+    let builder = ClusterClientBuilder::new(seeds.to_vec())
         .connection_timeout(options.connect_timeout)
         .response_timeout(response_timeout)
         .retries(8)
         .max_retry_wait(1_000)
-        .min_retry_wait(50)
+        .min_retry_wait(50);
+    tls.cluster(builder)
         .build()
         .map_err(|e| Error::Config(format!("invalid cluster settings: {e}")))
 }
@@ -645,7 +679,7 @@ impl Waiter {
         keys: Vec<String>,
     ) -> Waiter {
         let cluster = match &opener {
-            Some(Opener::Cluster(_)) => {
+            Some(Opener::Cluster(..)) => {
                 let mut groups: Vec<(u16, Vec<String>)> = Vec::new();
                 for k in &keys {
                     let slot = keys::cluster_slot(k);
@@ -724,7 +758,7 @@ impl Waiter {
     /// connection, until the first returns (or the block time passes).
     /// False when there was nothing to block on.
     async fn wait_cluster(&mut self) -> bool {
-        let Some(Opener::Cluster(seeds)) = &self.opener else {
+        let Some(Opener::Cluster(seeds, tls)) = &self.opener else {
             return false;
         };
         let waits = self.cluster.as_mut().expect("cluster waits");
@@ -732,6 +766,7 @@ impl Waiter {
             waits.client = cluster_client(
                 seeds,
                 &self.options,
+                tls,
                 self.block + self.options.response_timeout,
             )
             .ok();
@@ -795,6 +830,205 @@ impl Waiter {
     }
 }
 
+/// The TLS files of [`ConnectOptions`], read and checked once at connect,
+/// for every connection opened afterwards (the single node's, the cluster's,
+/// the [`Waiter`]s').
+#[derive(Clone, Default)]
+pub(crate) struct Tls {
+    #[cfg(feature = "tls")]
+    certs: Option<redis::TlsCertificates>,
+}
+
+impl Tls {
+    /// Reads the files; an unreadable file or one without the expected PEM
+    /// is an [`Error::TlsFile`] naming it.
+    fn load(options: &ConnectOptions) -> Result<Tls> {
+        let client = match (&options.tls_cert_file, &options.tls_key_file) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            (None, None) => None,
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(Error::Config(
+                    "a TLS client certificate needs its key: give both \
+                     tls_cert_file and tls_key_file (--tls-cert and --tls-key)"
+                        .into(),
+                ));
+            }
+        };
+        if options.tls_ca_file.is_none() && client.is_none() {
+            return Ok(Tls::default());
+        }
+        #[cfg(feature = "tls")]
+        {
+            use rustls::pki_types::pem::PemObject;
+            use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+            let read = |path: &PathBuf| {
+                std::fs::read(path).map_err(|e| Error::TlsFile {
+                    path: path.clone(),
+                    problem: format!("cannot read it: {e}"),
+                })
+            };
+            let bad = |path: &PathBuf, problem: String| Error::TlsFile {
+                path: path.clone(),
+                problem,
+            };
+            let certificates = |path: &PathBuf, pem: &[u8]| {
+                let certs = CertificateDer::pem_slice_iter(pem)
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|e| bad(path, format!("invalid PEM certificate: {e}")))?;
+                if certs.is_empty() {
+                    return Err(bad(
+                        path,
+                        "no PEM certificate in it (-----BEGIN CERTIFICATE-----)".into(),
+                    ));
+                }
+                Ok(certs)
+            };
+            let root_cert = match &options.tls_ca_file {
+                Some(path) => {
+                    let pem = read(path)?;
+                    let mut store = rustls::RootCertStore::empty();
+                    for cert in certificates(path, &pem)? {
+                        store
+                            .add(cert)
+                            .map_err(|e| bad(path, format!("not a usable CA certificate: {e}")))?;
+                    }
+                    Some(pem)
+                }
+                None => None,
+            };
+            let client_tls = match client {
+                Some((cert, key)) => {
+                    let client_cert = read(cert)?;
+                    certificates(cert, &client_cert)?;
+                    let client_key = read(key)?;
+                    PrivateKeyDer::from_pem_slice(&client_key)
+                        .map_err(|e| bad(key, format!("no usable PEM private key in it: {e}")))?;
+                    Some(redis::ClientTlsConfig {
+                        client_cert,
+                        client_key,
+                    })
+                }
+                None => None,
+            };
+            Ok(Tls {
+                certs: Some(redis::TlsCertificates {
+                    client_tls,
+                    root_cert,
+                }),
+            })
+        }
+        #[cfg(not(feature = "tls"))]
+        Err(Error::Config(
+            "TLS files are given but fairjob was built without its `tls` feature".into(),
+        ))
+    }
+
+    /// True when a CA or a client certificate was given.
+    fn is_set(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.certs.is_some();
+        #[cfg(not(feature = "tls"))]
+        false
+    }
+
+    /// A client for one server, with these files.
+    fn client(&self, info: redis::ConnectionInfo) -> redis::RedisResult<redis::Client> {
+        #[cfg(feature = "tls")]
+        if let Some(certs) = &self.certs {
+            return redis::Client::build_with_tls(info, certs.clone());
+        }
+        redis::Client::open(info)
+    }
+
+    /// A cluster client builder with these files.
+    fn cluster(&self, builder: ClusterClientBuilder) -> ClusterClientBuilder {
+        #[cfg(feature = "tls")]
+        if let Some(certs) = &self.certs {
+            return builder.certs(certs.clone());
+        }
+        builder
+    }
+}
+
+/// The rustls error inside `e`: the Redis client keeps an I/O error in an
+/// `Arc`, and an I/O error's `source` skips the error it wraps, so both are
+/// opened by hand.
+#[cfg(feature = "tls")]
+fn find_rustls_error(e: &(dyn std::error::Error + 'static), depth: usize) -> Option<rustls::Error> {
+    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    if depth > 8 {
+        return None;
+    }
+    if let Some(t) = e.downcast_ref::<rustls::Error>() {
+        return Some(t.clone());
+    }
+    if let Some(inner) = e
+        .downcast_ref::<std::io::Error>()
+        .and_then(std::io::Error::get_ref)
+        && let Some(t) = find_rustls_error(inner, depth + 1)
+    {
+        return Some(t);
+    }
+    if let Some(shared) = e.downcast_ref::<Shared>()
+        && let Some(t) = find_rustls_error(&**shared, depth + 1)
+    {
+        return Some(t);
+    }
+    find_rustls_error(e.source()?, depth + 1)
+}
+
+/// What a failed TLS handshake means, in words a user can act on; `None`
+/// when `e` is not a TLS failure.
+#[cfg(feature = "tls")]
+fn tls_failure(e: &redis::RedisError, display: &str) -> Option<String> {
+    use rustls::{AlertDescription as A, CertificateError as C};
+
+    let text = e.to_string();
+    let t = match find_rustls_error(e, 0) {
+        Some(t) => t,
+        // A handshake error that lost its type on the way: its words remain.
+        None if text.contains("invalid peer certificate")
+            || text.contains("received fatal alert") =>
+        {
+            return Some(format!("the TLS handshake with {display} failed: {text}"));
+        }
+        None => return None,
+    };
+    let ca_hint = "give the CA that signed it (tls_ca_file, --tls-ca, REDIS_TLS_CA)";
+    let client_hint = "does the server require a client certificate (tls_cert_file and \
+                       tls_key_file, --tls-cert and --tls-key), and does it trust this one?";
+    Some(match &t {
+        rustls::Error::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => {
+            format!("the certificate of {display} is not trusted ({t}); {ca_hint}")
+        }
+        rustls::Error::InvalidCertificate(
+            C::NotValidForName | C::NotValidForNameContext { .. },
+        ) => {
+            format!(
+                "the certificate of {display} is not valid for the host name in the URL ({t}); \
+                 connect with a name the certificate lists"
+            )
+        }
+        rustls::Error::InvalidCertificate(_) => {
+            format!("the certificate of {display} was rejected: {t}")
+        }
+        rustls::Error::AlertReceived(
+            A::CertificateRequired
+            | A::BadCertificate
+            | A::UnknownCA
+            | A::HandshakeFailure
+            | A::AccessDenied
+            | A::UnsupportedCertificate
+            | A::CertificateUnknown,
+        ) => format!("{display} refused the TLS connection ({t}): {client_hint}"),
+        rustls::Error::InvalidMessage(_) => {
+            format!("{display} does not speak TLS ({t}): is it the server's tls-port?")
+        }
+        _ => format!("the TLS handshake with {display} failed: {t}"),
+    })
+}
+
 /// `host:port/db` of a URL, with no user or password, for logs.
 pub fn redacted(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
@@ -821,11 +1055,25 @@ fn scrub(text: &str, url: &str) -> String {
 }
 
 fn connect_error(e: redis::RedisError, url: &str, display: &str) -> Error {
+    #[cfg(feature = "tls")]
+    if let Some(why) = tls_failure(&e, display) {
+        return Error::Tls(scrub(&why, url));
+    }
     match Error::from_redis(e) {
         Error::Auth(text) => Error::Auth(format!("{display}: {}", scrub(&text, url))),
         Error::Redis(e) if e.is_connection_refusal() || e.is_io_error() || e.is_timeout() => {
+            // A plain server reached by a `rediss://` URL waits for the rest
+            // of what it takes for a command: the handshake times out.
+            // A TLS-only port drops a plain connection at its first command.
+            let hint = if e.is_timeout() && display.starts_with("rediss://") {
+                " (no answer to the TLS handshake: is this the server's TLS port?)"
+            } else if e.is_connection_dropped() && display.starts_with("redis://") {
+                " (the server closed the connection: if it speaks TLS only, use a rediss:// URL)"
+            } else {
+                ""
+            };
             Error::Connection(format!(
-                "cannot reach {display}: {}",
+                "cannot reach {display}: {}{hint}",
                 scrub(&e.to_string(), url)
             ))
         }

@@ -12,6 +12,7 @@ mod push;
 
 use std::collections::HashSet;
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
@@ -155,6 +156,32 @@ impl ClientBuilder {
     pub fn wait_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.config.wait_replicas = replicas;
         self.config.wait_timeout = timeout;
+        self
+    }
+
+    /// For a `rediss://` URL: trust the CA certificate(s) in this PEM file
+    /// (the server's own CA, as managed services hand out) instead of the
+    /// system's root certificates. Read at [`build`](Self::build): an
+    /// unreadable file or one with no PEM certificate is
+    /// [`Error::TlsFile`]; a server whose certificate
+    /// it does not vouch for, or that is not valid for the URL's host name,
+    /// fails the connect with [`Error::Tls`]. See the
+    /// README's "TLS".
+    pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.tls_ca_file = Some(path.into());
+        self
+    }
+
+    /// Mutual TLS: present this PEM client certificate (chain), with its PEM
+    /// private key, to a server that asks for one (`tls-auth-clients yes`).
+    /// Read at [`build`](Self::build), as [`tls_ca_file`](Self::tls_ca_file).
+    pub fn tls_client_cert(
+        mut self,
+        cert_path: impl Into<PathBuf>,
+        key_path: impl Into<PathBuf>,
+    ) -> Self {
+        self.config.tls_cert_file = Some(cert_path.into());
+        self.config.tls_key_file = Some(key_path.into());
         self
     }
 

@@ -20,6 +20,8 @@
 //!   commands, the worker itself).
 //! - [`RedisCluster`]: a private Redis Cluster (primaries with replicas) on
 //!   loopback, for tests of cluster mode, failover and resharding.
+//! - [`TestCa`]: a throwaway CA with server and client certificates, for
+//!   [`RedisServer::start_tls`] and [`RedisCluster::start_tls`].
 //!
 //! Layer 7: it may use everything below it.
 
@@ -27,11 +29,13 @@ mod fake;
 mod perform;
 mod redis_cluster;
 mod redis_server;
+mod tls;
 
 pub use fake::{AfterFailure, Enqueued, Failure, Fake, FakeBuilder};
 pub use perform::{Performing, perform};
 pub use redis_cluster::RedisCluster;
 pub use redis_server::{RedisServer, free_port};
+pub use tls::TestCa;
 
 #[cfg(test)]
 mod shard_tests;

@@ -15,6 +15,8 @@ use super::RedisServer;
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
     dir: std::path::PathBuf,
+    /// `redis-cli`'s TLS arguments (empty without TLS).
+    cli_tls: Vec<String>,
 }
 
 /// A free port whose cluster bus port (+ 10,000) is free too.
@@ -30,8 +32,9 @@ fn free_cluster_port() -> std::io::Result<u16> {
     ))
 }
 
-fn cli(port: u16, args: &[&str]) -> std::io::Result<String> {
+fn cli(tls: &[String], port: u16, args: &[&str]) -> std::io::Result<String> {
     let out = Command::new("redis-cli")
+        .args(tls)
         .arg("-p")
         .arg(port.to_string())
         .args(args)
@@ -48,6 +51,37 @@ impl RedisCluster {
         replicas: usize,
         extra: &[&str],
     ) -> std::io::Result<RedisCluster> {
+        Self::start_with(primaries, replicas, extra, None)
+    }
+
+    /// [`start`](Self::start) with every node speaking TLS only, with
+    /// `ca`'s server certificate, on the client port, the cluster bus and
+    /// between replicas (`tls-cluster`, `tls-replication`), so the nodes
+    /// announce their TLS ports and [`url`](Self::url) is a list of
+    /// `rediss://` seeds; with `auth_clients`, clients must present a
+    /// certificate `ca` signed (mutual TLS).
+    pub fn start_tls(
+        primaries: usize,
+        replicas: usize,
+        ca: &super::TestCa,
+        auth_clients: bool,
+        extra: &[&str],
+    ) -> std::io::Result<RedisCluster> {
+        let mut tls = ca.server_args(auth_clients);
+        tls.extend(["--tls-cluster", "yes", "--tls-replication", "yes"].map(String::from));
+        Self::start_with(primaries, replicas, extra, Some((tls, ca.cli_args())))
+    }
+
+    fn start_with(
+        primaries: usize,
+        replicas: usize,
+        extra: &[&str],
+        tls: Option<(Vec<String>, Vec<String>)>,
+    ) -> std::io::Result<RedisCluster> {
+        let (server_tls, cli_tls) = match tls {
+            Some((server, cli)) => (Some(server), cli),
+            None => (None, Vec::new()),
+        };
         let dir = std::env::temp_dir().join(format!(
             "fairjob-cluster-{}-{}",
             std::process::id(),
@@ -57,6 +91,7 @@ impl RedisCluster {
         let mut cluster = RedisCluster {
             nodes: Vec::new(),
             dir,
+            cli_tls,
         };
         let total = primaries * (1 + replicas);
         while cluster.nodes.len() < total {
@@ -78,7 +113,7 @@ impl RedisCluster {
                 "0",
             ];
             args.extend_from_slice(extra);
-            match RedisServer::start_on(port, &node_dir, &args) {
+            match RedisServer::start_on_with(port, &node_dir, &args, server_tls.clone()) {
                 Ok(node) => cluster.nodes.push(node),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(e),
                 Err(_) => continue, // the port was taken meanwhile
@@ -90,6 +125,7 @@ impl RedisCluster {
             .map(|n| format!("127.0.0.1:{}", n.port()))
             .collect();
         let out = Command::new("redis-cli")
+            .args(&cluster.cli_tls)
             .arg("--cluster")
             .arg("create")
             .args(&addrs)
@@ -120,7 +156,8 @@ impl RedisCluster {
         let deadline = Instant::now() + timeout;
         loop {
             let ok = self.nodes.iter().all(|n| {
-                cli(n.port(), &["CLUSTER", "INFO"]).is_ok_and(|s| s.contains("cluster_state:ok"))
+                cli(&self.cli_tls, n.port(), &["CLUSTER", "INFO"])
+                    .is_ok_and(|s| s.contains("cluster_state:ok"))
             });
             if ok {
                 return Ok(());
@@ -151,7 +188,7 @@ impl RedisCluster {
         let Some(seed) = self.nodes.first() else {
             return Vec::new();
         };
-        let text = cli(seed.port(), &["CLUSTER", "NODES"]).unwrap_or_default();
+        let text = cli(&self.cli_tls, seed.port(), &["CLUSTER", "NODES"]).unwrap_or_default();
         let mut out: Vec<u16> = text
             .lines()
             .filter(|l| l.contains("master") && !l.contains("fail"))
@@ -177,7 +214,7 @@ impl RedisCluster {
 
     /// Runs `redis-cli -p <port> <args>` against one node; its standard output.
     pub fn cli(&self, port: u16, args: &[&str]) -> std::io::Result<String> {
-        cli(port, args)
+        cli(&self.cli_tls, port, args)
     }
 }
 

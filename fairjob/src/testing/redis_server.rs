@@ -43,12 +43,31 @@ pub struct RedisServer {
     dir: std::path::PathBuf,
     /// Whether drop removes `dir` (true when `start` made it).
     owns_dir: bool,
+    /// TLS: the server's TLS arguments; `port` is then its `tls-port` and
+    /// the plain port is off.
+    tls: Option<Vec<String>>,
 }
 
 impl RedisServer {
     /// Starts `redis-server` with no persistence on a free port; `extra` are more
     /// config arguments (`["--appendonly", "yes"]`).
     pub fn start(extra: &[&str]) -> std::io::Result<RedisServer> {
+        Self::start_with(extra, None)
+    }
+
+    /// Starts `redis-server` speaking TLS only, with `ca`'s server
+    /// certificate, on a free port ([`url`](Self::url) is then
+    /// `rediss://127.0.0.1:<port>`); with `auth_clients`, clients must present
+    /// a certificate `ca` signed (mutual TLS).
+    pub fn start_tls(
+        ca: &super::TestCa,
+        auth_clients: bool,
+        extra: &[&str],
+    ) -> std::io::Result<RedisServer> {
+        Self::start_with(extra, Some(ca.server_args(auth_clients)))
+    }
+
+    fn start_with(extra: &[&str], tls: Option<Vec<String>>) -> std::io::Result<RedisServer> {
         // A free port can be taken by someone else between our probe and the
         // server's bind; then the server exits and we try another port.
         let mut attempt = 0;
@@ -58,7 +77,7 @@ impl RedisServer {
             let dir =
                 std::env::temp_dir().join(format!("fairjob-redis-{}-{port}", std::process::id()));
             std::fs::create_dir_all(&dir)?;
-            match Self::start_on(port, &dir, extra) {
+            match Self::start_on_with(port, &dir, extra, tls.clone()) {
                 Ok(mut s) => {
                     s.owns_dir = true;
                     return Ok(s);
@@ -79,12 +98,24 @@ impl RedisServer {
         dir: &std::path::Path,
         extra: &[&str],
     ) -> std::io::Result<RedisServer> {
-        let child = Self::spawn(port, dir, extra)?;
+        Self::start_on_with(port, dir, extra, None)
+    }
+
+    /// [`start_on`](Self::start_on), speaking TLS when `tls` holds the
+    /// server's TLS arguments.
+    pub(crate) fn start_on_with(
+        port: u16,
+        dir: &std::path::Path,
+        extra: &[&str],
+        tls: Option<Vec<String>>,
+    ) -> std::io::Result<RedisServer> {
+        let child = Self::spawn(port, dir, extra, tls.as_deref())?;
         let mut server = RedisServer {
             child,
             port,
             dir: dir.to_path_buf(),
             owns_dir: false,
+            tls,
         };
         server.wait_ready()?;
         Ok(server)
@@ -94,15 +125,27 @@ impl RedisServer {
     /// with `extra` config (to test a Redis that goes away and comes back).
     pub fn restart(&mut self, extra: &[&str]) -> std::io::Result<()> {
         self.kill();
-        self.child = Self::spawn(self.port, &self.dir, extra)?;
+        self.child = Self::spawn(self.port, &self.dir, extra, self.tls.as_deref())?;
         self.wait_ready()
     }
 
-    fn spawn(port: u16, dir: &std::path::Path, extra: &[&str]) -> std::io::Result<Child> {
+    fn spawn(
+        port: u16,
+        dir: &std::path::Path,
+        extra: &[&str],
+        tls: Option<&[String]>,
+    ) -> std::io::Result<Child> {
         let mut cmd = Command::new("redis-server");
-        cmd.arg("--port")
-            .arg(port.to_string())
-            .arg("--bind")
+        match tls {
+            Some(tls) => cmd
+                .arg("--port")
+                .arg("0")
+                .arg("--tls-port")
+                .arg(port.to_string())
+                .args(tls),
+            None => cmd.arg("--port").arg(port.to_string()),
+        };
+        cmd.arg("--bind")
             .arg("127.0.0.1")
             .arg("--save")
             .arg("")
@@ -153,9 +196,14 @@ impl RedisServer {
         }
     }
 
-    /// `redis://127.0.0.1:<port>`.
+    /// `redis://127.0.0.1:<port>` (`rediss://` for a TLS server).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// The port.

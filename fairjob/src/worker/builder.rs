@@ -92,6 +92,25 @@ impl WorkerBuilder {
         self
     }
 
+    /// For a `rediss://` URL: trust the CA certificate(s) in this PEM file;
+    /// see [`ClientBuilder::tls_ca_file`].
+    pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.config.client.tls_ca_file = Some(path.into());
+        self
+    }
+
+    /// Mutual TLS: a PEM client certificate and its key; see
+    /// [`ClientBuilder::tls_client_cert`].
+    pub fn tls_client_cert(
+        mut self,
+        cert_path: impl Into<std::path::PathBuf>,
+        key_path: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        self.config.client.tls_cert_file = Some(cert_path.into());
+        self.config.client.tls_key_file = Some(key_path.into());
+        self
+    }
+
     /// Key prefix.
     pub fn namespace(mut self, ns: impl Into<String>) -> Self {
         let ns = ns.into();
