@@ -17,6 +17,7 @@
 
 mod cli;
 mod inspect;
+mod metrics;
 mod web;
 
 use std::process::ExitCode;

@@ -7,7 +7,8 @@
 //! - `fetch.rs`: the fetch loop; `processor.rs`: one job from parse to finish;
 //!   `retry.rs`: Sidekiq's retry rules (pure); `middleware.rs`: the server chain;
 //! - `heartbeat.rs`, `reaper.rs`, `scheduler.rs`: the background loops;
-//!   `stats.rs`: wait statistics gathered in memory, flushed by the heartbeat.
+//!   `stats.rs`: wait statistics gathered in memory, flushed by the heartbeat;
+//!   `sampler.rs`: the gauges read from Redis, set by one process at a time.
 //!
 //! A fetched job moves atomically (one `fetch.lua` call, or `shard_fetch.lua`
 //! for a tenant-sharded queue, whose record lives in the queue's cluster slot)
@@ -30,6 +31,7 @@ mod processor;
 mod reaper;
 mod retry;
 mod runtime;
+mod sampler;
 mod scheduler;
 mod stats;
 
@@ -58,6 +60,7 @@ use crate::client::Client;
 use crate::config::WorkerConfig;
 use crate::error::Error;
 use crate::job::{JobContext, Registry};
+use crate::metrics::{self, TopK};
 use crate::queues::QueueSpec;
 
 #[derive(Debug, Default)]
@@ -98,11 +101,39 @@ pub(crate) struct Shared {
     /// Quiet/stop controls (signals, Sidekiq's remote signals).
     pub control: WorkerHandle,
     pub started_at: f64,
+    /// Per queue, which tenants label `fairjob_job_wait_seconds` (top K).
+    pub wait_labels: Mutex<HashMap<String, TopK>>,
     last_trouble: Mutex<Option<Instant>>,
     suppressed: AtomicU64,
 }
 
 impl Shared {
+    /// The `tenant` label of a job of `queue` (`""`: no tenant): the tenant
+    /// while it is among the queue's top K, otherwise `__other__`.
+    pub(crate) fn tenant_label(&self, queue: &str, tenant: &str) -> String {
+        let mut labels = self.wait_labels.lock().expect("labels lock");
+        let topk = match labels.get_mut(queue) {
+            Some(t) => t,
+            None => labels.entry(queue.to_owned()).or_insert_with(|| {
+                TopK::new(
+                    self.config.metrics.tenant_slots(),
+                    self.config.metrics.idle_timeout + metrics::RETIRE_MARGIN,
+                )
+            }),
+        };
+        topk.label(tenant, 1.0, Instant::now()).to_owned()
+    }
+
+    /// The `class` label of a job class: the class if this worker knows it
+    /// (class names from Redis are data), otherwise `__unknown__`.
+    pub(crate) fn class_label<'a>(&self, class: &'a str) -> &'a str {
+        if self.registry.get(class).is_some() {
+            class
+        } else {
+            metrics::UNKNOWN_CLASS
+        }
+    }
+
     /// Logs a Redis failure at a bounded rate (one line per 10 s, with a count).
     pub(crate) fn redis_trouble(&self, during: &str, e: &Error) {
         let mut last = self.last_trouble.lock().expect("trouble lock");
