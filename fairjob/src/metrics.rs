@@ -84,7 +84,7 @@ pub const BUCKETS: &[f64] = &[
 /// How long after the idle timeout a tenant's label slot is given away:
 /// room for the exporter to notice (it checks when it renders) that the old
 /// series went idle and drop it first.
-pub const RETIRE_MARGIN: Duration = Duration::from_secs(3);
+pub const RETIRE_MARGIN: Duration = Duration::from_secs(5);
 
 /// How a job's run ended, the `outcome` label of [`JOBS_TOTAL`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,8 @@
 //! bounded [`RedisBroker::metrics_sample`](crate::broker::RedisBroker::metrics_sample)
 //! per `metrics.sample_interval`; the others set none of these gauges, so a
 //! query never has to de-duplicate them across processes. When the holder
-//! dies its lease lapses after three intervals and another process takes over.
+//! dies its lease lapses (three intervals, at least 5 s) and another process
+//! takes over.
 //!
 //! Tenants and slot keys are labelled through [`TopK`] (by backlog: pending
 //! plus running jobs); a labelled tenant whose jobs are gone, or that fell
@@ -30,12 +31,15 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
     }
     let broker = shared.client.broker();
     let interval = config.sample_interval;
+    // Three intervals, and never less than 5 s: a holder that is slow for a
+    // moment keeps the lease rather than leaving two processes' gauges.
+    let lease = (interval * 3).max(std::time::Duration::from_secs(5));
     let mut gauges = Gauges::new(config);
     let mut failures = 0;
     let mut holding = false;
     loop {
         let result = async {
-            if !broker.sampler_lease(&shared.identity, interval * 3).await? {
+            if !broker.sampler_lease(&shared.identity, lease).await? {
                 return Ok(false);
             }
             let sample = broker.metrics_sample().await?;
