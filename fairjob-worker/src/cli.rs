@@ -461,7 +461,7 @@ async fn run_worker(
     }
     // Installed before anything records, so nothing is lost.
     let recorder = match metrics_addr {
-        Some(_) => Some(crate::metrics::install(&config.metrics)?),
+        Some(_) => Some(crate::metrics::install_metrics(&config.metrics)?),
         None => None,
     };
     let handle = fairjob::WorkerHandle::new();
@@ -491,7 +491,8 @@ async fn run_worker(
     );
     let listener = match (metrics_addr, recorder) {
         (Some(addr), Some(recorder)) => Some(
-            crate::metrics::spawn(addr, recorder, handle.clone(), worker.client().clone()).await?,
+            crate::metrics::serve_metrics(addr, recorder, handle.clone(), worker.client().clone())
+                .await?,
         ),
         _ => None,
     };

@@ -23,6 +23,7 @@ mod web;
 use std::process::ExitCode;
 
 pub use cli::Cli;
+pub use metrics::{MetricsListener, install_metrics, serve_metrics};
 
 /// Builds `fn main()` for a worker binary that links the named job crates.
 ///

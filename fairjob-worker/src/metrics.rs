@@ -32,8 +32,10 @@ const READY_PING: Duration = Duration::from_secs(1);
 /// How often the exporter's idle timeout is applied without a scrape.
 const UPKEEP: Duration = Duration::from_secs(1);
 
-/// Installs the Prometheus recorder as the process's global recorder.
-pub(crate) fn install(config: &MetricsConfig) -> Result<PrometheusHandle> {
+/// Installs the Prometheus recorder as the process's global recorder, with
+/// the idle timeout of `config` for gauges and histograms and fairjob's
+/// histogram buckets; the handle renders the text format.
+pub fn install_metrics(config: &MetricsConfig) -> Result<PrometheusHandle> {
     let recorder = PrometheusBuilder::new()
         .idle_timeout(
             MetricKindMask::GAUGE | MetricKindMask::HISTOGRAM,
@@ -56,20 +58,25 @@ struct Probe {
     client: Client,
 }
 
-/// The metrics listener running beside the worker.
-pub(crate) struct Running {
+/// The metrics listener running beside a worker ([`serve_metrics`]).
+#[derive(Debug)]
+pub struct MetricsListener {
+    /// The address it listens on.
+    pub local: SocketAddr,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
     upkeep: tokio::task::JoinHandle<()>,
 }
 
-/// Binds `addr` and serves `/metrics`, `/healthz` and `/readyz` in the background.
-pub(crate) async fn spawn(
+/// Binds `addr` and serves `/metrics` (what `handle` renders), `/healthz`
+/// and `/readyz` (Redis answers through `client` and `worker` is fetching or
+/// quiet on purpose) in the background, until [`MetricsListener::stop`].
+pub async fn serve_metrics(
     addr: SocketAddr,
     handle: PrometheusHandle,
     worker: WorkerHandle,
     client: Client,
-) -> Result<Running> {
+) -> Result<MetricsListener> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
@@ -107,12 +114,17 @@ pub(crate) async fn spawn(
             tracing::error!(error = %e, "the metrics listener stopped");
         }
     });
-    Ok(Running { stop, task, upkeep })
+    Ok(MetricsListener {
+        local,
+        stop,
+        task,
+        upkeep,
+    })
 }
 
-impl Running {
+impl MetricsListener {
     /// Stops the listener (after the worker stopped).
-    pub(crate) async fn stop(self) {
+    pub async fn stop(self) {
         self.upkeep.abort();
         let _ = self.stop.send(());
         let _ = self.task.await;

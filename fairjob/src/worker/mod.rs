@@ -103,6 +103,9 @@ pub(crate) struct Shared {
     pub started_at: f64,
     /// Per queue, which tenants label `fairjob_job_wait_seconds` (top K).
     pub wait_labels: Mutex<HashMap<String, TopK>>,
+    /// The `queue` label of each of the worker's queues, shared (no
+    /// allocation per job).
+    pub queue_labels: HashMap<String, ::metrics::SharedString>,
     last_trouble: Mutex<Option<Instant>>,
     suppressed: AtomicU64,
 }
@@ -110,7 +113,7 @@ pub(crate) struct Shared {
 impl Shared {
     /// The `tenant` label of a job of `queue` (`""`: no tenant): the tenant
     /// while it is among the queue's top K, otherwise `__other__`.
-    pub(crate) fn tenant_label(&self, queue: &str, tenant: &str) -> String {
+    pub(crate) fn tenant_label(&self, queue: &str, tenant: &str) -> ::metrics::SharedString {
         let mut labels = self.wait_labels.lock().expect("labels lock");
         let topk = match labels.get_mut(queue) {
             Some(t) => t,
@@ -121,16 +124,27 @@ impl Shared {
                 )
             }),
         };
-        topk.label(tenant, 1.0, Instant::now()).to_owned()
+        if topk.observe(tenant, 1.0, Instant::now()) {
+            ::metrics::SharedString::from(tenant.to_owned())
+        } else {
+            ::metrics::SharedString::const_str(metrics::OTHER)
+        }
     }
 
     /// The `class` label of a job class: the class if this worker knows it
     /// (class names from Redis are data), otherwise `__unknown__`.
-    pub(crate) fn class_label<'a>(&self, class: &'a str) -> &'a str {
-        if self.registry.get(class).is_some() {
-            class
-        } else {
-            metrics::UNKNOWN_CLASS
+    pub(crate) fn class_label(&self, class: &str) -> &'static str {
+        match self.registry.get(class) {
+            Some(r) => r.class,
+            None => metrics::UNKNOWN_CLASS,
+        }
+    }
+
+    /// The `queue` label of `queue`.
+    pub(crate) fn queue_label(&self, queue: &str) -> ::metrics::SharedString {
+        match self.queue_labels.get(queue) {
+            Some(l) => l.clone(),
+            None => ::metrics::SharedString::from(queue.to_owned()),
         }
     }
 

@@ -197,18 +197,19 @@ async fn run(shared: &Shared, token: Token, payload: Payload) {
         label = metrics::Outcome::Fenced;
     }
     let class = shared.class_label(cx.class());
+    let queue = shared.queue_label(&token.queue);
     if let Some(d) = performed {
         ::metrics::histogram!(
             metrics::JOB_DURATION,
-            "class" => class.to_owned(),
-            "queue" => token.queue.clone()
+            "class" => class,
+            "queue" => queue.clone()
         )
         .record(d.as_secs_f64());
     }
     ::metrics::counter!(
         metrics::JOBS_TOTAL,
-        "class" => class.to_owned(),
-        "queue" => token.queue.clone(),
+        "class" => class,
+        "queue" => queue,
         "outcome" => label.as_str()
     )
     .increment(1);
@@ -227,7 +228,7 @@ fn record_wait(shared: &Shared, token: &Token, payload: &Payload) {
     let label = shared.tenant_label(&token.queue, tenant.as_deref().unwrap_or(""));
     ::metrics::histogram!(
         metrics::JOB_WAIT,
-        "queue" => token.queue.clone(),
+        "queue" => shared.queue_label(&token.queue),
         "tenant" => label
     )
     .record(wait);
