@@ -459,6 +459,12 @@ async fn run_worker(
              `fairjob_worker::main!(...)`"
         );
     }
+    // Without --metrics nothing exports the gauges: leave the sampling to
+    // processes that do.
+    let mut config = config;
+    if metrics_addr.is_none() {
+        config.metrics.sample = false;
+    }
     // Installed before anything records, so nothing is lost.
     let recorder = match metrics_addr {
         Some(_) => Some(crate::metrics::install_metrics(&config.metrics)?),

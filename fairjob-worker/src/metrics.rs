@@ -133,7 +133,10 @@ impl MetricsListener {
 
 async fn scrape(State(p): State<Probe>) -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         p.handle.render(),
     )
 }

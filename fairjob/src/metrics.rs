@@ -173,8 +173,8 @@ pub fn describe() {
 ///
 /// Volume is counted per value ([`TopK::observe`]'s weight) and decays by
 /// half every rank interval (a quarter of the idle timeout, 100 ms to 10 s),
-/// in a map of at most `16 × k` values (Space-Saving: a newcomer takes the
-/// smallest count's place). At each rank the `k` largest volumes are the
+/// in a map that each rank cuts back to the `16 × k` largest (newcomers fill
+/// it up to twice that between ranks; O(1) per observation). At each rank the `k` largest volumes are the
 /// wanted set; a labelled value that is not wanted any more (or that was not
 /// seen for `retire_after`) stops being labelled, and its slot is freed
 /// `retire_after` after its last update, when its series is gone.
@@ -219,7 +219,10 @@ impl TopK {
             return false;
         }
         self.add_volume(value, weight);
-        if self.ranked_at.is_none_or(|t| now.duration_since(t) >= self.rank_every) {
+        if self
+            .ranked_at
+            .is_none_or(|t| now.duration_since(t) >= self.rank_every)
+        {
             self.rank(now);
         }
         if let Some(slot) = self.slots.get_mut(value) {
@@ -279,39 +282,34 @@ impl TopK {
         self.slots.len()
     }
 
+    /// Volumes kept after a rank; up to twice as many between ranks.
+    fn volume_cap(&self) -> usize {
+        16 * self.k.max(4)
+    }
+
     fn add_volume(&mut self, value: &str, weight: f64) {
         if let Some(v) = self.volume.get_mut(value) {
             *v += weight;
-            return;
+        } else if self.volume.len() < 2 * self.volume_cap() {
+            self.volume.insert(value.to_owned(), weight);
         }
-        let cap = 16 * self.k.max(4);
-        let mut start = 0.0;
-        if self.volume.len() >= cap {
-            // Space-Saving: the newcomer inherits the smallest count.
-            let smallest = self
-                .volume
-                .iter()
-                .min_by(|a, b| a.1.total_cmp(b.1))
-                .map(|(k, v)| (k.clone(), *v));
-            if let Some((k, v)) = smallest {
-                self.volume.remove(&k);
-                start = v;
-            }
-        }
-        self.volume.insert(value.to_owned(), start + weight);
+        // Full: a newcomer counts from the next rank on, which keeps only the
+        // largest volumes and so makes room again.
     }
 
     /// Picks the wanted set, retires slots not in it, frees slots whose
     /// series are gone, and decays the volumes.
     fn rank(&mut self, now: Instant) {
         self.ranked_at = Some(now);
-        let mut by_volume: Vec<(&String, f64)> = self.volume.iter().map(|(k, v)| (k, *v)).collect();
-        by_volume.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let mut by_volume: Vec<(String, f64)> = self.volume.drain().collect();
+        by_volume.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        by_volume.truncate(self.volume_cap());
         self.wanted = by_volume
-            .into_iter()
+            .iter()
             .take(self.k)
             .map(|(k, _)| k.clone())
             .collect();
+        self.volume = by_volume.into_iter().collect();
         let retire_after = self.retire_after;
         self.slots
             .retain(|_, s| now.saturating_duration_since(s.last) <= retire_after);
@@ -340,7 +338,10 @@ mod tests {
         assert_eq!(t.slots_taken(), 3);
         assert_eq!(t.label("t9", 1.0, now), OTHER);
         assert_eq!(t.label("t0", 1.0, now), "t0");
-        assert_eq!(TopK::new(0, Duration::from_secs(1)).label("a", 1.0, now), OTHER);
+        assert_eq!(
+            TopK::new(0, Duration::from_secs(1)).label("a", 1.0, now),
+            OTHER
+        );
     }
 
     #[test]
@@ -391,7 +392,7 @@ mod tests {
         for i in 0..10_000 {
             t.observe(&format!("t{i}"), 1.0, now);
         }
-        assert!(t.volume.len() <= 64);
+        assert!(t.volume.len() <= 2 * 64);
         assert!(t.slots_taken() <= 2);
     }
 }

@@ -253,7 +253,7 @@ impl RedisBroker {
                 .arg(self.inflight_of(identity, token))
                 .arg(&token.raw),
         )
-            .await
+        .await
     }
 
     /// The slots `identity`'s jobs hold: token → slot record value.

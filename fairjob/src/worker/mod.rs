@@ -8,7 +8,8 @@
 //!   `retry.rs`: Sidekiq's retry rules (pure); `middleware.rs`: the server chain;
 //! - `heartbeat.rs`, `reaper.rs`, `scheduler.rs`: the background loops;
 //!   `stats.rs`: wait statistics gathered in memory, flushed by the heartbeat;
-//!   `sampler.rs`: the gauges read from Redis, set by one process at a time.
+//!   `sampler.rs`: the gauges read from Redis, set by one process at a time;
+//!   `series.rs`: the per-job series and their kept handles.
 //!
 //! A fetched job moves atomically (one `fetch.lua` call, or `shard_fetch.lua`
 //! for a tenant-sharded queue, whose record lives in the queue's cluster slot)
@@ -33,6 +34,7 @@ mod retry;
 mod runtime;
 mod sampler;
 mod scheduler;
+mod series;
 mod stats;
 
 use std::collections::HashMap;
@@ -60,7 +62,7 @@ use crate::client::Client;
 use crate::config::WorkerConfig;
 use crate::error::Error;
 use crate::job::{JobContext, Registry};
-use crate::metrics::{self, TopK};
+use crate::metrics;
 use crate::queues::QueueSpec;
 
 #[derive(Debug, Default)]
@@ -101,50 +103,19 @@ pub(crate) struct Shared {
     /// Quiet/stop controls (signals, Sidekiq's remote signals).
     pub control: WorkerHandle,
     pub started_at: f64,
-    /// Per queue, which tenants label `fairjob_job_wait_seconds` (top K).
-    pub wait_labels: Mutex<HashMap<String, TopK>>,
-    /// The `queue` label of each of the worker's queues, shared (no
-    /// allocation per job).
-    pub queue_labels: HashMap<String, ::metrics::SharedString>,
+    /// This process's per-job series and their tenant labels.
+    pub series: Mutex<series::JobSeries>,
     last_trouble: Mutex<Option<Instant>>,
     suppressed: AtomicU64,
 }
 
 impl Shared {
-    /// The `tenant` label of a job of `queue` (`""`: no tenant): the tenant
-    /// while it is among the queue's top K, otherwise `__other__`.
-    pub(crate) fn tenant_label(&self, queue: &str, tenant: &str) -> ::metrics::SharedString {
-        let mut labels = self.wait_labels.lock().expect("labels lock");
-        let topk = match labels.get_mut(queue) {
-            Some(t) => t,
-            None => labels.entry(queue.to_owned()).or_insert_with(|| {
-                TopK::new(
-                    self.config.metrics.tenant_slots(),
-                    self.config.metrics.idle_timeout + metrics::RETIRE_MARGIN,
-                )
-            }),
-        };
-        if topk.observe(tenant, 1.0, Instant::now()) {
-            ::metrics::SharedString::from(tenant.to_owned())
-        } else {
-            ::metrics::SharedString::const_str(metrics::OTHER)
-        }
-    }
-
     /// The `class` label of a job class: the class if this worker knows it
     /// (class names from Redis are data), otherwise `__unknown__`.
     pub(crate) fn class_label(&self, class: &str) -> &'static str {
         match self.registry.get(class) {
             Some(r) => r.class,
             None => metrics::UNKNOWN_CLASS,
-        }
-    }
-
-    /// The `queue` label of `queue`.
-    pub(crate) fn queue_label(&self, queue: &str) -> ::metrics::SharedString {
-        match self.queue_labels.get(queue) {
-            Some(l) => l.clone(),
-            None => ::metrics::SharedString::from(queue.to_owned()),
         }
     }
 

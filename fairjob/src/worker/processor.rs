@@ -197,22 +197,11 @@ async fn run(shared: &Shared, token: Token, payload: Payload) {
         label = metrics::Outcome::Fenced;
     }
     let class = shared.class_label(cx.class());
-    let queue = shared.queue_label(&token.queue);
-    if let Some(d) = performed {
-        ::metrics::histogram!(
-            metrics::JOB_DURATION,
-            "class" => class,
-            "queue" => queue.clone()
-        )
-        .record(d.as_secs_f64());
-    }
-    ::metrics::counter!(
-        metrics::JOBS_TOTAL,
-        "class" => class,
-        "queue" => queue,
-        "outcome" => label.as_str()
-    )
-    .increment(1);
+    shared
+        .series
+        .lock()
+        .expect("series lock")
+        .finished(class, &token.queue, label, performed);
 }
 
 /// Counts how long the job waited from its (latest) enqueue to this start.
@@ -225,13 +214,11 @@ fn record_wait(shared: &Shared, token: &Token, payload: &Payload) {
     };
     let wait = (crate::wire::now_f64() - enqueued).max(0.0);
     let tenant = payload.tenant();
-    let label = shared.tenant_label(&token.queue, tenant.as_deref().unwrap_or(""));
-    ::metrics::histogram!(
-        metrics::JOB_WAIT,
-        "queue" => shared.queue_label(&token.queue),
-        "tenant" => label
-    )
-    .record(wait);
+    shared.series.lock().expect("series lock").waited(
+        &token.queue,
+        tenant.as_deref().unwrap_or(""),
+        wait,
+    );
     if shared.config.wait_stats {
         shared.waits.lock().expect("waits lock").started(
             &token.queue,
@@ -395,13 +382,12 @@ async fn bury_malformed(shared: &Shared, token: &Token, raw: &[u8], reason: &str
     } else {
         metrics::Outcome::Dead
     };
-    ::metrics::counter!(
-        metrics::JOBS_TOTAL,
-        "class" => metrics::UNKNOWN_CLASS,
-        "queue" => token.queue.clone(),
-        "outcome" => label.as_str()
-    )
-    .increment(1);
+    shared.series.lock().expect("series lock").finished(
+        metrics::UNKNOWN_CLASS,
+        &token.queue,
+        label,
+        None,
+    );
 }
 
 /// Puts the unfinished jobs of a shutdown back at the front of their queues.

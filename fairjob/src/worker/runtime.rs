@@ -107,14 +107,7 @@ impl Worker {
     /// Runs, controlled by `handle`.
     pub async fn run_with(self, handle: WorkerHandle) -> Result<()> {
         let concurrency = self.config.concurrency;
-        let queue_labels = self
-            .queues
-            .queues()
-            .map(|q| {
-                let shared: Arc<str> = Arc::from(q);
-                (q.to_owned(), ::metrics::SharedString::from_shared(shared))
-            })
-            .collect();
+        let series = super::series::JobSeries::new(&self.config.metrics);
         let shared = Arc::new(Shared {
             client: self.client,
             registry: self.registry,
@@ -131,8 +124,7 @@ impl Worker {
             abandon: CancellationToken::new(),
             control: handle.clone(),
             started_at: now_f64(),
-            wait_labels: Mutex::new(HashMap::new()),
-            queue_labels,
+            series: Mutex::new(series),
             last_trouble: Mutex::new(None),
             suppressed: AtomicU64::new(0),
         });

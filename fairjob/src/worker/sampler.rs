@@ -180,8 +180,7 @@ impl Gauges {
             }
             gauge!(metrics::SHARD_PENDING, "queue" => queue.clone(), "tenant" => OTHER)
                 .set(other_p as f64);
-            gauge!(metrics::SHARD_RUNNING, "queue" => queue, "tenant" => OTHER)
-                .set(other_r as f64);
+            gauge!(metrics::SHARD_RUNNING, "queue" => queue, "tenant" => OTHER).set(other_r as f64);
         }
         let mut rows: Vec<(&str, u64)> = sample
             .slot_waiting

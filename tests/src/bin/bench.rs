@@ -1371,11 +1371,10 @@ fn report(
         let _ = writeln!(o, "|---|---|---|---|---|");
         for &c in &a.concurrency {
             let off = f.0.get(&format!("proc_c{c}")).cloned().unwrap_or_default();
-            let on = f
-                .0
-                .get(&format!("proc_metrics_c{c}"))
-                .cloned()
-                .unwrap_or_default();
+            let on =
+                f.0.get(&format!("proc_metrics_c{c}"))
+                    .cloned()
+                    .unwrap_or_default();
             let ratios: Vec<f64> = off.iter().zip(&on).map(|(a, b)| b / a).collect();
             let med = summarize(&ratios);
             let _ = writeln!(
@@ -1390,10 +1389,13 @@ fn report(
                     m.max,
                     (m.med - 1.0) * 100.0
                 )),
-                cell(f.get(&format!("cpu_client_proc_c{c}")), |x| format!("{x:.1}")),
-                cell(f.get(&format!("cpu_client_proc_metrics_c{c}")), |x| format!(
+                cell(f.get(&format!("cpu_client_proc_c{c}")), |x| format!(
                     "{x:.1}"
                 )),
+                cell(
+                    f.get(&format!("cpu_client_proc_metrics_c{c}")),
+                    |x| format!("{x:.1}")
+                ),
             );
         }
     }

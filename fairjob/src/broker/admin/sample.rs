@@ -129,9 +129,8 @@ impl RedisBroker {
     /// and the oldest head among the largest backlogs.
     async fn sample_shards(&self, q: &mut QueueSample, now: f64) -> Result<()> {
         let sk = self.keys.shard(&q.name);
-        let running: HashMap<String, u64> = self
-            .query(redis::cmd("HGETALL").arg(&sk.running))
-            .await?;
+        let running: HashMap<String, u64> =
+            self.query(redis::cmd("HGETALL").arg(&sk.running)).await?;
         let mut pending: HashMap<String, u64> = HashMap::new();
         let mut cursor = 0u64;
         loop {
