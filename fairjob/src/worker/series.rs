@@ -27,12 +27,12 @@ struct Kept<H> {
 }
 
 /// Returns the handle in `slot` if fresh, else `make()`'s (kept).
-fn fresh<'a, H>(
-    slot: &'a mut Option<Kept<H>>,
+fn fresh<H>(
+    slot: &mut Option<Kept<H>>,
     now: Instant,
     within: Duration,
     make: impl FnOnce() -> H,
-) -> &'a H {
+) -> &H {
     match slot {
         Some(k) if now.saturating_duration_since(k.used) < within => {
             k.used = now;
