@@ -27,6 +27,36 @@ fn json<T: serde::Serialize>(v: T) -> Response {
     Json(v).into_response()
 }
 
+/// How long `/readyz` waits for Redis to answer a PING.
+const READY_PING: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `GET /healthz`: the process is alive (no Redis involved). Open without
+/// the token, for probes.
+pub(crate) async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// `GET /readyz`: 200 when Redis answers a PING within a second (and, beside
+/// a worker, the worker is fetching or quiet on purpose), otherwise 503 with
+/// the reason. Open without the token, for probes; it shows nothing else.
+pub(crate) async fn readyz(State(s): S) -> Response {
+    use axum::http::StatusCode;
+    if let Some(w) = &s.config.worker {
+        if w.is_stopping() {
+            return (StatusCode::SERVICE_UNAVAILABLE, "stopping\n").into_response();
+        }
+        if !w.is_fetching() && !w.is_quiet() {
+            return (StatusCode::SERVICE_UNAVAILABLE, "not fetching yet\n").into_response();
+        }
+    }
+    match tokio::time::timeout(READY_PING, s.client.broker().ping()).await {
+        Ok(Ok(_)) => (StatusCode::OK, "ready\n").into_response(),
+        Ok(Err(_)) | Err(_) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "redis unreachable\n").into_response()
+        }
+    }
+}
+
 /// `GET /api/`.
 pub(crate) async fn overview(State(s): S) -> Result<Response, WebError> {
     Ok(json(views::overview(&s).await?))

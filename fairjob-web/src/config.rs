@@ -27,6 +27,9 @@ pub struct WebConfig {
     /// proxy's public origin, e.g. `https://ops.example.com`).
     pub allowed_origins: Vec<String>,
     pub(crate) redact: Option<Arc<RedactFn>>,
+    /// The worker this dashboard is served beside, whose state `/readyz`
+    /// reports too (fetching, or quiet on purpose).
+    pub(crate) worker: Option<fairjob::WorkerHandle>,
 }
 
 impl Default for WebConfig {
@@ -38,6 +41,7 @@ impl Default for WebConfig {
             min_refresh: Duration::from_secs(2),
             allowed_origins: Vec::new(),
             redact: None,
+            worker: None,
         }
     }
 }
@@ -51,6 +55,7 @@ impl fmt::Debug for WebConfig {
             .field("min_refresh", &self.min_refresh)
             .field("allowed_origins", &self.allowed_origins)
             .field("redact_args", &self.redact.is_some())
+            .field("worker", &self.worker.is_some())
             .finish()
     }
 }
@@ -90,6 +95,14 @@ impl WebConfig {
     #[must_use]
     pub fn redact_args(mut self, f: impl Fn(&str, &str) -> String + Send + Sync + 'static) -> Self {
         self.redact = Some(Arc::new(f));
+        self
+    }
+
+    /// Served beside a worker: `/readyz` also wants it fetching (or quiet on
+    /// purpose), not starting or stopping.
+    #[must_use]
+    pub fn worker(mut self, handle: fairjob::WorkerHandle) -> Self {
+        self.worker = Some(handle);
         self
     }
 

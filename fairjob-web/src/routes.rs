@@ -1,5 +1,6 @@
 //! The route table: every page, its JSON twin under `/api`, the actions
-//! (POST), login, and the static files, all behind the security guard.
+//! (POST), login, and the static files, all behind the security guard;
+//! `/healthz` and `/readyz` for probes in front of it.
 
 use std::sync::{Arc, Mutex};
 
@@ -66,5 +67,8 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
             shared.clone(),
             security::guard,
         ))
+        // Probes, outside the guard: they answer with a word and no data.
+        .route("/healthz", get(api::healthz))
+        .route("/readyz", get(api::readyz))
         .with_state(shared)
 }

@@ -143,6 +143,26 @@ struct RunArgs {
     /// Keep no wait statistics (per queue and tenant) in Redis
     #[arg(long)]
     no_wait_stats: bool,
+    /// Serve Prometheus metrics on this address (`/metrics`, with `/healthz`
+    /// and `/readyz` for probes), e.g. 127.0.0.1:9464
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
+    /// Tenants (and slot keys) with series of their own per queue; the rest
+    /// are "__other__" (default 20)
+    #[arg(long, value_name = "K")]
+    metrics_top_k: Option<usize>,
+    /// Put every tenant in "__other__": no per-tenant series at all
+    #[arg(long)]
+    no_tenant_labels: bool,
+    /// Drop a quiet tenant's series after this (default 5m)
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    metrics_idle_timeout: Option<Duration>,
+    /// How often the one sampling process reads the Redis gauges (default 10s)
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    metrics_interval: Option<Duration>,
+    /// Never sample the Redis gauges from this process (others may)
+    #[arg(long)]
+    no_metrics_sampler: bool,
 }
 
 impl RunArgs {
@@ -164,9 +184,15 @@ impl RunArgs {
             job_timeout,
             tag,
             fair_key_format,
-            web
+            web,
+            metrics,
+            metrics_top_k,
+            metrics_idle_timeout,
+            metrics_interval
         );
         self.no_wait_stats |= later.no_wait_stats;
+        self.no_tenant_labels |= later.no_tenant_labels;
+        self.no_metrics_sampler |= later.no_metrics_sampler;
         if !later.queues.is_empty() || !later.tiers.is_empty() {
             self.queues = later.queues;
             self.tiers = later.tiers;
@@ -352,7 +378,7 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
         if !with_jobs {
             bail!("{NO_JOBS}");
         }
-        return run_worker(config, registry()?, run.web, &web).await;
+        return run_worker(config, registry()?, run.web, run.metrics, &web).await;
     };
     let inspect = crate::inspect::Inspect::connect(&config).await;
     match command {
@@ -434,6 +460,7 @@ async fn run_worker(
     config: WorkerConfig,
     registry: Registry,
     web_addr: Option<std::net::SocketAddr>,
+    metrics_addr: Option<std::net::SocketAddr>,
     web: &crate::web::Options,
 ) -> Result<()> {
     if registry.is_empty() {
@@ -442,6 +469,18 @@ async fn run_worker(
              `fairjob_worker::main!(...)`"
         );
     }
+    // Without --metrics nothing exports the gauges: leave the sampling to
+    // processes that do.
+    let mut config = config;
+    if metrics_addr.is_none() {
+        config.metrics.sample = false;
+    }
+    // Installed before anything records, so nothing is lost.
+    let recorder = match metrics_addr {
+        Some(_) => Some(crate::metrics::install_metrics(&config.metrics)?),
+        None => None,
+    };
+    let handle = fairjob::WorkerHandle::new();
     // Redis down at start-up is waited for, with backoff; bad credentials
     // or settings end the worker at once.
     let mut delay = Duration::from_millis(200);
@@ -466,13 +505,23 @@ async fn run_worker(
         worker.identity(),
         worker.queues()
     );
+    let listener = match (metrics_addr, recorder) {
+        (Some(addr), Some(recorder)) => Some(
+            crate::metrics::serve_metrics(addr, recorder, handle.clone(), worker.client().clone())
+                .await?,
+        ),
+        _ => None,
+    };
     let dashboard = match web_addr {
-        Some(addr) => Some(crate::web::spawn(&config, web, addr).await?),
+        Some(addr) => Some(crate::web::spawn(&config, web, addr, &handle).await?),
         None => None,
     };
-    let result = worker.run().await;
+    let result = worker.run_with_signals(handle).await;
     if let Some(d) = dashboard {
         d.stop().await;
+    }
+    if let Some(l) = listener {
+        l.stop().await;
     }
     result?;
     Ok(())
@@ -552,6 +601,21 @@ fn load_config(global: &Global, r: &RunArgs) -> Result<WorkerConfig> {
     }
     if r.no_wait_stats {
         c.wait_stats = false;
+    }
+    if let Some(k) = r.metrics_top_k {
+        c.metrics.top_k = k;
+    }
+    if r.no_tenant_labels {
+        c.metrics.tenant_labels = false;
+    }
+    if let Some(d) = r.metrics_idle_timeout {
+        c.metrics.idle_timeout = d;
+    }
+    if let Some(d) = r.metrics_interval {
+        c.metrics.sample_interval = d;
+    }
+    if r.no_metrics_sampler {
+        c.metrics.sample = false;
     }
     c.client
         .sharded_queues

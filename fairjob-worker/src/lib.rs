@@ -17,11 +17,13 @@
 
 mod cli;
 mod inspect;
+mod metrics;
 mod web;
 
 use std::process::ExitCode;
 
 pub use cli::Cli;
+pub use metrics::{MetricsListener, install_metrics, serve_metrics};
 
 /// Builds `fn main()` for a worker binary that links the named job crates.
 ///

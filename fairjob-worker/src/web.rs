@@ -87,15 +87,18 @@ pub(crate) async fn serve_only(
     }
 }
 
-/// `worker run --web ADDR`: the dashboard in the background.
+/// `worker run --web ADDR`: the dashboard in the background; its `/readyz`
+/// reports `worker`'s state too.
 pub(crate) async fn spawn(
     config: &WorkerConfig,
     opts: &Options,
     addr: SocketAddr,
+    worker: &fairjob::WorkerHandle,
 ) -> Result<Running> {
     #[cfg(feature = "web")]
     {
         let (client, web, listener) = bind(config, opts, addr).await?;
+        let web = web.worker(worker.clone());
         let (stop, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let shutdown = async move {
@@ -109,7 +112,7 @@ pub(crate) async fn spawn(
     }
     #[cfg(not(feature = "web"))]
     {
-        let _ = (config, opts, addr);
+        let _ = (config, opts, addr, worker);
         anyhow::bail!("this worker was built without the `web` feature of fairjob-worker")
     }
 }

@@ -160,6 +160,51 @@ pub struct WorkerConfig {
     /// per-queue throughput in Redis, aggregated in the worker and flushed
     /// with its heartbeat, for the dashboard and metrics (default true).
     pub wait_stats: bool,
+    /// What the worker reports through the `metrics` facade: label bounds and
+    /// the sampler of the gauges read from Redis.
+    pub metrics: MetricsConfig,
+}
+
+/// Settings of the worker's metrics (see [`crate::metrics`]). In the TOML
+/// file these keys start with `metrics_` (`metrics_top_k = 20`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Tenants (and slot keys) with a series of their own, per queue: the K
+    /// busiest; the rest are `"__other__"` (default 20).
+    pub top_k: usize,
+    /// Label series by tenant at all; `false` puts every tenant in
+    /// `"__other__"` (default true).
+    pub tenant_labels: bool,
+    /// A tenant's series are dropped once it has been quiet this long (the
+    /// exporter's idle timeout; default 5 minutes).
+    #[serde(with = "human")]
+    pub idle_timeout: Duration,
+    /// Sample the gauges read from Redis (queue sizes and latency, shards,
+    /// slot waiters) when this process holds the sampler lease (default true).
+    pub sample: bool,
+    /// How often the sampler reads Redis (default 10 s).
+    #[serde(with = "human")]
+    pub sample_interval: Duration,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            top_k: 20,
+            tenant_labels: true,
+            idle_timeout: Duration::from_secs(300),
+            sample: true,
+            sample_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+impl MetricsConfig {
+    /// Tenants labelled per queue: `top_k`, or 0 with tenant labels off.
+    pub fn tenant_slots(&self) -> usize {
+        if self.tenant_labels { self.top_k } else { 0 }
+    }
 }
 
 impl Default for WorkerConfig {
@@ -181,6 +226,7 @@ impl Default for WorkerConfig {
             tag: String::new(),
             labels: Vec::new(),
             wait_stats: true,
+            metrics: MetricsConfig::default(),
         }
     }
 }
@@ -206,6 +252,11 @@ impl WorkerConfig {
         }
         if self.lease < Duration::from_millis(300) {
             return Err(Error::Config("`lease` must be at least 300ms".into()));
+        }
+        if self.metrics.sample_interval < Duration::from_millis(100) {
+            return Err(Error::Config(
+                "`metrics_sample_interval` must be at least 100ms".into(),
+            ));
         }
         if let Some(h) = self.heartbeat
             && h >= self.lease
@@ -268,6 +319,13 @@ struct WorkerConfigFile {
     tag: String,
     labels: Vec<String>,
     wait_stats: bool,
+    metrics_top_k: usize,
+    metrics_tenant_labels: bool,
+    #[serde(with = "human")]
+    metrics_idle_timeout: Duration,
+    metrics_sample: bool,
+    #[serde(with = "human")]
+    metrics_sample_interval: Duration,
 }
 
 impl Default for WorkerConfigFile {
@@ -309,6 +367,11 @@ impl From<WorkerConfig> for WorkerConfigFile {
             tag: w.tag,
             labels: w.labels,
             wait_stats: w.wait_stats,
+            metrics_top_k: w.metrics.top_k,
+            metrics_tenant_labels: w.metrics.tenant_labels,
+            metrics_idle_timeout: w.metrics.idle_timeout,
+            metrics_sample: w.metrics.sample,
+            metrics_sample_interval: w.metrics.sample_interval,
         }
     }
 }
@@ -347,6 +410,13 @@ impl From<WorkerConfigFile> for WorkerConfig {
             tag: f.tag,
             labels: f.labels,
             wait_stats: f.wait_stats,
+            metrics: MetricsConfig {
+                top_k: f.metrics_top_k,
+                tenant_labels: f.metrics_tenant_labels,
+                idle_timeout: f.metrics_idle_timeout,
+                sample: f.metrics_sample,
+                sample_interval: f.metrics_sample_interval,
+            },
         }
     }
 }

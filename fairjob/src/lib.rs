@@ -37,7 +37,7 @@
 //! | 0 | [`error`] | `Error`, `JobError` |
 //! | 1 | [`wire`] | Sidekiq's payload, field names, job options; no IO |
 //! | 2 | [`broker`] | Redis: connection, keys, scripts, admin views (the only code naming the Redis client) |
-//! | 3 | [`fair`], [`limit`], [`queues`], [`config`] | reroute rules, slot limits, queue lists, settings |
+//! | 3 | [`fair`], [`limit`], [`queues`], [`config`], [`metrics`] | reroute rules, slot limits, queue lists, settings, metric names and label bounds |
 //! | 4 | [`client`] | untyped push: payload in, jid out; client middleware |
 //! | 5 | [`job`] | `Job`, `Perform`, `Enqueue`, `JobContext`, the registry |
 //! | 6 | [`worker`] | fetch, process, retry, heartbeat, reaper, scheduler, shutdown |
@@ -50,6 +50,7 @@ pub mod error;
 pub mod fair;
 pub mod job;
 pub mod limit;
+pub mod metrics;
 pub mod prelude;
 pub mod queues;
 #[cfg(feature = "testing")]

@@ -442,3 +442,49 @@ impl Perform for SpawnJob {
         Ok(())
     }
 }
+
+/// A job that ends the way `kind` says: `ok`, `fail` (retried, `retry = 3`)
+/// or `dead` (discarded with `dead` allowed: straight to `dead`).
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "OutcomeJob", queue = "outcomes", retry = 3)]
+#[fair_tenant(tenant)]
+pub struct OutcomeJob {
+    /// `ok`, `fail` or `dead`.
+    pub kind: String,
+    /// Tenant.
+    pub tenant: String,
+}
+
+impl Perform for OutcomeJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        match self.kind.as_str() {
+            "fail" => Err(JobError::retry("boom")),
+            "dead" => Err(JobError::discard("hopeless")),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Fails once and is not kept (`retry = false`): dropped, as Sidekiq does.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "DropJob", queue = "outcomes", retry = false)]
+pub struct DropJob;
+
+impl Perform for DropJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        Err(JobError::retry("not worth keeping"))
+    }
+}
+
+/// A job of tenant `.0` on the sharded queue `many` that sleeps `.1` ms.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "ManyJob", queue = "many", shard_by_tenant)]
+#[fair_tenant(0)]
+pub struct ManyJob(pub u32, pub u64);
+
+impl Perform for ManyJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        tokio::time::sleep(Duration::from_millis(self.1)).await;
+        Ok(())
+    }
+}

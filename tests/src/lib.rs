@@ -11,6 +11,7 @@
 //! - [`Ledger`]: which process started and ended which job, outside Redis.
 //! - [`jobs`], [`slot_jobs`]: the jobs the tests run.
 //! - [`source`]: the workspace's own sources, for the static checks.
+//! - [`metrics`]: a worker serving `--metrics`, and parsed scrapes.
 //!
 //! Every test talks to a real `redis-server` started here; a test that cannot
 //! start or reach one fails.
@@ -18,6 +19,7 @@
 pub mod fair_jobs;
 pub mod jobs;
 mod ledger;
+pub mod metrics;
 pub mod slot_jobs;
 pub mod slowlog;
 pub mod source;

@@ -25,6 +25,7 @@ const LIBRARY: &[(&str, u8)] = &[
     ("limit", 3),
     ("queues", 3),
     ("config", 3),
+    ("metrics", 3),
     ("client", 4),
     ("job", 5),
     ("worker", 6),

@@ -192,6 +192,11 @@ impl Keys {
     pub fn reaper_lock(&self) -> String {
         self.k("fairjob:reaper-lock")
     }
+    /// The metrics sampler's lease (one process at a time sets the gauges
+    /// read from Redis).
+    pub fn metrics_sampler(&self) -> String {
+        self.k("fairjob:metrics-sampler")
+    }
     /// A fairjob counter (`fenced`, `recovered`, `interrupted`, `rerouted`…).
     pub fn stat(&self, name: &str) -> String {
         self.k(&format!("fairjob:stat:{name}"))

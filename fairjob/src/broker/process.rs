@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::RedisBroker;
-use super::scripts::LEASE;
+use super::scripts::{LEASE, SAMPLER_LEASE};
 use crate::error::Result;
 
 /// One heartbeat, as Sidekiq's API and Web UI read it.
@@ -44,6 +44,23 @@ impl RedisBroker {
             .arg(identity);
         let lapsed: i64 = self.invoke(&inv).await?;
         Ok(lapsed == 1)
+    }
+
+    /// Takes or renews the metrics sampler's lease for `identity`; true when
+    /// it holds the lease now (for `ttl`), false when another process does.
+    pub(crate) async fn sampler_lease(&self, identity: &str, ttl: Duration) -> Result<bool> {
+        let mut inv = SAMPLER_LEASE.call();
+        inv.key(self.keys.metrics_sampler())
+            .arg(identity)
+            .arg(ttl.as_millis().max(100) as u64);
+        let held: i64 = self.invoke(&inv).await?;
+        Ok(held == 1)
+    }
+
+    /// The process holding the metrics sampler's lease, if any.
+    pub async fn sampler(&self) -> Result<Option<String>> {
+        self.query(redis::cmd("GET").arg(self.keys.metrics_sampler()))
+            .await
     }
 
     /// Records a worker (fairjob's record, for the reaper) and announces its

@@ -118,12 +118,13 @@ script!(WINDOW, "window.lua");
 script!(FRONT, "front.lua");
 script!(SLOT_TAKE, "slot_take.lua");
 script!(RECLAIM, "reclaim.lua");
+script!(SAMPLER_LEASE, "sampler_lease.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
 /// slow call was.
 pub fn script_hashes() -> Vec<(&'static str, String)> {
-    let all: [(&str, &LazyLock<Lua>); 18] = [
+    let all: [(&str, &LazyLock<Lua>); 19] = [
         ("push", &PUSH),
         ("fetch", &FETCH),
         ("shard_fetch", &SHARD_FETCH),
@@ -142,6 +143,7 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("front", &FRONT),
         ("slot_take", &SLOT_TAKE),
         ("reclaim", &RECLAIM),
+        ("sampler_lease", &SAMPLER_LEASE),
     ];
     all.iter()
         .map(|(name, s)| (*name, s.hash().to_owned()))
@@ -174,6 +176,10 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
     ("front.lua", include_str!("scripts/front.lua")),
     ("slot_take.lua", include_str!("scripts/slot_take.lua")),
     ("reclaim.lua", include_str!("scripts/reclaim.lua")),
+    (
+        "sampler_lease.lua",
+        include_str!("scripts/sampler_lease.lua"),
+    ),
 ];
 
 #[cfg(test)]

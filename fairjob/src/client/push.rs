@@ -196,11 +196,20 @@ impl Client {
         let now = now_f64();
         let mut specs = Vec::with_capacity(batch.len());
         let mut jids = Vec::with_capacity(batch.len());
+        let mut classes = Vec::with_capacity(batch.len());
         for (idx, job) in batch {
             jids.push((idx, job.payload.jid()));
+            classes.push(job.payload.class());
             specs.push(self.prepare(job, now, None)?.0);
         }
-        self.broker().push(&specs, self.clock_offset()).await?;
+        let pushed = self.broker().push(&specs, self.clock_offset()).await?;
+        for ((spec, class), p) in specs.iter().zip(classes).zip(pushed) {
+            if let Pushed::To(i) = p
+                && i > 0
+            {
+                count_reroute(class, &spec.candidates[i].queue);
+            }
+        }
         for (idx, jid) in jids {
             out[idx] = Some(jid);
         }
@@ -304,6 +313,7 @@ impl Client {
     /// promoting-record entry was gone.
     async fn push_one(&self, job: PushJob, src: Option<Src>) -> Result<Option<String>> {
         let jid = job.payload.jid();
+        let class = job.payload.class();
         let (spec, rules, base_queue) = self.prepare(job, now_f64(), src)?;
         let pushed = self
             .broker()
@@ -327,6 +337,7 @@ impl Client {
                 )),
             );
             tracing::debug!(from = %base_queue, to = %queue, "rerouted");
+            count_reroute(class, queue);
         }
         Ok(Some(jid))
     }
@@ -402,4 +413,14 @@ fn check_queue_name(queue: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Counts one job a reroute rule sent to `to_queue` (`fairjob_reroutes_total`).
+fn count_reroute(class: String, to_queue: &str) {
+    ::metrics::counter!(
+        crate::metrics::REROUTES_TOTAL,
+        "class" => class,
+        "to_queue" => to_queue.to_owned()
+    )
+    .increment(1);
 }

@@ -173,6 +173,13 @@ impl WorkerBuilder {
         self
     }
 
+    /// The metrics settings: tenant label bounds, the Redis gauges' sampler
+    /// (see [`crate::metrics`]).
+    pub fn metrics(mut self, metrics: crate::config::MetricsConfig) -> Self {
+        self.config.metrics = metrics;
+        self
+    }
+
     /// The reroute window key format (as [`ClientBuilder::fair_key_format`]).
     pub fn fair_key_format(mut self, format: impl Into<String>) -> Self {
         self.config.client.fair_key_format = Some(format.into());

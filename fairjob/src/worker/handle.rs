@@ -3,6 +3,9 @@
 //! TERM and INT stop gracefully, TSTP quiets (the platform's own SIGTSTP, which
 //! is 20 on Linux and 18 on macOS and the BSDs).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
@@ -12,6 +15,7 @@ use crate::error::{Error, Result};
 pub struct WorkerHandle {
     quiet: CancellationToken,
     stop: CancellationToken,
+    fetching: Arc<AtomicBool>,
 }
 
 impl Default for WorkerHandle {
@@ -27,12 +31,23 @@ impl WorkerHandle {
         WorkerHandle {
             quiet: CancellationToken::new(),
             stop: CancellationToken::new(),
+            fetching: Arc::new(AtomicBool::new(false)),
         }
     }
 
     /// True once the worker was told to stop fetching (quiet or stop).
     pub fn is_quiet(&self) -> bool {
         self.quiet.is_cancelled() || self.stop.is_cancelled()
+    }
+
+    /// True while the worker's fetch loop runs: registered and taking jobs
+    /// (retrying with backoff while Redis is away), not yet quiet or stopping.
+    pub fn is_fetching(&self) -> bool {
+        self.fetching.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_fetching(&self, on: bool) {
+        self.fetching.store(on, Ordering::Relaxed);
     }
 
     /// True once the worker was told to shut down.

@@ -84,6 +84,7 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
             _ = tokio::time::sleep(interval) => {}
             _ = stop.cancelled() => return,
         }
+        busy(&shared);
         match shared
             .client
             .broker()
@@ -134,6 +135,13 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
             Err(e) => shared.redis_trouble("heartbeat", &e),
         }
     }
+}
+
+/// Sets `fairjob_busy{process}`: the jobs this process is performing.
+pub(crate) fn busy(shared: &Shared) {
+    let running = shared.running.lock().expect("running lock").len();
+    ::metrics::gauge!(crate::metrics::BUSY, "process" => shared.identity.clone())
+        .set(running as f64);
 }
 
 /// Tokens in this worker's own in-progress records that it is not working on

@@ -7,7 +7,9 @@
 //! - `fetch.rs`: the fetch loop; `processor.rs`: one job from parse to finish;
 //!   `retry.rs`: Sidekiq's retry rules (pure); `middleware.rs`: the server chain;
 //! - `heartbeat.rs`, `reaper.rs`, `scheduler.rs`: the background loops;
-//!   `stats.rs`: wait statistics gathered in memory, flushed by the heartbeat.
+//!   `stats.rs`: wait statistics gathered in memory, flushed by the heartbeat;
+//!   `sampler.rs`: the gauges read from Redis, set by one process at a time;
+//!   `series.rs`: the per-job series and their kept handles.
 //!
 //! A fetched job moves atomically (one `fetch.lua` call, or `shard_fetch.lua`
 //! for a tenant-sharded queue, whose record lives in the queue's cluster slot)
@@ -30,7 +32,9 @@ mod processor;
 mod reaper;
 mod retry;
 mod runtime;
+mod sampler;
 mod scheduler;
+mod series;
 mod stats;
 
 use std::collections::HashMap;
@@ -58,6 +62,7 @@ use crate::client::Client;
 use crate::config::WorkerConfig;
 use crate::error::Error;
 use crate::job::{JobContext, Registry};
+use crate::metrics;
 use crate::queues::QueueSpec;
 
 #[derive(Debug, Default)]
@@ -98,11 +103,22 @@ pub(crate) struct Shared {
     /// Quiet/stop controls (signals, Sidekiq's remote signals).
     pub control: WorkerHandle,
     pub started_at: f64,
+    /// This process's per-job series and their tenant labels.
+    pub series: Mutex<series::JobSeries>,
     last_trouble: Mutex<Option<Instant>>,
     suppressed: AtomicU64,
 }
 
 impl Shared {
+    /// The `class` label of a job class: the class if this worker knows it
+    /// (class names from Redis are data), otherwise `__unknown__`.
+    pub(crate) fn class_label(&self, class: &str) -> &'static str {
+        match self.registry.get(class) {
+            Some(r) => r.class,
+            None => metrics::UNKNOWN_CLASS,
+        }
+    }
+
     /// Logs a Redis failure at a bounded rate (one line per 10 s, with a count).
     pub(crate) fn redis_trouble(&self, during: &str, e: &Error) {
         let mut last = self.last_trouble.lock().expect("trouble lock");

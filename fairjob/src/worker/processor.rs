@@ -6,7 +6,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use tracing::Instrument;
@@ -20,6 +20,7 @@ use crate::error::JobError;
 use crate::job::Registry;
 use crate::job::{JobContext, JobParts, Prepared};
 use crate::limit;
+use crate::metrics;
 use crate::wire::{Payload, malformed_entry};
 
 /// Processes one fetched job to its end: its in-progress entry is gone, or its
@@ -73,6 +74,8 @@ async fn run(shared: &Shared, token: Token, payload: Payload) {
     });
     span.record("attempt", cx.attempt());
     tracing::debug!("start");
+    // How long `perform` ran, when it did.
+    let mut performed: Option<Duration> = None;
     // 2. Decode into its type (an unknown class or bad args is a failure).
     let (result, slot) = match shared.registry.prepare(cx.payload()) {
         Err(e) => (Err(e), None),
@@ -116,9 +119,7 @@ async fn run(shared: &Shared, token: Token, payload: Payload) {
             match slot {
                 Err(e) => (Err(e), None),
                 Ok(slot) => {
-                    if shared.config.wait_stats {
-                        record_wait(shared, &token, cx.payload());
-                    }
+                    record_wait(shared, &token, cx.payload());
                     // 4. The user's middleware around `perform`.
                     shared.running.lock().expect("running lock").insert(
                         token.raw.clone(),
@@ -129,10 +130,12 @@ async fn run(shared: &Shared, token: Token, payload: Payload) {
                     );
                     let timeout = job.timeout.or(shared.config.job_timeout);
                     let run = through_chain(shared.chain.clone(), job, cx.clone());
+                    let started = Instant::now();
                     let result = match timeout {
                         None => run.await,
                         Some(limit) => within(limit, &cancel, run).await,
                     };
+                    performed = Some(started.elapsed());
                     let slot = shared
                         .running
                         .lock()
@@ -183,8 +186,22 @@ async fn run(shared: &Shared, token: Token, payload: Payload) {
             .finished(&token.queue, result.is_err());
     }
     let outcome = retry::outcome(cx.payload(), &result);
+    let mut label = match (&result, &outcome) {
+        (Ok(()), _) => metrics::Outcome::Success,
+        (Err(_), Outcome::Retry(..)) => metrics::Outcome::Retry,
+        (Err(_), Outcome::Dead(_)) => metrics::Outcome::Dead,
+        (Err(_), Outcome::Ack) => metrics::Outcome::Discarded,
+    };
     // 6. Finish.
-    finish(shared, &token, outcome, slot.as_ref()).await;
+    if finish(shared, &token, outcome, slot.as_ref()).await {
+        label = metrics::Outcome::Fenced;
+    }
+    let class = shared.class_label(cx.class());
+    shared
+        .series
+        .lock()
+        .expect("series lock")
+        .finished(class, &token.queue, label, performed);
 }
 
 /// Counts how long the job waited from its (latest) enqueue to this start.
@@ -195,13 +212,20 @@ fn record_wait(shared: &Shared, token: &Token, payload: &Payload) {
     else {
         return;
     };
-    let wait_ms = ((crate::wire::now_f64() - enqueued) * 1000.0).max(0.0) as u64;
+    let wait = (crate::wire::now_f64() - enqueued).max(0.0);
     let tenant = payload.tenant();
-    shared
-        .waits
-        .lock()
-        .expect("waits lock")
-        .started(&token.queue, tenant.as_deref(), wait_ms);
+    shared.series.lock().expect("series lock").waited(
+        &token.queue,
+        tenant.as_deref().unwrap_or(""),
+        wait,
+    );
+    if shared.config.wait_stats {
+        shared.waits.lock().expect("waits lock").started(
+            &token.queue,
+            tenant.as_deref(),
+            (wait * 1000.0) as u64,
+        );
+    }
 }
 
 /// Runs `job` for at most `limit`; past it, cancels the job's token and gives
@@ -295,12 +319,14 @@ fn panicked(panic: Box<dyn std::any::Any + Send>) -> JobError {
 
 /// Leaves the in-progress record, retrying Redis errors with backoff until done
 /// or the worker stops (then the entry stays and the reaper recovers it later).
+/// True when the completion was fenced (the job had been recovered from this
+/// worker).
 pub(crate) async fn finish(
     shared: &Shared,
     token: &Token,
     outcome: Outcome,
     slot: Option<&SlotHold>,
-) {
+) -> bool {
     let mut attempt = 0u32;
     loop {
         let action = match &outcome {
@@ -323,20 +349,21 @@ pub(crate) async fn finish(
             )
             .await
         {
-            Ok(Finished::Done | Finished::OwnerAlive) => return,
+            Ok(Finished::Done | Finished::OwnerAlive) => return false,
             Ok(Finished::Fenced) => {
                 tracing::warn!(token = %token.raw, "stale completion fenced: the job was recovered from this worker after its lease expired");
-                return;
+                ::metrics::counter!(metrics::FENCED_TOTAL).increment(1);
+                return true;
             }
             Err(e) => {
                 attempt += 1;
                 shared.redis_trouble("finish", &e);
                 if shared.abandon.is_cancelled() {
-                    return;
+                    return false;
                 }
                 tokio::select! {
                     _ = backoff_sleep(attempt) => {}
-                    _ = shared.abandon.cancelled() => return,
+                    _ = shared.abandon.cancelled() => return false,
                 }
             }
         }
@@ -350,7 +377,17 @@ async fn bury_malformed(shared: &Shared, token: &Token, raw: &[u8], reason: &str
         .failed
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let entry = malformed_entry(raw, &token.queue, reason);
-    finish(shared, token, Outcome::Dead(entry), None).await;
+    let label = if finish(shared, token, Outcome::Dead(entry), None).await {
+        metrics::Outcome::Fenced
+    } else {
+        metrics::Outcome::Dead
+    };
+    shared.series.lock().expect("series lock").finished(
+        metrics::UNKNOWN_CLASS,
+        &token.queue,
+        label,
+        None,
+    );
 }
 
 /// Puts the unfinished jobs of a shutdown back at the front of their queues.

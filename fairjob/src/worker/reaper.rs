@@ -152,6 +152,7 @@ async fn recover(shared: &Shared, identity: &str) -> crate::Result<usize> {
             .await?;
         if done == Finished::Done {
             recovered += 1;
+            ::metrics::counter!(crate::metrics::RECOVERED_TOTAL).increment(1);
             tracing::warn!(dead_worker = identity, job.queue = %token.queue, "recovered a job from a dead worker");
         }
     }

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::handle::{WorkerHandle, install_signals};
 use super::middleware::ServerMiddleware;
 use super::{
-    Running, Shared, Stats, WorkerBuilder, fetch, heartbeat, processor, reaper, scheduler,
+    Running, Shared, Stats, WorkerBuilder, fetch, heartbeat, processor, reaper, sampler, scheduler,
 };
 use crate::client::Client;
 use crate::config::WorkerConfig;
@@ -79,7 +79,13 @@ impl Worker {
 
     /// Runs until SIGTERM/SIGINT (graceful shutdown); SIGTSTP stops fetching.
     pub async fn run(self) -> Result<()> {
-        let handle = WorkerHandle::new();
+        self.run_with_signals(WorkerHandle::new()).await
+    }
+
+    /// As [`Worker::run`], with the OS signals routed to `handle` (keep a
+    /// clone to watch the worker: [`WorkerHandle::is_fetching`] for a
+    /// readiness probe).
+    pub async fn run_with_signals(self, handle: WorkerHandle) -> Result<()> {
         install_signals(&handle)?;
         self.run_with(handle).await
     }
@@ -101,6 +107,7 @@ impl Worker {
     /// Runs, controlled by `handle`.
     pub async fn run_with(self, handle: WorkerHandle) -> Result<()> {
         let concurrency = self.config.concurrency;
+        let series = super::series::JobSeries::new(&self.config.metrics);
         let shared = Arc::new(Shared {
             client: self.client,
             registry: self.registry,
@@ -117,6 +124,7 @@ impl Worker {
             abandon: CancellationToken::new(),
             control: handle.clone(),
             started_at: now_f64(),
+            series: Mutex::new(series),
             last_trouble: Mutex::new(None),
             suppressed: AtomicU64::new(0),
         });
@@ -129,6 +137,8 @@ impl Worker {
             jobs = shared.registry.len(),
             "fairjob worker starting"
         );
+        crate::metrics::describe();
+        heartbeat::busy(&shared);
         heartbeat::startup_checks(&shared).await;
         heartbeat::register(&shared).await;
         for q in &shared.sharded {
@@ -148,10 +158,13 @@ impl Worker {
         tasks.spawn(heartbeat::run(shared.clone(), background.clone()));
         tasks.spawn(scheduler::run(shared.clone(), background.clone()));
         tasks.spawn(reaper::run(shared.clone(), background.clone()));
+        tasks.spawn(sampler::run(shared.clone(), background.clone()));
 
         let semaphore = Arc::new(Semaphore::new(concurrency));
         let mut jobs: JoinSet<()> = JoinSet::new();
+        handle.set_fetching(true);
         fetch::fetch_loop(&shared, &semaphore, &mut jobs, &handle).await;
+        handle.set_fetching(false);
         if !handle.is_stopping() {
             // Quiet: keep finishing jobs and beating until told to stop.
             loop {

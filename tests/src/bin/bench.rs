@@ -13,7 +13,9 @@
 //! by the job itself), enqueue → perform-start latency at a steady rate, Redis
 //! commands per job (`CONFIG RESETSTAT` + `INFO commandstats`, plus a `MONITOR`
 //! census of what clients send), the worker's peak RSS (`VmHWM`), and raw Redis
-//! ceilings from `redis-benchmark`. Prints a Markdown report and writes it to `--out`.
+//! ceilings from `redis-benchmark`. With `--metrics-cost`, processing also runs
+//! with metrics on (as `worker run --metrics`), interleaved with off, and the
+//! report gives the ratio. Prints a Markdown report and writes it to `--out`.
 //!
 //! The fairjob worker is this same binary re-executed with the hidden
 //! `--worker-url` flag: a separate process that builds `fairjob::Worker` exactly
@@ -175,6 +177,11 @@ struct Args {
     /// Skip the redis-benchmark ceilings
     #[arg(long)]
     skip_redis_benchmark: bool,
+    /// Processing also with metrics on (the Prometheus recorder and the
+    /// `/metrics` listener, as `worker run --metrics`), interleaved with off
+    /// in each repetition, and the cost as the median of the per-rep ratios
+    #[arg(long)]
+    metrics_cost: bool,
     /// Run only these sections (enqueue, enqueue-plain, processing, latency, ceilings, census), e.g. to profile one
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -232,14 +239,40 @@ fn run_worker(url: &str, concurrency: usize, queue: &str) -> Result<()> {
         // FAIRJOB_BENCH_WAIT_STATS=off measures the worker without its
         // per-tenant wait statistics (to price them).
         let wait_stats = std::env::var("FAIRJOB_BENCH_WAIT_STATS").as_deref() != Ok("off");
+        // FAIRJOB_BENCH_METRICS=on: what `worker run --metrics` adds (the
+        // recorder, and the listener with its once-a-second upkeep).
+        let metrics = std::env::var("FAIRJOB_BENCH_METRICS").as_deref() == Ok("on");
+        let config = fairjob::config::MetricsConfig::default();
+        let recorder = if metrics {
+            Some(fairjob_worker::install_metrics(&config)?)
+        } else {
+            None
+        };
         let worker = Worker::builder(url)
             .registry(registry)
             .queues(QueueSpec::parse(&[queue.to_owned()])?)
             .concurrency(concurrency)
             .wait_stats(wait_stats)
+            .metrics(config)
             .build()
             .await?;
-        worker.run().await?;
+        let handle = fairjob::WorkerHandle::new();
+        let listener = match recorder {
+            Some(r) => Some(
+                fairjob_worker::serve_metrics(
+                    "127.0.0.1:0".parse()?,
+                    r,
+                    handle.clone(),
+                    worker.client().clone(),
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        worker.run_with_signals(handle).await?;
+        if let Some(l) = listener {
+            l.stop().await;
+        }
         Ok(())
     })
 }
@@ -495,6 +528,7 @@ async fn measure_drain(
     c: usize,
     n: u64,
     s: &mut Samples,
+    tag: &str,
 ) -> Result<()> {
     let con = &mut side.con;
     wait_key_every(
@@ -526,23 +560,23 @@ async fn measure_drain(
     let first = get_f64(con, FIRST_KEY).await?;
     let last = get_f64(con, LAST_KEY).await?;
     let rate = n as f64 / (last - first).max(1e-6);
-    s.add(format!("proc_c{c}"), rate);
+    s.add(format!("proc_{tag}c{c}"), rate);
     // CPU over the observed window, per job at the measured rate.
     let jobs_in_window = wall * rate;
     s.add(
-        format!("cpu_client_proc_c{c}"),
+        format!("cpu_client_proc_{tag}c{c}"),
         cpu_us_per_job(w0, w1, jobs_in_window),
     );
     s.add(
-        format!("cpu_redis_proc_c{c}"),
+        format!("cpu_redis_proc_{tag}c{c}"),
         cpu_us_per_job(r0, r1, jobs_in_window),
     );
     if let Some(kb) = vm_hwm_kb(child.id()) {
-        s.add(format!("rss_c{c}"), kb as f64 / 1024.0);
+        s.add(format!("rss_{tag}c{c}"), kb as f64 / 1024.0);
     }
     let (cmds, scripts) = command_counts(con).await?;
-    s.add(format!("cmds_proc_c{c}"), cmds as f64 / n as f64);
-    s.add(format!("scripts_proc_c{c}"), scripts as f64 / n as f64);
+    s.add(format!("cmds_proc_{tag}c{c}"), cmds as f64 / n as f64);
+    s.add(format!("scripts_proc_{tag}c{c}"), scripts as f64 / n as f64);
     Ok(())
 }
 
@@ -665,9 +699,16 @@ impl Side {
     }
 }
 
-fn spawn_fairjob_worker(url: &str, concurrency: usize, queue: &str, n: u64) -> Result<Child> {
+fn spawn_fairjob_worker(
+    url: &str,
+    concurrency: usize,
+    queue: &str,
+    n: u64,
+    metrics: bool,
+) -> Result<Child> {
     let exe = std::env::current_exe()?;
     Command::new(exe)
+        .env("FAIRJOB_BENCH_METRICS", if metrics { "on" } else { "off" })
         .arg("--worker-url")
         .arg(url)
         .arg("--worker-concurrency")
@@ -828,12 +869,14 @@ async fn fairjob_process(
     c: usize,
     n: u64,
     s: &mut Samples,
+    metrics: bool,
 ) -> Result<()> {
     flushall(&mut side.con).await?;
     fairjob_prefill(client, n).await?;
     reset_stats(&mut side.con).await?;
-    let mut child = spawn_fairjob_worker(&side.url(), c, "bench", n)?;
-    let result = measure_drain(side, &mut child, c, n, s).await;
+    let mut child = spawn_fairjob_worker(&side.url(), c, "bench", n, metrics)?;
+    let tag = if metrics { "metrics_" } else { "" };
+    let result = measure_drain(side, &mut child, c, n, s, tag).await;
     stop(&mut child);
     result
 }
@@ -887,7 +930,7 @@ async fn fairjob_latency(
 ) -> Result<()> {
     flushall(&mut side.con).await?;
     let c = a.concurrency.first().copied().unwrap_or(10);
-    let mut child = spawn_fairjob_worker(&side.url(), c, "bench_lat", 0)?;
+    let mut child = spawn_fairjob_worker(&side.url(), c, "bench_lat", 0, false)?;
     let result = async {
         wait_ready(&mut side.con, &mut child, Duration::from_secs(30)).await?;
         paced_latency_pushes(client, a.latency_jobs, a.latency_rate).await?;
@@ -931,7 +974,7 @@ async fn sidekiq_process(
     ruby_enqueue(&side.url(), "bulk", n)?;
     reset_stats(&mut side.con).await?;
     let mut child = spawn_sidekiq(&side.url(), c, "bench", n, log)?;
-    let result = measure_drain(side, &mut child, c, n, s).await;
+    let result = measure_drain(side, &mut child, c, n, s, "").await;
     stop(&mut child);
     result
 }
@@ -1003,7 +1046,7 @@ async fn fairjob_census(
         flushall(&mut side.con).await?;
         fairjob_prefill(client, n).await?;
         let census = Census::start(port)?;
-        let mut child = spawn_fairjob_worker(&side.url(), c, "bench", n)?;
+        let mut child = spawn_fairjob_worker(&side.url(), c, "bench", n, false)?;
         let r = wait_key(&mut side.con, LAST_KEY, &mut child, drain_timeout(n)).await;
         let (cl, l) = census.finish();
         stop(&mut child);
@@ -1229,7 +1272,11 @@ async fn run(a: Args) -> Result<()> {
         if a.runs("processing") {
             for &c in &a.concurrency {
                 eprintln!("[bench] rep {rep}/{r}: fairjob processing c={c}");
-                fairjob_process(&mut fj, &client, c, a.jobs, &mut f).await?;
+                fairjob_process(&mut fj, &client, c, a.jobs, &mut f, false).await?;
+                if a.metrics_cost {
+                    eprintln!("[bench] rep {rep}/{r}: fairjob processing c={c}, metrics on");
+                    fairjob_process(&mut fj, &client, c, a.jobs, &mut f, true).await?;
+                }
             }
         }
         if a.runs("latency") {
@@ -1309,6 +1356,49 @@ fn report(
             "skipped (--skip-sidekiq)"
         }
     );
+    if a.metrics_cost {
+        let _ = writeln!(o, "\n## Metrics cost\n");
+        let _ = writeln!(
+            o,
+            "Processing with `worker run --metrics` (Prometheus recorder, `/metrics` listener) \
+             against without, interleaved in each repetition; the cost is the median of the \
+             per-repetition ratios on / off.\n"
+        );
+        let _ = writeln!(
+            o,
+            "| concurrency | off jobs/s | on jobs/s | on / off (median of reps) | CPU µs/job off → on |"
+        );
+        let _ = writeln!(o, "|---|---|---|---|---|");
+        for &c in &a.concurrency {
+            let off = f.0.get(&format!("proc_c{c}")).cloned().unwrap_or_default();
+            let on =
+                f.0.get(&format!("proc_metrics_c{c}"))
+                    .cloned()
+                    .unwrap_or_default();
+            let ratios: Vec<f64> = off.iter().zip(&on).map(|(a, b)| b / a).collect();
+            let med = summarize(&ratios);
+            let _ = writeln!(
+                o,
+                "| c={c} | {} | {} | {} | {} → {} |",
+                cell(f.get(&format!("proc_c{c}")), si),
+                cell(f.get(&format!("proc_metrics_c{c}")), si),
+                med.map_or("–".into(), |m| format!(
+                    "{:.3} [{:.3}–{:.3}] ({:+.1}%)",
+                    m.med,
+                    m.min,
+                    m.max,
+                    (m.med - 1.0) * 100.0
+                )),
+                cell(f.get(&format!("cpu_client_proc_c{c}")), |x| format!(
+                    "{x:.1}"
+                )),
+                cell(
+                    f.get(&format!("cpu_client_proc_metrics_c{c}")),
+                    |x| format!("{x:.1}")
+                ),
+            );
+        }
+    }
     let _ = writeln!(o, "\n## Throughput, latency, memory\n");
     let _ = writeln!(
         o,

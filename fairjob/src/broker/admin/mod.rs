@@ -14,6 +14,7 @@ mod jobs;
 mod limits;
 mod processes;
 mod queues;
+mod sample;
 mod shards;
 mod tenant;
 mod waits;
@@ -32,6 +33,7 @@ pub use queues::{
     BlockReason, Blocked, FetchPlan, MAX_QUEUES, MEASURED_MINUTES, OverviewView, PlanTier,
     QueueState, QueuesView, SCHEDULED_SAMPLE, SHARD_COUNT_PAGES, class_of_limit, planned_shares,
 };
+pub use sample::{MetricsSample, QueueSample, SAMPLE_HEADS, TenantSample};
 pub use shards::{SHARE_MINUTES, ShardRow, ShardView};
 pub use tenant::{RerouteState, RuleState, TENANT_SET_SCAN, TenantQueue, TenantView};
 pub use waits::{Finished, LongWait, MAX_MINUTES, RECENT_MINUTES, Throughput, WaitSummary};

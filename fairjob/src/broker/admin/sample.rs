@@ -1,0 +1,209 @@
+//! What the metrics sampler reads: per queue its size and the age of its
+//! oldest job, per sharded queue its tenants' pending and running jobs, and
+//! per slot limit key its waiting jobs.
+//!
+//! Bounded: `LLEN` and `LINDEX -1` per queue (never a range of a queue); per
+//! sharded queue one `HGETALL` of its running counts (tenants with running
+//! jobs only), its tenant set in `SSCAN` pages with one `LLEN` per tenant (at
+//! most [`OVERVIEW_TENANT_CAP`] tenants, then `exact` is false), and
+//! `LINDEX -1` of the inbox and of the [`SAMPLE_HEADS`] largest backlogs; the
+//! slot limit registry in pages, one `LLEN` per key, at most
+//! [`OVERVIEW_TENANT_CAP`] keys. No `KEYS`, no `SCAN` of the keyspace.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::{MAX_PAGE, OVERVIEW_TENANT_CAP, Page};
+use crate::broker::{RedisBroker, keys};
+use crate::error::Result;
+use crate::wire::Payload;
+
+/// Tenant lists of a sharded queue whose oldest job is read for its latency:
+/// the largest backlogs (a tenant held back the longest usually has one).
+pub const SAMPLE_HEADS: usize = 50;
+
+/// One sample of the gauges read from Redis.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MetricsSample {
+    /// Per queue (plain and sharded), by name.
+    pub queues: Vec<QueueSample>,
+    /// Slot limit keys with jobs waiting: full key, waiting jobs.
+    pub slot_waiting: Vec<(String, u64)>,
+    /// Whether every slot limit key was read.
+    pub slots_exact: bool,
+}
+
+/// One queue in a [`MetricsSample`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QueueSample {
+    /// The queue.
+    pub name: String,
+    /// Jobs waiting: the list (a sharded queue's inbox) plus its tenants' lists.
+    pub size: u64,
+    /// Age of the oldest waiting job read, seconds.
+    pub oldest_secs: Option<f64>,
+    /// A sharded queue's tenants with pending or running jobs.
+    pub tenants: Option<Vec<TenantSample>>,
+    /// Whether every tenant was counted.
+    pub exact: bool,
+}
+
+/// One tenant of a sharded queue in a [`QueueSample`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TenantSample {
+    /// The tenant (`None`: the shared shard of jobs without one).
+    pub tenant: Option<String>,
+    /// Jobs in its list.
+    pub pending: u64,
+    /// Jobs running.
+    pub running: u64,
+}
+
+fn enqueued_at(raw: &[u8]) -> Option<f64> {
+    let p = Payload::parse_slice(raw).ok()?;
+    p.timestamp("enqueued_at")
+        .or_else(|| p.timestamp("created_at"))
+}
+
+fn tenant_name(encoded: &str) -> Option<String> {
+    (!encoded.is_empty()).then(|| keys::decode(encoded).unwrap_or_else(|| encoded.to_owned()))
+}
+
+impl RedisBroker {
+    /// One sample for the metrics sampler (see the module doc for its bounds).
+    pub async fn metrics_sample(&self) -> Result<MetricsSample> {
+        let (names, sharded, _) = self.queue_names().await?;
+        let now = self.time().await?;
+        let mut pipe = redis::pipe();
+        for q in &names {
+            let list = self.keys.queue(q);
+            pipe.llen(&list).lindex(&list, -1);
+        }
+        let heads: Vec<(u64, Option<Vec<u8>>)> = if names.is_empty() {
+            Vec::new()
+        } else {
+            self.pipe(&pipe).await?
+        };
+        let age = |raw: &[u8]| enqueued_at(raw).map(|t| (now - t).max(0.0));
+        let mut queues = Vec::with_capacity(names.len());
+        for (name, (len, head)) in names.iter().zip(heads) {
+            let mut q = QueueSample {
+                name: name.clone(),
+                size: len,
+                oldest_secs: head.as_deref().and_then(age),
+                tenants: None,
+                exact: true,
+            };
+            if sharded.contains(name) {
+                self.sample_shards(&mut q, now).await?;
+            }
+            queues.push(q);
+        }
+        let mut slot_waiting = Vec::new();
+        let mut page = Page::first(MAX_PAGE);
+        let mut seen = 0usize;
+        let slots_exact = loop {
+            let p = self.limits(page).await?;
+            seen += p.rows.len();
+            slot_waiting.extend(
+                p.rows
+                    .into_iter()
+                    .filter(|r| r.waiting > 0)
+                    .map(|r| (r.key, r.waiting)),
+            );
+            match p.next {
+                None => break true,
+                Some(_) if seen >= OVERVIEW_TENANT_CAP => break false,
+                Some(c) => page.cursor = c,
+            }
+        };
+        Ok(MetricsSample {
+            queues,
+            slot_waiting,
+            slots_exact,
+        })
+    }
+
+    /// A sharded queue's tenants: running counts, pending per tenant list,
+    /// and the oldest head among the largest backlogs.
+    async fn sample_shards(&self, q: &mut QueueSample, now: f64) -> Result<()> {
+        let sk = self.keys.shard(&q.name);
+        let running: HashMap<String, u64> =
+            self.query(redis::cmd("HGETALL").arg(&sk.running)).await?;
+        let mut pending: HashMap<String, u64> = HashMap::new();
+        let mut cursor = 0u64;
+        loop {
+            let (next, mut batch): (u64, Vec<String>) = self
+                .query(
+                    redis::cmd("SSCAN")
+                        .arg(&sk.tenants)
+                        .arg(cursor)
+                        .arg("COUNT")
+                        .arg(MAX_PAGE),
+                )
+                .await?;
+            batch.retain(|t| !pending.contains_key(t));
+            if !batch.is_empty() {
+                let mut pipe = redis::pipe();
+                for t in &batch {
+                    pipe.llen(format!("{}{}", sk.shard_prefix, t));
+                }
+                let lens: Vec<u64> = self.pipe(&pipe).await?;
+                pending.extend(batch.into_iter().zip(lens));
+            }
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+            if pending.len() >= OVERVIEW_TENANT_CAP {
+                q.exact = false;
+                break;
+            }
+        }
+        q.size += pending.values().sum::<u64>();
+        let mut by_backlog: Vec<(&String, u64)> = pending
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(t, n)| (t, *n))
+            .collect();
+        by_backlog.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        by_backlog.truncate(SAMPLE_HEADS);
+        if !by_backlog.is_empty() {
+            let mut pipe = redis::pipe();
+            for (t, _) in &by_backlog {
+                pipe.lindex(format!("{}{}", sk.shard_prefix, t), -1);
+            }
+            let heads: Vec<Option<Vec<u8>>> = self.pipe(&pipe).await?;
+            for h in heads.iter().flatten() {
+                if let Some(t) = enqueued_at(h) {
+                    let age = (now - t).max(0.0);
+                    q.oldest_secs = Some(q.oldest_secs.map_or(age, |a| a.max(age)));
+                }
+            }
+        }
+        let mut tenants: Vec<TenantSample> = Vec::with_capacity(pending.len());
+        for (t, n) in &pending {
+            let r = running.get(t).copied().unwrap_or(0);
+            if *n > 0 || r > 0 {
+                tenants.push(TenantSample {
+                    tenant: tenant_name(t),
+                    pending: *n,
+                    running: r,
+                });
+            }
+        }
+        for (t, r) in &running {
+            if *r > 0 && !pending.contains_key(t) {
+                tenants.push(TenantSample {
+                    tenant: tenant_name(t),
+                    pending: 0,
+                    running: *r,
+                });
+            }
+        }
+        tenants.sort_by(|a, b| a.tenant.cmp(&b.tenant));
+        q.tenants = Some(tenants);
+        Ok(())
+    }
+}
