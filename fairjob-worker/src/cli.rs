@@ -205,7 +205,7 @@ impl RunArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run jobs (the default); takes every worker flag
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List the registered job types, their queues and options
     Jobs,
     /// Queue sizes, scheduled/retry/dead counts, processed/failed counters, workers
@@ -366,7 +366,7 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
     } = cli;
     let (command, run) = match command {
         None => (None, run),
-        Some(Command::Run(later)) => (None, run.merged(later)),
+        Some(Command::Run(later)) => (None, run.merged(*later)),
         Some(other) => (Some(other), run),
     };
     let config = load_config(&global, &run)?;
@@ -637,7 +637,7 @@ mod tests {
     fn config_of(args: &[&str]) -> WorkerConfig {
         let cli = Cli::try_parse_from(args).unwrap();
         let run = match cli.command {
-            Some(Command::Run(later)) => cli.run.merged(later),
+            Some(Command::Run(later)) => cli.run.merged(*later),
             _ => cli.run,
         };
         load_config(&cli.global, &run).unwrap()
