@@ -1047,11 +1047,22 @@ fn tool_version(program: &str) -> std::result::Result<String, String> {
     }
 }
 
-/// The last few lines of a failed command's stderr, on one line.
+/// Why a command failed, on one line: its first two lines naming an error, or
+/// else the last three lines of its stderr.
 fn stderr_tail(out: &std::process::Output) -> String {
     let text = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(3)..].join(" / ")
+    let errors: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.to_ascii_lowercase().contains("error"))
+        .take(2)
+        .collect();
+    if errors.is_empty() {
+        lines[lines.len().saturating_sub(3)..].join(" / ")
+    } else {
+        errors.join(" / ")
+    }
 }
 
 /// Builds tests/peers in release into `$FAIRJOB_PEERS_TARGET` (default
@@ -1354,7 +1365,7 @@ fn peers_report(o: &mut String, a: &Args, f: &Samples, k: &Samples, peers: &[Pee
         let how = match p.kind {
             PeerKind::RustySidekiq => {
                 "tests/peers (release). It has no bulk push: a batch is 1,000 `perform_async` calls in flight at once over its \
-                 bb8 pool of 10 connections (SADD + LPUSH each). Its worker (`Processor`, `num_workers` = c) has a pool of c + 5 \
+                 bb8 pool of 10 connections (SADD + LPUSH each, plus the pool's PING on checkout). Its worker (`Processor`, `num_workers` = c) has a pool of c + 5 \
                  connections (one BRPOP per worker) and no log subscriber"
             }
             PeerKind::Bullmq => {
