@@ -80,7 +80,9 @@ impl Flags {
             let Some(name) = name.strip_prefix("--") else {
                 bail!("unexpected argument {name:?}");
             };
-            let value = it.next().with_context(|| format!("--{name} needs a value"))?;
+            let value = it
+                .next()
+                .with_context(|| format!("--{name} needs a value"))?;
             pairs.push((name.to_owned(), value.clone()));
         }
         Ok(Flags(pairs))

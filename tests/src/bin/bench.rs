@@ -1260,6 +1260,9 @@ async fn run_peers(peers: &mut [Peer], a: &Args, rep: usize) -> Result<()> {
     Ok(())
 }
 
+/// How a figure is printed.
+type Fmt = fn(f64) -> String;
+
 /// The "Peers" section: fairjob, Sidekiq and the peers side by side.
 fn peers_report(o: &mut String, a: &Args, f: &Samples, k: &Samples, peers: &[Peer]) {
     let sidekiq = !a.skip_sidekiq;
@@ -1290,7 +1293,7 @@ fn peers_report(o: &mut String, a: &Args, f: &Samples, k: &Samples, peers: &[Pee
         rule.push_str("---|");
     }
     let _ = writeln!(o, "{header}\n{rule}");
-    let mut rows: Vec<(String, String, fn(f64) -> String)> = Vec::new();
+    let mut rows: Vec<(String, String, Fmt)> = Vec::new();
     let one = |x: f64| format!("{x:.1}");
     let three = |x: f64| format!("{x:.3}");
     if a.runs("enqueue") || a.runs("enqueue-plain") {
