@@ -1,5 +1,6 @@
 //! Smoke test of the benchmark binaries (`bench`, `fairness`) at tiny sizes and
-//! without Ruby: they must exit 0 and write their reports. These are benchmarks,
+//! without Ruby or peers (nothing here builds or installs rusty-sidekiq or
+//! BullMQ): they must exit 0 and write their reports. These are benchmarks,
 //! not tests: nothing here looks at a timing.
 
 use std::path::Path;
@@ -51,6 +52,19 @@ fn bench_runs_at_tiny_sizes_without_sidekiq() {
     );
     assert!(md.contains("## Redis commands per job"), "{md}");
     assert!(md.contains("## Raw Redis ceilings"), "{md}");
+    assert!(!md.contains("## Peers"), "no --peers, no peers:\n{md}");
+}
+
+/// `--peers` names are checked before anything starts or is built.
+#[test]
+fn bench_rejects_an_unknown_peer() {
+    let run = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["--peers", "rusty-sidekiq,celery", "--skip-sidekiq"])
+        .output()
+        .expect("bench starts");
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("unknown peer \"celery\""), "{stderr}");
 }
 
 #[test]

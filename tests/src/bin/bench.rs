@@ -17,6 +17,16 @@
 //! with metrics on (as `worker run --metrics`), interleaved with off, and the
 //! report gives the ratio. Prints a Markdown report and writes it to `--out`.
 //!
+//! `--peers rusty-sidekiq,bullmq` adds two more queues to the same run, each
+//! through its own client and worker against its own private `redis-server`:
+//! bulk enqueue in batches of 1,000 and no-op processing at each `--concurrency`,
+//! reported in a table of their own ("Peers"). rusty-sidekiq's side is the crate
+//! in `tests/peers/` (its own workspace), built in release on demand into
+//! `$FAIRJOB_PEERS_TARGET` (default: `<temp dir>/fairjob-peers-target`, kept
+//! between runs, never under `target/`); BullMQ's is `tests/peers/bullmq/bench.mjs`,
+//! run by `node` after an `npm install` into a temporary directory removed at
+//! the end. A peer whose toolchain is missing is reported as skipped.
+//!
 //! The fairjob worker is this same binary re-executed with the hidden
 //! `--worker-url` flag: a separate process that builds `fairjob::Worker` exactly
 //! as `fairjob_worker::main!` does (multi-threaded Tokio runtime, registered jobs,
@@ -182,6 +192,9 @@ struct Args {
     /// in each repetition, and the cost as the median of the per-rep ratios
     #[arg(long)]
     metrics_cost: bool,
+    /// Other queues to measure in the same run, when their toolchains are present: rusty-sidekiq (cargo), bullmq (node + npm)
+    #[arg(long, value_delimiter = ',')]
+    peers: Vec<String>,
     /// Run only these sections (enqueue, enqueue-plain, processing, latency, ceilings, census), e.g. to profile one
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -758,7 +771,12 @@ fn ruby_enqueue(url: &str, mode: &str, n: u64) -> Result<(f64, f64)> {
         .env("REDIS_URL", url)
         .output()
         .context("running ruby")?;
-    let text = stdout_of(out, &format!("enqueue.rb {mode}"))?;
+    let what = format!("enqueue.rb {mode}");
+    wall_and_cpu(&stdout_of(out, &what)?, &what)
+}
+
+/// The `<wall seconds> <cpu seconds>` an enqueuer prints on its last line.
+fn wall_and_cpu(text: &str, what: &str) -> Result<(f64, f64)> {
     let nums: Vec<f64> = text
         .lines()
         .last()
@@ -767,8 +785,8 @@ fn ruby_enqueue(url: &str, mode: &str, n: u64) -> Result<(f64, f64)> {
         .filter_map(|w| w.parse().ok())
         .collect();
     match nums[..] {
-        [wall, cpu] => Ok((wall, cpu)),
-        _ => bail!("enqueue.rb printed {text:?}, expected `<wall seconds> <cpu seconds>`"),
+        [wall, cpu] if wall > 0.0 => Ok((wall, cpu)),
+        _ => bail!("{what} printed {text:?}, expected `<wall seconds> <cpu seconds>`"),
     }
 }
 
@@ -996,6 +1014,420 @@ async fn sidekiq_latency(side: &mut Side, a: &Args, log: &Path, s: &mut Samples)
     .await;
     stop(&mut child);
     result
+}
+
+// ---------------------------------------------------------------------------
+// Peers: rusty-sidekiq and BullMQ through their own clients and workers
+
+/// A queue library measured beside fairjob and Sidekiq (`--peers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PeerKind {
+    RustySidekiq,
+    Bullmq,
+}
+
+impl PeerKind {
+    const ALL: [PeerKind; 2] = [PeerKind::RustySidekiq, PeerKind::Bullmq];
+
+    fn flag(self) -> &'static str {
+        match self {
+            PeerKind::RustySidekiq => "rusty-sidekiq",
+            PeerKind::Bullmq => "bullmq",
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            PeerKind::RustySidekiq => "rusty-sidekiq",
+            PeerKind::Bullmq => "BullMQ",
+        }
+    }
+}
+
+/// How to run one peer's `enqueue` and `process` commands.
+#[derive(Debug)]
+struct PeerTool {
+    program: PathBuf,
+    leading: Vec<String>,
+    version: String,
+    /// A scratch directory (BullMQ's npm install) removed with the tool.
+    _scratch: Option<fairjob_tests::TempDir>,
+}
+
+impl PeerTool {
+    fn command(&self, sub: &str, url: &str, jobs: u64) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.leading)
+            .arg(sub)
+            .args(["--url", url, "--jobs", &jobs.to_string()]);
+        cmd
+    }
+}
+
+/// One requested peer: ready with its own redis-server, or skipped and why.
+#[derive(Debug)]
+struct Peer {
+    kind: PeerKind,
+    state: std::result::Result<(PeerTool, Side), String>,
+    samples: Samples,
+}
+
+fn peers_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("peers")
+}
+
+/// `<program> --version` works: the first line it prints, or why not.
+fn tool_version(program: &str) -> std::result::Result<String, String> {
+    match Command::new(program).arg("--version").output() {
+        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_owned()),
+        Ok(o) => Err(format!("`{program} --version` exited with {}", o.status)),
+        Err(e) => Err(format!("`{program}` not found ({e})")),
+    }
+}
+
+/// Why a command failed, on one line: its first two lines naming an error, or
+/// else the last three lines of its stderr.
+fn stderr_tail(out: &std::process::Output) -> String {
+    let text = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let errors: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.to_ascii_lowercase().contains("error"))
+        .take(2)
+        .collect();
+    if errors.is_empty() {
+        lines[lines.len().saturating_sub(3)..].join(" / ")
+    } else {
+        errors.join(" / ")
+    }
+}
+
+/// Builds tests/peers in release into `$FAIRJOB_PEERS_TARGET` (default
+/// `<temp dir>/fairjob-peers-target`), outside this workspace's `target/`.
+fn prepare_rusty_sidekiq() -> std::result::Result<PeerTool, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    tool_version(&cargo)?;
+    let target = std::env::var_os("FAIRJOB_PEERS_TARGET")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("fairjob-peers-target"));
+    eprintln!(
+        "[bench] building the rusty-sidekiq peer (tests/peers, release) in {}",
+        target.display()
+    );
+    let out = Command::new(&cargo)
+        .args(["build", "--release", "--quiet", "--manifest-path"])
+        .arg(peers_dir().join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .map_err(|e| format!("running cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building tests/peers failed: {}",
+            stderr_tail(&out)
+        ));
+    }
+    let lock = std::fs::read_to_string(peers_dir().join("Cargo.lock")).unwrap_or_default();
+    let version = lock
+        .split("[[package]]")
+        .find(|p| p.contains("name = \"rusty-sidekiq\""))
+        .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = ")))
+        .map(|v| v.trim_matches('"').to_owned())
+        .unwrap_or_default();
+    Ok(PeerTool {
+        program: target.join("release").join("rusty-sidekiq-bench"),
+        leading: Vec::new(),
+        version,
+        _scratch: None,
+    })
+}
+
+/// Installs tests/peers/bullmq with npm into a temporary directory.
+fn prepare_bullmq() -> std::result::Result<PeerTool, String> {
+    let node = tool_version("node")?;
+    tool_version("npm")?;
+    let dir = fairjob_tests::temp_dir("bullmq");
+    for file in ["bench.mjs", "package.json"] {
+        std::fs::copy(peers_dir().join("bullmq").join(file), dir.join(file))
+            .map_err(|e| format!("copying {file}: {e}"))?;
+    }
+    eprintln!(
+        "[bench] npm install of the BullMQ peer in {}",
+        dir.display()
+    );
+    let out = Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(&*dir)
+        .output()
+        .map_err(|e| format!("running npm: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("npm install failed: {}", stderr_tail(&out)));
+    }
+    let version = std::fs::read_to_string(dir.join("node_modules/bullmq/package.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["version"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    Ok(PeerTool {
+        program: PathBuf::from("node"),
+        leading: vec![dir.join("bench.mjs").display().to_string()],
+        version: format!("{version}, node {node}"),
+        _scratch: Some(dir),
+    })
+}
+
+/// The peers `--peers` names, once each, in order.
+fn peer_kinds(a: &Args) -> Result<Vec<PeerKind>> {
+    let mut kinds = Vec::new();
+    for name in &a.peers {
+        let kind = PeerKind::ALL
+            .into_iter()
+            .find(|k| k.flag() == name.as_str())
+            .with_context(|| format!("unknown peer {name:?} (rusty-sidekiq, bullmq)"))?;
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    Ok(kinds)
+}
+
+/// Prepares the given peers (each with its own redis-server).
+async fn prepare_peers(kinds: &[PeerKind]) -> Result<Vec<Peer>> {
+    let mut peers = Vec::new();
+    for &kind in kinds {
+        let tool = match kind {
+            PeerKind::RustySidekiq => prepare_rusty_sidekiq(),
+            PeerKind::Bullmq => prepare_bullmq(),
+        };
+        let state = match tool {
+            Ok(tool) => {
+                let side = Side::start().await?;
+                eprintln!(
+                    "[bench] {}'s redis-server: pid {}",
+                    kind.title(),
+                    side.server.pid()
+                );
+                Ok((tool, side))
+            }
+            Err(why) => {
+                eprintln!("[bench] {} skipped: {why}", kind.title());
+                Err(why)
+            }
+        };
+        peers.push(Peer {
+            kind,
+            state,
+            samples: Samples::default(),
+        });
+    }
+    Ok(peers)
+}
+
+/// Runs a peer's `enqueue` of n jobs (batches of 1,000); returns (wall, CPU) s.
+fn peer_enqueue_run(tool: &PeerTool, url: &str, n: u64) -> Result<(f64, f64)> {
+    let out = tool
+        .command("enqueue", url, n)
+        .args(["--batch", "1000"])
+        .output()
+        .with_context(|| format!("running {}", tool.program.display()))?;
+    wall_and_cpu(&stdout_of(out, "peer enqueue")?, "peer enqueue")
+}
+
+/// A peer's bulk enqueue, recorded under the same keys as fairjob's.
+async fn peer_enqueue(tool: &PeerTool, side: &mut Side, n: u64, s: &mut Samples) -> Result<()> {
+    flushall(&mut side.con).await?;
+    reset_stats(&mut side.con).await?;
+    let r0 = cpu_ns(side.server.pid());
+    let (secs, cpu) = peer_enqueue_run(tool, &side.url(), n)?;
+    let r1 = cpu_ns(side.server.pid());
+    s.add("enq_bulk_plain", n as f64 / secs);
+    s.add("cpu_client_bulk_plain", cpu * 1e6 / n as f64);
+    s.add("cpu_redis_bulk_plain", cpu_us_per_job(r0, r1, n as f64));
+    let (cmds, _) = command_counts(&mut side.con).await?;
+    s.add("cmds_bulk_plain", cmds as f64 / n as f64);
+    Ok(())
+}
+
+/// A peer's worker draining a queue pre-filled by its own client.
+async fn peer_process(
+    tool: &PeerTool,
+    side: &mut Side,
+    c: usize,
+    n: u64,
+    s: &mut Samples,
+) -> Result<()> {
+    flushall(&mut side.con).await?;
+    peer_enqueue_run(tool, &side.url(), n)?;
+    reset_stats(&mut side.con).await?;
+    let mut child = tool
+        .command("process", &side.url(), n)
+        .args(["--concurrency", &c.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting {}", tool.program.display()))?;
+    let result = measure_drain(side, &mut child, c, n, s).await;
+    stop(&mut child);
+    result
+}
+
+/// One repetition of every ready peer.
+async fn run_peers(peers: &mut [Peer], a: &Args, rep: usize) -> Result<()> {
+    for peer in peers {
+        let Ok((tool, side)) = &mut peer.state else {
+            continue;
+        };
+        let name = peer.kind.title();
+        if a.runs("enqueue") || a.runs("enqueue-plain") {
+            eprintln!("[bench] rep {rep}/{}: {name} enqueue", a.reps);
+            peer_enqueue(tool, side, a.jobs, &mut peer.samples)
+                .await
+                .with_context(|| format!("{name} enqueue"))?;
+        }
+        if a.runs("processing") {
+            for &c in &a.concurrency {
+                eprintln!("[bench] rep {rep}/{}: {name} processing c={c}", a.reps);
+                peer_process(tool, side, c, a.jobs, &mut peer.samples)
+                    .await
+                    .with_context(|| format!("{name} processing c={c}"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How a figure is printed.
+type Fmt = fn(f64) -> String;
+
+/// The "Peers" section: fairjob, Sidekiq and the peers side by side.
+fn peers_report(o: &mut String, a: &Args, f: &Samples, k: &Samples, peers: &[Peer]) {
+    let sidekiq = !a.skip_sidekiq;
+    let _ = writeln!(o, "\n## Peers\n");
+    let _ = writeln!(
+        o,
+        "The same workloads through each library's own client and worker, each against its own private redis-server: \
+         bulk enqueue of {} jobs in batches of 1,000, and a pre-filled queue of {} no-op jobs drained by one worker process \
+         (first job start → N-th job performed, stamped by the job itself).\n",
+        a.jobs, a.jobs
+    );
+    let mut header = String::from("| measure | fairjob | Sidekiq 6.4.1 |");
+    let mut rule = String::from("|---|---|---|");
+    for p in peers {
+        let version = match &p.state {
+            Ok((tool, _)) if !tool.version.is_empty() => {
+                format!(" {}", tool.version.split(',').next().unwrap_or(""))
+            }
+            _ => String::new(),
+        };
+        let _ = write!(header, " {}{version} |", p.kind.title());
+        rule.push_str("---|");
+    }
+    header.push_str(" fairjob / Sidekiq |");
+    rule.push_str("---|");
+    for p in peers {
+        let _ = write!(header, " fairjob / {} |", p.kind.title());
+        rule.push_str("---|");
+    }
+    let _ = writeln!(o, "{header}\n{rule}");
+    let mut rows: Vec<(String, String, Fmt)> = Vec::new();
+    let one = |x: f64| format!("{x:.1}");
+    let three = |x: f64| format!("{x:.3}");
+    if a.runs("enqueue") || a.runs("enqueue-plain") {
+        rows.push((
+            "bulk enqueue jobs/s, batches of 1,000".into(),
+            "enq_bulk_plain".into(),
+            si,
+        ));
+    }
+    if a.runs("processing") {
+        for &c in &a.concurrency {
+            rows.push((
+                format!("processing jobs/s, no-op, 1 process, c={c}"),
+                format!("proc_c{c}"),
+                si,
+            ));
+        }
+        for &c in &a.concurrency {
+            rows.push((
+                format!("worker peak RSS MiB (VmHWM), c={c}"),
+                format!("rss_c{c}"),
+                one,
+            ));
+            rows.push((
+                format!("worker CPU µs/job, c={c}"),
+                format!("cpu_client_proc_c{c}"),
+                one,
+            ));
+            rows.push((
+                format!("Redis CPU µs/job, processing c={c}"),
+                format!("cpu_redis_proc_c{c}"),
+                one,
+            ));
+            rows.push((
+                format!("Redis commands/job, processing c={c}"),
+                format!("cmds_proc_c{c}"),
+                three,
+            ));
+        }
+    }
+    if a.runs("enqueue") || a.runs("enqueue-plain") {
+        rows.push((
+            "Redis commands/job, bulk enqueue".into(),
+            "cmds_bulk_plain".into(),
+            three,
+        ));
+    }
+    for (label, key, fmt) in rows {
+        let fs = f.get(&key);
+        let ks = if sidekiq { k.get(&key) } else { None };
+        let ps: Vec<Option<Summary>> = peers.iter().map(|p| p.samples.get(&key)).collect();
+        let mut line = format!("| {label} | {} | {} |", cell(fs, fmt), cell(ks, fmt));
+        for (p, s) in peers.iter().zip(&ps) {
+            match &p.state {
+                Ok(_) => {
+                    let _ = write!(line, " {} |", cell(*s, fmt));
+                }
+                Err(_) => line.push_str(" skipped |"),
+            }
+        }
+        let _ = write!(line, " {} |", ratio(fs, ks));
+        for s in &ps {
+            let _ = write!(line, " {} |", ratio(fs, *s));
+        }
+        let _ = writeln!(o, "{line}");
+    }
+    let _ = writeln!(
+        o,
+        "\nRates: higher is better (ratio > 1 = fairjob faster); RSS, CPU and commands: lower is better (ratio < 1 = fairjob cheaper).\n"
+    );
+    for p in peers {
+        let how = match p.kind {
+            PeerKind::RustySidekiq => {
+                "tests/peers (release). It has no bulk push: a batch is 1,000 `perform_async` calls in flight at once over its \
+                 bb8 pool of 10 connections (SADD + LPUSH each, plus the pool's PING on checkout). Its worker (`Processor`, `num_workers` = c) has a pool of c + 5 \
+                 connections (one BRPOP per worker) and no log subscriber"
+            }
+            PeerKind::Bullmq => {
+                "tests/peers/bullmq/bench.mjs: `Queue.addBulk` per batch; one `Worker` with `concurrency` = c that drops completed \
+                 jobs (`removeOnComplete: { count: 0 }`, as Sidekiq keeps none; BullMQ's default keeps them all)"
+            }
+        };
+        match &p.state {
+            Ok((tool, _)) => {
+                let _ = writeln!(o, "- {} {}: {how}.", p.kind.title(), tool.version);
+            }
+            Err(why) => {
+                let _ = writeln!(o, "- {}: skipped: {why}", p.kind.title());
+            }
+        }
+    }
 }
 
 /// MONITOR census of the fairjob paths (once, small): client commands and
@@ -1241,6 +1673,7 @@ async fn run(a: Args) -> Result<()> {
         !a.concurrency.is_empty(),
         "--concurrency needs at least one value"
     );
+    let peer_kinds = peer_kinds(&a)?;
     let started = Instant::now();
     let load_before = loadavg();
     let out_dir = a.out.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -1259,6 +1692,7 @@ async fn run(a: Args) -> Result<()> {
         eprintln!("[bench] Sidekiq's redis-server: pid {}", side.server.pid());
         Some(side)
     };
+    let mut peers = prepare_peers(&peer_kinds).await?;
     let mut f = Samples::default();
     let mut k = Samples::default();
     let mut rb = Samples::default();
@@ -1299,6 +1733,7 @@ async fn run(a: Args) -> Result<()> {
                 sidekiq_latency(sq, &a, &sidekiq_log, &mut k).await?;
             }
         }
+        run_peers(&mut peers, &a, rep).await?;
         if !a.skip_redis_benchmark && a.runs("ceilings") {
             eprintln!("[bench] rep {rep}/{r}: redis-benchmark");
             ceilings(&mut fj, a.redis_benchmark_n, &mut rb).await?;
@@ -1311,7 +1746,10 @@ async fn run(a: Args) -> Result<()> {
         BTreeMap::new()
     };
 
-    let report = report(&a, &f, &k, &rb, &census, &load_before, started.elapsed());
+    let mut report = report(&a, &f, &k, &rb, &census, &load_before, started.elapsed());
+    if !peers.is_empty() {
+        peers_report(&mut report, &a, &f, &k, &peers);
+    }
     print!("{report}");
     std::fs::write(&a.out, &report).with_context(|| format!("writing {}", a.out.display()))?;
     eprintln!(
