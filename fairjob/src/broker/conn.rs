@@ -215,6 +215,15 @@ impl ConnectionLike for Conn {
     }
 }
 
+/// An error a cluster answers while a slot moves or fails over.
+fn is_redirect(e: &redis::RedisError) -> bool {
+    use redis::ServerErrorKind as K;
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(K::Moved | K::Ask | K::TryAgain | K::ClusterDown | K::MasterDown)
+    )
+}
+
 /// A primary of a cluster (or the one server): `host:port`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Node {
@@ -415,13 +424,21 @@ async fn cluster_pipeline(
                 for &i in idx {
                     sub.add_command(cmds[i].clone());
                 }
-                return c.route_pipeline(sub, 0, idx.len(), route()).await;
+                match c.route_pipeline(sub, 0, idx.len(), route()).await {
+                    Ok(v) => return Ok(v),
+                    // A routed pipeline does not follow redirects (a slot
+                    // moving or failing over): read one command at a time
+                    // below, through the client's own routing, which does.
+                    Err(e) if is_redirect(&e) => {}
+                    Err(e) => return Err(e),
+                }
             }
+            // Writes one by one, in order, each through the client's routing
+            // (it follows MOVED and ASK, and retries TRYAGAIN while a slot
+            // migrates).
             let mut out = Vec::with_capacity(idx.len());
             for &i in idx {
-                let mut one = redis::pipe();
-                one.add_command(cmds[i].clone());
-                out.extend(c.route_pipeline(one, 0, 1, route()).await?);
+                out.push(c.req_packed_command(cmds[i]).await?);
             }
             Ok(out)
         }

@@ -1273,7 +1273,7 @@ async fn peer_process(
         .stderr(Stdio::inherit())
         .spawn()
         .with_context(|| format!("starting {}", tool.program.display()))?;
-    let result = measure_drain(side, &mut child, c, n, s).await;
+    let result = measure_drain(side, &mut child, c, n, s, "").await;
     stop(&mut child);
     result
 }
