@@ -119,7 +119,17 @@ fn migrate_slot(cluster: &RedisCluster, slot: u16, from: u16, to: u16) {
         // Let the workers run against the half-moved slot (ASK redirects).
         std::thread::sleep(Duration::from_millis(30));
     }
-    for (p, _, _) in primaries(cluster, to) {
+    // As `redis-cli --cluster reshard` does: the target first, then the
+    // source, then the others (the source answering MOVED before the target
+    // owns the slot would send clients back and forth).
+    let mut order = vec![to, from];
+    order.extend(
+        primaries(cluster, to)
+            .into_iter()
+            .map(|(p, _, _)| p)
+            .filter(|p| *p != to && *p != from),
+    );
+    for p in order {
         ok(cluster
             .cli(p, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id])
             .unwrap());
