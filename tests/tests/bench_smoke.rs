@@ -52,6 +52,10 @@ fn bench_runs_at_tiny_sizes_without_sidekiq() {
     );
     assert!(md.contains("## Redis commands per job"), "{md}");
     assert!(md.contains("## Raw Redis ceilings"), "{md}");
+    assert!(
+        md.contains("## Redis scripts over 1 ms") && md.contains("script calls over 1 ms"),
+        "the slow log is reported:\n{md}"
+    );
     assert!(!md.contains("## Peers"), "no --peers, no peers:\n{md}");
 }
 

@@ -1684,6 +1684,8 @@ async fn run(a: Args) -> Result<()> {
 
     let mut fj = Side::start().await?;
     let client = Client::builder(fj.url()).build().await?;
+    // Every command over 1 ms on fairjob's server, for the whole run.
+    let mut slow = fairjob_tests::slowlog::SlowLog::start(&fj.url(), 1000).await?;
     eprintln!("[bench] fairjob's redis-server: pid {}", fj.server.pid());
     let mut sq = if a.skip_sidekiq {
         None
@@ -1746,7 +1748,9 @@ async fn run(a: Args) -> Result<()> {
         BTreeMap::new()
     };
 
+    let slow = slow.report().await?;
     let mut report = report(&a, &f, &k, &rb, &census, &load_before, started.elapsed());
+    slow_report(&mut report, &slow);
     if !peers.is_empty() {
         peers_report(&mut report, &a, &f, &k, &peers);
     }
@@ -1758,6 +1762,42 @@ async fn run(a: Args) -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The scripts (and other commands) over 1 ms on fairjob's server.
+fn slow_report(o: &mut String, slow: &fairjob_tests::slowlog::SlowReport) {
+    let (mut scripts, mut script_max, mut other) = (0, 0, Vec::new());
+    for (name, (count, max_us)) in &slow.by_name {
+        if name.ends_with(".lua") || name.starts_with("script ") {
+            scripts += count;
+            script_max = script_max.max(*max_us);
+        } else {
+            other.push(format!("{name} ×{count}"));
+        }
+    }
+    let _ = writeln!(o, "\n## Redis scripts over 1 ms\n");
+    let _ = writeln!(
+        o,
+        "`SLOWLOG` (threshold 1 ms) on fairjob's redis-server over the whole run: \
+         **{scripts} script calls over 1 ms**{}; other commands over 1 ms: {} \
+         (the harness's `FLUSHALL` between runs and redis-benchmark's are expected here).",
+        if scripts > 0 {
+            format!(" (slowest {:.1} ms)", script_max as f64 / 1000.0)
+        } else {
+            String::new()
+        },
+        if other.is_empty() {
+            "none".to_owned()
+        } else {
+            other.join(", ")
+        }
+    );
+    if slow.count >= 1024 {
+        let _ = writeln!(
+            o,
+            "\n(The slow log keeps the last 1,024 entries: the counts are a floor.)"
+        );
+    }
 }
 
 fn report(
