@@ -39,7 +39,7 @@ use crate::scenario::Scenario;
 pub(crate) struct Args {
     /// Multiplies every backlog size (greedy 12,000; balanced 10 × 400; skew
     /// 4,000 + 9 × 40; weighted 3 × 1,500; trickle 5 × 800; sybil 2,000 + 9 ×
-    /// 200; heavy-idle 4,000; floor 400 + 50 × 80)
+    /// 200; heavy-idle 3,000; floor 1,000 + 50 × 150)
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
     /// Only these scenarios (comma-separated: greedy, balanced, skew, weighted,
@@ -61,6 +61,9 @@ pub(crate) struct Args {
     /// Each job sleeps this long (ms; fractions allowed)
     #[arg(long, default_value_t = 2.0)]
     job_ms: f64,
+    /// Runs of every scenario × mode; the report gives medians
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
     /// Worker concurrency (one in-process worker)
     #[arg(long, default_value_t = 10)]
     concurrency: usize,
@@ -116,6 +119,7 @@ fn loadavg() -> String {
 async fn run_all(a: Args) -> Result<()> {
     anyhow::ensure!(a.concurrency >= 1, "--concurrency must be at least 1");
     anyhow::ensure!(a.scale > 0.0, "--scale must be positive");
+    anyhow::ensure!(a.reps >= 1, "--reps must be at least 1");
     for o in &a.only {
         anyhow::ensure!(
             scenario::ALL_KEYS.contains(&o.as_str()),
@@ -128,12 +132,31 @@ async fn run_all(a: Args) -> Result<()> {
     let started = Instant::now();
     let mut all: Vec<(Scenario, Vec<Metrics>)> = Vec::new();
     for s in scenario::all(&a) {
-        let mut ms = Vec::new();
-        for mode in s.modes() {
-            eprintln!("[fairness] {} / {}", s.title, mode.label());
-            let r = run::run(&s, mode, &a).await?;
-            ms.push(metrics::measure(&s, &r, a.concurrency));
+        // Repetitions one after the other, the modes' order rotated each time.
+        let modes = s.modes();
+        let mut reps: Vec<Vec<Metrics>> = vec![Vec::new(); modes.len()];
+        for rep in 0..a.reps {
+            for k in 0..modes.len() {
+                let i = (k + rep) % modes.len();
+                eprintln!(
+                    "[fairness] {} / {} (rep {})",
+                    s.title,
+                    modes[i].label(),
+                    rep + 1
+                );
+                let r = run::run(&s, modes[i], &a).await?;
+                reps[i].push(metrics::measure(&s, &r, a.concurrency));
+            }
         }
+        let fifo = modes
+            .iter()
+            .position(|m| *m == scenario::Mode::Fifo)
+            .map(|i| reps[i].clone())
+            .unwrap_or_default();
+        let ms: Vec<Metrics> = reps
+            .into_iter()
+            .map(|r| metrics::aggregate(r, &fifo))
+            .collect();
         let svg = a.out_dir.join(format!("fairness-{}.svg", s.key));
         chart::draw(&svg, &s, &ms)?;
         if !a.no_docs {
@@ -161,8 +184,8 @@ async fn run_all(a: Args) -> Result<()> {
     let mut md = String::from("# fairjob fairness report\n\n");
     let _ = writeln!(
         md,
-        "- every job sleeps {} ms; one in-process worker at concurrency {}; scale {}; each scenario × mode on its own redis-server (`slowlog-log-slower-than 1000`)",
-        a.job_ms, a.concurrency, a.scale
+        "- every job sleeps {} ms; one in-process worker at concurrency {}; scale {}; each scenario × mode run {} times on its own redis-server (`slowlog-log-slower-than 1000`), modes rotated; every figure is the median of the runs",
+        a.job_ms, a.concurrency, a.scale, a.reps
     );
     let _ = writeln!(
         md,

@@ -62,6 +62,13 @@ pub(crate) struct Metrics {
     pub(crate) floor_held: Option<f64>,
     pub(crate) prepush_secs: f64,
     pub(crate) greedy_push_secs: Option<f64>,
+    /// Repetitions this is the median of (figure by figure).
+    pub(crate) reps: usize,
+    /// Median and range over the repetitions of jobs/s ÷ the same repetition's FIFO jobs/s.
+    pub(crate) throughput_vs_fifo: Option<f64>,
+    pub(crate) throughput_vs_fifo_range: Option<[f64; 2]>,
+    /// Range over the repetitions of the count of scripts over 1 ms.
+    pub(crate) slow_scripts_range: [u64; 2],
     /// Per group: (s after the first start, fraction of the group's jobs
     /// started), for the chart.
     #[serde(skip)]
@@ -242,8 +249,85 @@ pub(crate) fn measure(s: &Scenario, r: &Run, concurrency: usize) -> Metrics {
         floor_held,
         prepush_secs: r.prepush_secs,
         greedy_push_secs: r.greedy_push_secs,
+        reps: 1,
+        throughput_vs_fifo: None,
+        throughput_vs_fifo_range: None,
+        slow_scripts_range: [r.slow.scripts(), r.slow.scripts()],
         curves,
     }
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    (n > 0).then(|| (v[(n - 1) / 2] + v[n / 2]) / 2.0)
+}
+
+fn median_u(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    let n = v.len();
+    (v[(n - 1) / 2] + v[n / 2]).div_ceil(2)
+}
+
+/// One mode's repetitions (in order) into one row: each figure the median of
+/// its repetitions; the worst tenant, per-tenant figures and chart curves are
+/// those of the repetition with the median share ratio. `fifo` holds the FIFO
+/// repetitions, for the throughput ratios.
+pub(crate) fn aggregate(reps: Vec<Metrics>, fifo: &[Metrics]) -> Metrics {
+    let ratios: Vec<f64> = reps
+        .iter()
+        .zip(fifo)
+        .map(|(m, f)| m.jobs_per_sec / f.jobs_per_sec)
+        .collect();
+    let mut by_ratio: Vec<usize> = (0..reps.len()).collect();
+    by_ratio.sort_by(|a, b| {
+        let k = |i: &usize| reps[*i].worst_ratio.unwrap_or(f64::NAN);
+        k(a).total_cmp(&k(b))
+    });
+    let mid = by_ratio[(by_ratio.len() - 1) / 2];
+    let f = |g: &dyn Fn(&Metrics) -> f64| median(reps.iter().map(g).collect());
+    let fo = |g: &dyn Fn(&Metrics) -> Option<f64>| median(reps.iter().filter_map(g).collect());
+    let scripts: Vec<u64> = reps.iter().map(|m| m.slow.scripts()).collect();
+    let mut out = reps[mid].clone();
+    out.reps = reps.len();
+    out.ran = reps.iter().map(|m| m.ran).sum();
+    out.expected = reps.iter().map(|m| m.expected).sum();
+    out.worst_ratio = out.worst_ratio.and(fo(&|m| m.worst_ratio));
+    out.jain = out.jain.and(fo(&|m| m.jain));
+    for g in &mut out.groups {
+        let of_group = |m: &Metrics| m.groups.iter().find(|x| x.group == g.group).cloned();
+        g.p50_ms = fo(&|m| of_group(m).map(|x| x.p50_ms)).unwrap_or(f64::NAN);
+        g.p99_ms = fo(&|m| of_group(m).map(|x| x.p99_ms)).unwrap_or(f64::NAN);
+    }
+    out.makespan = f(&|m| m.makespan).unwrap_or(f64::NAN);
+    out.jobs_per_sec = f(&|m| m.jobs_per_sec).unwrap_or(f64::NAN);
+    out.floor_held = out.floor_held.and(fo(&|m| m.floor_held));
+    out.contention = out
+        .contention
+        .map(|c| [c[0], fo(&|m| m.contention.map(|c| c[1])).unwrap_or(c[1])]);
+    out.contention_jobs =
+        median_u(reps.iter().map(|m| m.contention_jobs as u64).collect()) as usize;
+    out.prepush_secs = f(&|m| m.prepush_secs).unwrap_or(0.0);
+    out.greedy_push_secs = fo(&|m| m.greedy_push_secs);
+    out.slow = Slow {
+        push_scripts: median_u(reps.iter().map(|m| m.slow.push_scripts).collect()),
+        worker_scripts: median_u(reps.iter().map(|m| m.slow.worker_scripts).collect()),
+        other: median_u(reps.iter().map(|m| m.slow.other).collect()),
+        max_us: reps.iter().map(|m| m.slow.max_us).max().unwrap_or(0),
+    };
+    out.slow_scripts_range = [
+        scripts.iter().copied().min().unwrap_or(0),
+        scripts.iter().copied().max().unwrap_or(0),
+    ];
+    if !fifo.is_empty() {
+        out.throughput_vs_fifo = median(ratios.clone());
+        out.throughput_vs_fifo_range = Some([
+            ratios.iter().copied().fold(f64::INFINITY, f64::min),
+            ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        ]);
+    }
+    out
 }
 
 /// A mode's metrics in a scenario's list.

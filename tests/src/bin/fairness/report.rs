@@ -34,8 +34,33 @@ pub(crate) fn small_vs_idle(ms: &[Metrics], m: &Metrics) -> Option<f64> {
     Some(group_p99(m, "small")? / idle)
 }
 
-pub(crate) fn throughput_vs_fifo(ms: &[Metrics], m: &Metrics) -> Option<f64> {
-    Some(m.jobs_per_sec / of(ms, Mode::Fifo)?.jobs_per_sec)
+pub(crate) fn throughput_vs_fifo(m: &Metrics) -> Option<f64> {
+    m.throughput_vs_fifo
+}
+
+/// `0.95 [0.90–1.02]`.
+fn with_range(x: Option<f64>, range: Option<[f64; 2]>, reps: usize) -> String {
+    match (x, range) {
+        (Some(x), Some([lo, hi])) if reps > 1 => format!("{x:.2} [{lo:.2}–{hi:.2}]"),
+        (Some(x), _) => format!("{x:.2}"),
+        _ => "–".into(),
+    }
+}
+
+/// Scripts over 1 ms: `3 (1 + 2) [0–5]`.
+fn scripts(m: &Metrics) -> String {
+    let [lo, hi] = m.slow_scripts_range;
+    let range = if m.reps > 1 {
+        format!(" [{lo}–{hi}]")
+    } else {
+        String::new()
+    };
+    format!(
+        "{} ({} + {}){range}",
+        m.slow.scripts(),
+        m.slow.push_scripts,
+        m.slow.worker_scripts
+    )
 }
 
 pub(crate) fn scenario_table(s: &Scenario, ms: &[Metrics], chart: &str) -> String {
@@ -66,7 +91,7 @@ pub(crate) fn scenario_table(s: &Scenario, ms: &[Metrics], chart: &str) -> Strin
         Id::Floor => head.push_str(" f ≥ 2 running |"),
         _ => {}
     }
-    head.push_str(" scripts > 1 ms (push + worker) | jobs ran |");
+    head.push_str(" scripts > 1 ms (push + worker) [range] | slowest ms | jobs ran |");
     let cols = head.matches('|').count() - 1;
     let _ = writeln!(o, "{head}");
     let _ = writeln!(o, "|{}", "---|".repeat(cols));
@@ -88,7 +113,7 @@ pub(crate) fn scenario_table(s: &Scenario, ms: &[Metrics], chart: &str) -> Strin
             row,
             " {:.2} | {} |",
             m.makespan,
-            opt(throughput_vs_fifo(ms, m), 2)
+            with_range(m.throughput_vs_fifo, m.throughput_vs_fifo_range, m.reps)
         );
         match s.id {
             Id::Greedy => {
@@ -106,10 +131,9 @@ pub(crate) fn scenario_table(s: &Scenario, ms: &[Metrics], chart: &str) -> Strin
         }
         let _ = write!(
             row,
-            " {} ({} + {}) | {}/{} |",
-            m.slow.scripts(),
-            m.slow.push_scripts,
-            m.slow.worker_scripts,
+            " {} | {:.1} | {}/{} |",
+            scripts(m),
+            m.slow.max_us as f64 / 1000.0,
             m.ran,
             m.expected
         );
@@ -160,24 +184,22 @@ pub(crate) fn goals(all: &[(Scenario, Vec<Metrics>)]) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "### Goals, weighted shards\n\n| scenario | share ÷ fair ≥ {GOAL_SHARE} | throughput ≥ {GOAL_THROUGHPUT}× FIFO | 0 scripts > 1 ms (push + worker) | small p99 ≤ {GOAL_SMALL_P99}× idle |"
+        "### Goals, weighted shards\n\n| scenario | share ÷ fair ≥ {GOAL_SHARE} | throughput ≥ {GOAL_THROUGHPUT}× FIFO | 0 scripts > 1 ms (push + worker) [range] | FIFO's, for scale | small p99 ≤ {GOAL_SMALL_P99}× idle |"
     );
-    let _ = writeln!(o, "|---|---|---|---|---|");
+    let _ = writeln!(o, "|---|---|---|---|---|---|");
     for (s, ms) in all {
         let Some(m) = of(ms, Mode::ShardWeighted) else {
             continue;
         };
-        let scripts = m.slow.scripts();
+        let fifo_scripts = of(ms, Mode::Fifo).map_or("–".into(), scripts);
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} ({} + {}) {} | {} |",
+            "| {} | {} | {} | {} {} | {fifo_scripts} | {} |",
             s.title,
             verdict(m.worst_ratio, |v| v >= GOAL_SHARE, 2),
-            verdict(throughput_vs_fifo(ms, m), |v| v >= GOAL_THROUGHPUT, 2),
-            scripts,
-            m.slow.push_scripts,
-            m.slow.worker_scripts,
-            if scripts == 0 { "✅" } else { "❌" },
+            verdict(throughput_vs_fifo(m), |v| v >= GOAL_THROUGHPUT, 2),
+            scripts(m),
+            if m.slow.scripts() == 0 { "✅" } else { "❌" },
             if s.id == Id::Greedy {
                 verdict(small_vs_idle(ms, m), |v| v <= GOAL_SMALL_P99, 2)
             } else {

@@ -297,7 +297,7 @@ pub(crate) fn all(a: &Args) -> Vec<Scenario> {
         greedy_child: false,
     });
 
-    let hi = n(4_000.0);
+    let hi = n(3_000.0);
     out.push(Scenario {
         id: Id::HeavyIdle,
         key: "heavy-idle",
@@ -313,13 +313,13 @@ pub(crate) fn all(a: &Args) -> Vec<Scenario> {
         greedy_child: false,
     });
 
-    let fl = n(80.0);
+    let fl = n(150.0);
     let mut floor: Vec<Tenant> = (1..=50)
         .map(|i| tenant(format!("o{i:02}"), "50 others (w 1)", fl))
         .collect();
     floor.push(Tenant {
         floor: 2,
-        ..tenant("f", "f (floor 2)", fl * 5)
+        ..tenant("f", "f (floor 2)", fl * 20 / 3)
     });
     out.push(Scenario {
         id: Id::Floor,
@@ -327,7 +327,7 @@ pub(crate) fn all(a: &Args) -> Vec<Scenario> {
         title: "floor",
         what: format!(
             "tenant f (floor 2, {} jobs, pushed last) among 50 backlogged tenants of weight 1 × {fl}; worker concurrency {}.",
-            fl * 5,
+            fl * 20 / 3,
             a.concurrency
         ),
         tenants: floor,
