@@ -60,6 +60,9 @@ pub(crate) struct Metrics {
     /// Floor scenario: the fraction of its contention time a floored tenant
     /// had at least its floor of jobs performing.
     pub(crate) floor_held: Option<f64>,
+    /// The same with its `running` count in Redis (dispatched, not yet
+    /// acknowledged), sampled every 2 ms: tenant-sharded modes only.
+    pub(crate) floor_dispatched: Option<f64>,
     pub(crate) prepush_secs: f64,
     pub(crate) greedy_push_secs: Option<f64>,
     /// Repetitions this is the median of (figure by figure).
@@ -160,7 +163,7 @@ pub(crate) fn measure(s: &Scenario, r: &Run, concurrency: usize) -> Metrics {
     let total: f64 = started.iter().sum();
     let (mut worst_ratio, mut worst_tenant, mut jain_idx, mut contention) =
         (None, None, None, None);
-    let mut floor_held = None;
+    let (mut floor_held, mut floor_dispatched) = (None, None);
     if contended {
         let lower: Vec<f64> = lower.iter().map(|l| l.min(1.0) * total).collect();
         let fair = fair_split(total, &demand, &weight, &lower);
@@ -199,6 +202,16 @@ pub(crate) fn measure(s: &Scenario, r: &Run, concurrency: usize) -> Metrics {
             }
             if stop > first {
                 floor_held = Some(held / (stop - first));
+            }
+            let during: Vec<u32> = r
+                .floor_samples
+                .iter()
+                .filter(|(at, _)| *at >= first && *at <= stop)
+                .map(|(_, n)| *n)
+                .collect();
+            if !during.is_empty() {
+                let ok = during.iter().filter(|n| **n >= t.floor).count();
+                floor_dispatched = Some(ok as f64 / during.len() as f64);
             }
         }
     }
@@ -247,6 +260,7 @@ pub(crate) fn measure(s: &Scenario, r: &Run, concurrency: usize) -> Metrics {
         jobs_per_sec: recs.len() as f64 / makespan,
         slow: r.slow.clone(),
         floor_held,
+        floor_dispatched,
         prepush_secs: r.prepush_secs,
         greedy_push_secs: r.greedy_push_secs,
         reps: 1,
@@ -303,6 +317,7 @@ pub(crate) fn aggregate(reps: Vec<Metrics>, fifo: &[Metrics]) -> Metrics {
     out.makespan = f(&|m| m.makespan).unwrap_or(f64::NAN);
     out.jobs_per_sec = f(&|m| m.jobs_per_sec).unwrap_or(f64::NAN);
     out.floor_held = out.floor_held.and(fo(&|m| m.floor_held));
+    out.floor_dispatched = out.floor_dispatched.and(fo(&|m| m.floor_dispatched));
     out.contention = out
         .contention
         .map(|c| [c[0], fo(&|m| m.contention.map(|c| c[1])).unwrap_or(c[1])]);

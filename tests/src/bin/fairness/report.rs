@@ -88,7 +88,7 @@ pub(crate) fn scenario_table(s: &Scenario, ms: &[Metrics], chart: &str) -> Strin
     head.push_str(" makespan s | throughput ÷ FIFO |");
     match s.id {
         Id::Greedy => head.push_str(" small p99 ÷ idle |"),
-        Id::Floor => head.push_str(" f ≥ 2 running |"),
+        Id::Floor => head.push_str(" f ≥ 2 performing | f ≥ 2 dispatched |"),
         _ => {}
     }
     head.push_str(" scripts > 1 ms (push + worker) [range] | slowest ms | jobs ran |");
@@ -120,11 +120,12 @@ pub(crate) fn scenario_table(s: &Scenario, ms: &[Metrics], chart: &str) -> Strin
                 let _ = write!(row, " {} |", opt(small_vs_idle(ms, m), 2));
             }
             Id::Floor => {
+                let pct = |x: Option<f64>| x.map_or("–".into(), |f| format!("{:.0}%", f * 100.0));
                 let _ = write!(
                     row,
-                    " {} |",
-                    m.floor_held
-                        .map_or("–".into(), |f| format!("{:.0}%", f * 100.0))
+                    " {} | {} |",
+                    pct(m.floor_held),
+                    pct(m.floor_dispatched)
                 );
             }
             _ => {}

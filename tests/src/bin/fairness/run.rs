@@ -41,6 +41,35 @@ pub(crate) struct Run {
     /// Seconds the greedy child's `push_bulk` took, as it measured.
     pub(crate) greedy_push_secs: Option<f64>,
     pub(crate) slow: Slow,
+    /// Tenant-sharded runs of a scenario with a floored tenant: (time, its
+    /// `running` count in Redis: jobs dispatched and not yet acknowledged),
+    /// sampled every 2 ms.
+    pub(crate) floor_samples: Vec<(f64, u32)>,
+}
+
+/// Samples a tenant's `running` count of the sharded queue until `stop`.
+async fn sample_running(
+    url: String,
+    tenant: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Result<Vec<(f64, u32)>> {
+    let key = fairjob::broker::keys::Keys::new(None).shard(SHARD_QUEUE).running;
+    let mut con = redis::Client::open(url.as_str())?
+        .get_multiplexed_async_connection()
+        .await?;
+    let mut out = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(2));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        tick.tick().await;
+        let n: Option<u32> = redis::cmd("HGET")
+            .arg(&key)
+            .arg(fairjob::broker::keys::encode(&tenant))
+            .query_async(&mut con)
+            .await?;
+        out.push((now_f64(), n.unwrap_or(0)));
+    }
+    Ok(out)
 }
 
 /// Pushes the greedy tenant's backlog: the body of the child process.
@@ -191,6 +220,19 @@ pub(crate) async fn run(s: &Scenario, mode: Mode, a: &Args) -> Result<Run> {
         let _ = stop_rx.await;
     }));
 
+    let stop_sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = s
+        .tenants
+        .iter()
+        .find(|t| t.floor > 0)
+        .filter(|_| kind == jobs::Kind::Shard)
+        .map(|t| {
+            tokio::spawn(sample_running(
+                url.clone(),
+                t.name.clone(),
+                stop_sampling.clone(),
+            ))
+        });
     let mut greedy_task = None;
     let mut stream_task = None;
     if s.greedy_child || s.stream.is_some() {
@@ -269,6 +311,11 @@ pub(crate) async fn run(s: &Scenario, mode: Mode, a: &Args) -> Result<Run> {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    stop_sampling.store(true, std::sync::atomic::Ordering::Relaxed);
+    let floor_samples = match sampler {
+        Some(t) => t.await??,
+        None => Vec::new(),
+    };
     let _ = stop_tx.send(());
     worker_task.await??;
     let slow = slowlog(&url).await?;
@@ -280,5 +327,6 @@ pub(crate) async fn run(s: &Scenario, mode: Mode, a: &Args) -> Result<Run> {
         prepush_secs,
         greedy_push_secs,
         slow,
+        floor_samples,
     })
 }
