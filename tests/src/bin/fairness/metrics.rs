@@ -1,13 +1,14 @@
 //! Share during contention, Jain's index, waits and throughput of one run.
 //!
 //! Contention is the interval from the first job start to the moment the first
-//! backlogged tenant drains (its last job starts). A tenant's *demand* there
-//! is its jobs that were enqueued by the end of it and not started before it;
-//! its *fair share* is the weighted max-min fair split of all the jobs started
-//! in it (water-filling: nobody gets more than its demand, the rest is split
-//! by weight; a floor `f` at concurrency `c` guarantees at least `f / c` of
-//! them); its *share ratio* is jobs started ÷ fair share. Tenants whose fair
-//! share is under half a job are left out.
+//! backlogged tenant drains (its last job starts). A backlogged tenant that
+//! still had jobs waiting then was backlogged throughout: its demand is
+//! unbounded. Any other tenant's *demand* is its jobs enqueued by the end of
+//! contention. Its *fair share* is the weighted max-min fair split of all the
+//! jobs started during contention (water-filling: nobody is owed more than its
+//! demand, the rest is split by weight; a floor `f` at concurrency `c`
+//! guarantees at least `f / c` of them); its *share ratio* is jobs started ÷
+//! fair share. Tenants owed under half a job are left out.
 
 use std::collections::BTreeMap;
 
@@ -33,7 +34,8 @@ pub(crate) struct TenantStat {
     pub(crate) p99_ms: f64,
     /// Jobs started during contention.
     pub(crate) started: usize,
-    pub(crate) demand: usize,
+    /// None: backlogged throughout contention (unbounded).
+    pub(crate) demand: Option<usize>,
     pub(crate) fair: f64,
     pub(crate) ratio: Option<f64>,
 }
@@ -91,6 +93,8 @@ pub(crate) fn fair_split(total: f64, demand: &[f64], weight: &[f64], lower: &[f6
     if demand.iter().sum::<f64>() <= total {
         return demand.to_vec();
     }
+    // Some demand is unbounded or the demands exceed the total: raise λ until
+    // the split covers the total, then bisect.
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
     while alloc(hi).iter().sum::<f64>() < total {
         hi *= 2.0;
@@ -142,11 +146,13 @@ pub(crate) fn measure(s: &Scenario, r: &Run, concurrency: usize) -> Metrics {
     for (t, v) in &by_tenant {
         let (p50, p99) = pcts(v.iter().map(|r| (r.start - r.enq) * 1000.0).collect());
         let st = v.iter().filter(|r| r.start <= end).count();
-        let de = v.iter().filter(|r| r.enq <= end).count();
+        let last_start = v.iter().map(|r| r.start).fold(f64::NEG_INFINITY, f64::max);
+        let backlogged = s.tenants.iter().any(|x| x.name == *t) && last_start >= end;
+        let de = (!backlogged).then(|| v.iter().filter(|r| r.enq <= end).count());
         let (w, f) = s.policy(t);
         names.push(*t);
         started.push(st as f64);
-        demand.push(de as f64);
+        demand.push(de.map_or(f64::INFINITY, |d| d as f64));
         weight.push(w);
         lower.push(f64::from(f) / concurrency as f64);
         tenants.push(TenantStat {
@@ -361,7 +367,8 @@ mod tests {
             (f[2] - 1.0).abs() < 1e-6 && (f[0] - 6.75).abs() < 1e-6,
             "{f:?}"
         );
-        let f = fair_split(100.0, &[1e3, 1e3, 1e3], &[1.0; 3], &[50.0, 0.0, 0.0]);
+        let inf = f64::INFINITY;
+        let f = fair_split(100.0, &[inf, inf, 1e3], &[1.0; 3], &[50.0, 0.0, 0.0]);
         assert!(
             (f[0] - 50.0).abs() < 1e-6 && (f[1] - 25.0).abs() < 1e-6,
             "{f:?}"
