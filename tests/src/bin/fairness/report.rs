@@ -198,7 +198,7 @@ pub(crate) fn goals(all: &[(Scenario, Vec<Metrics>)]) -> String {
             "| {} | {} | {} | {} {} | {fifo_scripts} | {} |",
             s.title,
             verdict(m.worst_ratio, |v| v >= GOAL_SHARE, 2),
-            verdict(throughput_vs_fifo(m), |v| v >= GOAL_THROUGHPUT, 2),
+            verdict(throughput_vs_fifo(m), |v| v >= GOAL_THROUGHPUT, 3),
             scripts(m),
             if m.slow.scripts() == 0 { "✅" } else { "❌" },
             if s.id == Id::Greedy {

@@ -53,7 +53,9 @@ async fn sample_running(
     tenant: String,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<Vec<(f64, u32)>> {
-    let key = fairjob::broker::keys::Keys::new(None).shard(SHARD_QUEUE).running;
+    let key = fairjob::broker::keys::Keys::new(None)
+        .shard(SHARD_QUEUE)
+        .running;
     let mut con = redis::Client::open(url.as_str())?
         .get_multiplexed_async_connection()
         .await?;
