@@ -71,36 +71,93 @@ fn bench_rejects_an_unknown_peer() {
     assert!(stderr.contains("unknown peer \"celery\""), "{stderr}");
 }
 
+/// Every scenario in every mode at tiny sizes with one worker at concurrency 1
+/// and jobs that do nothing: the run completes, writes its report and charts,
+/// and weighted 3:1:1 shards dispatch in exact 3:1:1 order (stride scheduling
+/// with a single worker is deterministic, so the share ratio is not a timing).
 #[test]
 fn fairness_runs_at_tiny_sizes() {
     let dir = temp_dir("bench-smoke-fairness");
     let args = [
-        "--greedy-jobs",
-        "300",
+        "--scale",
+        "0.01",
+        "--concurrency",
+        "1",
+        "--job-ms",
+        "0",
         "--small-tenants",
         "3",
         "--small-jobs",
         "3",
-        "--spread-secs",
+        "--small-spread",
         "0.3",
-        "--job-ms",
-        "1",
         "--no-docs",
         "--out-dir",
     ];
     run(env!("CARGO_BIN_EXE_fairness"), &args, &dir);
     let md = std::fs::read_to_string(dir.join("fairness.md")).expect("fairness writes its report");
+    for title in [
+        "### greedy + small",
+        "### balanced",
+        "### skew",
+        "### weighted 3:1:1",
+        "### trickle",
+        "### sybil",
+        "### heavy-idle",
+        "### floor",
+        "### Goals, weighted shards",
+    ] {
+        assert!(md.contains(title), "{title} missing from:\n{md}");
+    }
     for mode in [
-        "idle baseline",
-        "plain FIFO",
-        "fair-tenant rerouting",
-        "tenant shards",
+        "| idle baseline |",
+        "| FIFO |",
+        "| reroute |",
+        "| shards, equal weights |",
+        "| shards, weighted |",
     ] {
         assert!(md.contains(mode), "{mode} missing from:\n{md}");
     }
-    let svg = std::fs::read_to_string(dir.join("fairness.svg")).expect("fairness draws its chart");
-    assert!(
-        svg.starts_with("<svg") && svg.contains("</svg>"),
-        "not an SVG"
-    );
+    for key in [
+        "greedy",
+        "balanced",
+        "skew",
+        "weighted",
+        "trickle",
+        "sybil",
+        "heavy-idle",
+        "floor",
+    ] {
+        let svg = std::fs::read_to_string(dir.join(format!("fairness-{key}.svg")))
+            .expect("fairness draws a chart per scenario");
+        assert!(
+            svg.starts_with("<svg") && svg.contains("</svg>"),
+            "{key}: not an SVG"
+        );
+    }
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("fairness.json")).expect("fairness writes its JSON"),
+    )
+    .expect("valid JSON");
+    let ratio = |mode: &str| {
+        json["weighted"]
+            .as_array()
+            .expect("weighted runs")
+            .iter()
+            .find(|m| m["mode"] == mode)
+            .and_then(|m| m["worst_ratio"].as_f64())
+            .unwrap_or_else(|| panic!("no share ratio for {mode}: {json}"))
+    };
+    // 15 jobs each: a, b, c, a, a, then a, a, a, b, c per round; a drains
+    // after 5 rounds, when b and c have had 5 each.
+    let weighted = ratio("shards_weighted");
+    assert!(weighted >= 0.95, "weighted 3:1:1 share ratio {weighted}");
+    // Round robin gives a 1/3 where its fair share is 3/5.
+    let rr = ratio("shards_rr");
+    assert!(rr < 0.7, "round robin share ratio {rr} against 3:1:1");
+    for (key, runs) in json.as_object().expect("scenarios") {
+        for m in runs.as_array().expect("runs") {
+            assert_eq!(m["ran"], m["expected"], "{key}: {m}");
+        }
+    }
 }
