@@ -52,33 +52,39 @@ async fn a_real_run_exports_every_series_with_what_happened() {
     // `whatever*` queues here, so they keep a size and an age).
     SpawnJob("initech".into()).perform_async(&c).await.unwrap();
     SpawnJob("initech".into()).perform_async(&c).await.unwrap();
-    // Slot waiters: 3 run (the limit), 3 wait on `SlotJob:k1`.
-    c.push_bulk(SlotJob::batch("k1", 6, 1500)).await.unwrap();
-    // A sharded queue with a backlog: `big` has 30 jobs of 700 ms.
-    let big: Vec<ShardJob> = (0..30)
+    // Slot waiters: 3 run (the limit), 3 wait on `SlotJob:k1` (4 s jobs: a
+    // window that a loaded machine still samples).
+    c.push_bulk(SlotJob::batch("k1", 6, 4000)).await.unwrap();
+    // A sharded queue with a backlog: `big` has 30 jobs of 700 ms (pushed
+    // once the slot waiters are seen).
+    let mut big: Vec<ShardJob> = (0..30)
         .map(|n| ShardJob {
             tenant: "big".into(),
             n,
             ms: 700,
         })
         .collect();
-    c.push_bulk(big).await.unwrap();
 
     // While they run: slot waiters, the shard's running and pending jobs,
     // busy workers, each seen on some scrape.
     let (mut seen_waiting, mut shard, mut busy) = (None, None, None);
+    let mut waiting_seen = std::collections::BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     while seen_waiting.is_none() || shard.is_none() || busy.is_none() {
         assert!(
             Instant::now() < deadline,
-            "not seen: slot waiters {}, shard {}, busy {}",
+            "not seen: slot waiters {} (values seen: {waiting_seen:?}), shard {}, busy {}",
             seen_waiting.is_some(),
             shard.is_some(),
             busy.is_some()
         );
         let s = a.scrape();
-        if s.value(m::SLOT_WAITING, &[("key", "SlotJob:k1")]) == 3.0 {
+        waiting_seen.insert(s.value(m::SLOT_WAITING, &[("key", "SlotJob:k1")]) as i64);
+        if seen_waiting.is_none() && s.value(m::SLOT_WAITING, &[("key", "SlotJob:k1")]) == 3.0 {
             seen_waiting = Some(s.clone());
+            // The shard's backlog only now, so its jobs do not take the
+            // worker slots the slot waiters are fetched into.
+            c.push_bulk(std::mem::take(&mut big)).await.unwrap();
         }
         if s.value(
             m::SHARD_RUNNING,
