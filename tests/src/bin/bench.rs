@@ -1766,11 +1766,15 @@ async fn run(a: Args) -> Result<()> {
 
 /// The scripts (and other commands) over 1 ms on fairjob's server.
 fn slow_report(o: &mut String, slow: &fairjob_tests::slowlog::SlowReport) {
-    let (mut scripts, mut script_max, mut other) = (0, 0, Vec::new());
+    let (mut scripts, mut script_max, mut names, mut other) = (0, 0, Vec::new(), Vec::new());
     for (name, (count, max_us)) in &slow.by_name {
         if name.ends_with(".lua") || name.starts_with("script ") {
             scripts += count;
             script_max = script_max.max(*max_us);
+            names.push(format!(
+                "`{name}` ×{count} (max {:.1} ms)",
+                *max_us as f64 / 1000.0
+            ));
         } else {
             other.push(format!("{name} ×{count}"));
         }
@@ -1782,7 +1786,11 @@ fn slow_report(o: &mut String, slow: &fairjob_tests::slowlog::SlowReport) {
          **{scripts} script calls over 1 ms**{}; other commands over 1 ms: {} \
          (the harness's `FLUSHALL` between runs and redis-benchmark's are expected here).",
         if scripts > 0 {
-            format!(" (slowest {:.1} ms)", script_max as f64 / 1000.0)
+            format!(
+                " (slowest {:.1} ms: {})",
+                script_max as f64 / 1000.0,
+                names.join(", ")
+            )
         } else {
             String::new()
         },
