@@ -75,16 +75,7 @@ impl RedisBroker {
     pub async fn metrics_sample(&self) -> Result<MetricsSample> {
         let (names, sharded, _) = self.queue_names().await?;
         let now = self.time().await?;
-        let mut pipe = redis::pipe();
-        for q in &names {
-            let list = self.keys.queue(q);
-            pipe.llen(&list).lindex(&list, -1);
-        }
-        let heads: Vec<(u64, Option<Vec<u8>>)> = if names.is_empty() {
-            Vec::new()
-        } else {
-            self.pipe(&pipe).await?
-        };
+        let heads = self.queue_heads(&names).await?;
         let age = |raw: &[u8]| enqueued_at(raw).map(|t| (now - t).max(0.0));
         let mut queues = Vec::with_capacity(names.len());
         for (name, (len, head)) in names.iter().zip(heads) {
