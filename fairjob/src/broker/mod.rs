@@ -1,7 +1,7 @@
 //! Redis, and only Redis: the one module that names the Redis client.
 //!
-//! - [`conn`]: the connection ([`Conn`]), connecting, redaction, TLS, and the
-//!   blocking [`Waiter`] idle workers sleep on;
+//! - `conn`: the connection (`Conn`), connecting, redaction, TLS, and the
+//!   blocking `Waiter` idle workers sleep on;
 //! - [`keys`]: every key name;
 //! - `scripts`: the `.lua` files, one per state change;
 //! - one file per kind of state change, each with one typed function per

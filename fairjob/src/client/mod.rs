@@ -148,7 +148,7 @@ impl ClientBuilder {
     /// Makes every push wait until `replicas` replicas have it (Redis `WAIT`
     /// on the node that took the write, after the push), for at most
     /// `timeout`; a push they don't acknowledge in time fails with
-    /// [`Error::NotReplicated`](crate::Error::NotReplicated) (the job may
+    /// [`Error::NotReplicated`] (the job may
     /// still be in Redis: retrying it may enqueue it twice). Redis replicates
     /// asynchronously, so without this a failover can lose pushes acknowledged
     /// just before it; with it, a push that succeeded survives the failover of
