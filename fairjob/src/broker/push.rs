@@ -81,6 +81,23 @@ const PUSH_BUDGET: u32 = 120;
 
 /// A job's cost in a push script, in plain-job units: a tenant shard costs its
 /// dispatch bookkeeping; a reroute window a sorted-set update and a count per rule.
+/// Cuts `costs` (in order) into consecutive ranges of at most [`PUSH_BUDGET`]
+/// each (a single job over budget gets a range of its own).
+fn budget_ranges(costs: impl IntoIterator<Item = u32>) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut cost, mut n) = (0, 0, 0);
+    for c in costs {
+        if cost + c > PUSH_BUDGET && n > start {
+            out.push(start..n);
+            (start, cost) = (n, 0);
+        }
+        cost += c;
+        n += 1;
+    }
+    out.push(start..n);
+    out
+}
+
 fn push_cost(job: &PushSpec) -> u32 {
     let shard = if job.candidates.iter().any(|c| c.sharded) {
         5
@@ -107,6 +124,9 @@ impl RedisBroker {
             let written: Vec<String> = jobs
                 .iter()
                 .zip(&pushed)
+                // In a cluster a promoted job was waited for before its claim
+                // was dropped (`push_promoted`): no second `WAIT` for it.
+                .filter(|(job, _)| !(self.is_cluster() && job.src.is_some()))
                 .filter_map(|(job, p)| match p {
                     Pushed::To(c) => job.candidates.get(*c).map(|c| self.keys.queue(&c.queue)),
                     Pushed::SourceGone => None,
@@ -155,17 +175,6 @@ impl RedisBroker {
         if jobs.iter().all(PushSpec::is_plain) {
             return self.push_plain(jobs).await;
         }
-        let mut chunks = Vec::new();
-        let (mut start, mut cost) = (0, 0);
-        for (i, job) in jobs.iter().enumerate() {
-            let c = push_cost(job);
-            if cost + c > PUSH_BUDGET && i > start {
-                chunks.push(&jobs[start..i]);
-                (start, cost) = (i, 0);
-            }
-            cost += c;
-        }
-        chunks.push(&jobs[start..]);
         if jobs
             .iter()
             .any(|j| j.src.is_some() && j.candidates.iter().any(|c| c.sharded))
@@ -174,9 +183,9 @@ impl RedisBroker {
         }
         // One pipeline: Redis runs the calls in order, so a bulk push keeps
         // its jobs in order even when the script must be loaded first.
-        let calls: Vec<Call<'_>> = chunks
+        let calls: Vec<Call<'_>> = budget_ranges(jobs.iter().map(push_cost))
             .into_iter()
-            .map(|c| self.push_script(c, clock_offset))
+            .map(|r| self.push_script(&jobs[r], clock_offset))
             .collect();
         let replies: Vec<Vec<usize>> = self.invoke_all(&calls).await?;
         Ok(replies.into_iter().flatten().map(pushed).collect())
@@ -274,19 +283,10 @@ impl RedisBroker {
             if !c.sharded {
                 plain_queues.push(c.queue.as_str());
             }
-            let (mut start, mut cost) = (0, 0);
-            for (n, &i) in idx.iter().enumerate() {
-                let w = push_cost(&resolved[i]);
-                if cost + w > PUSH_BUDGET && n > start {
-                    let part: Vec<PushSpec> =
-                        idx[start..n].iter().map(|&i| resolved[i].clone()).collect();
-                    calls.push(self.push_script(&part, clock_offset));
-                    (start, cost) = (n, 0);
-                }
-                cost += w;
+            for r in budget_ranges(idx.iter().map(|&i| push_cost(&resolved[i]))) {
+                let part: Vec<PushSpec> = idx[r].iter().map(|&i| resolved[i].clone()).collect();
+                calls.push(self.push_script(&part, clock_offset));
             }
-            let part: Vec<PushSpec> = idx[start..].iter().map(|&i| resolved[i].clone()).collect();
-            calls.push(self.push_script(&part, clock_offset));
         }
         if !plain_queues.is_empty() {
             // Sidekiq's `queues` set is in a slot of its own: registered first.
@@ -447,9 +447,12 @@ impl RedisBroker {
             let chosen: Vec<usize> = self
                 .invoke(&self.push_script(std::slice::from_ref(&unsourced), clock_offset))
                 .await?;
-            // With `wait_replicas`, the push reaches the queue primary's
-            // replicas before the claim (on another primary) is dropped.
-            if self.options.wait_replicas > 0
+            // With `wait_replicas` in a cluster, the push reaches the queue
+            // primary's replicas before the claim (on another primary) is
+            // dropped. On one node replication keeps the order of the two
+            // writes, and `push` waits once at the end.
+            if self.is_cluster()
+                && self.options.wait_replicas > 0
                 && let Some(c) = chosen
                     .first()
                     .and_then(|c| c.checked_sub(1))
@@ -550,4 +553,22 @@ fn pushed(i: usize) -> Pushed {
 pub(crate) enum ZSet {
     Retry,
     Dead,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PUSH_BUDGET, budget_ranges};
+
+    #[test]
+    fn budget_ranges_cut_in_order_and_keep_every_job() {
+        assert_eq!(budget_ranges([]), vec![0..0]);
+        assert_eq!(budget_ranges([1, 1, 1]), vec![0..3]);
+        let half = PUSH_BUDGET / 2;
+        assert_eq!(budget_ranges([half, half, 1, half]), vec![0..2, 2..4]);
+        // A job over budget alone in its range, never an empty one before it.
+        assert_eq!(
+            budget_ranges([PUSH_BUDGET + 5, 1, PUSH_BUDGET]),
+            vec![0..1, 1..2, 2..3]
+        );
+    }
 }
