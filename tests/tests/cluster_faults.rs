@@ -22,74 +22,22 @@ use fairjob_tests::{Ledger, TestWorker, WorkerProcess, eventually, ledger_dir, n
 
 const QUEUES: [&str; 4] = ["l0", "l1", "l2", "l3"];
 
-/// A primary: its port, node id and slot ranges.
-type Primary = (u16, String, Vec<(u16, u16)>);
-
-/// The node id and the slot ranges of each primary, from `CLUSTER NODES`.
-fn primaries(cluster: &RedisCluster, ask: u16) -> Vec<Primary> {
-    let text = cluster.cli(ask, &["CLUSTER", "NODES"]).unwrap();
-    text.lines()
-        .filter(|l| l.contains("master") && !l.contains("fail"))
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let port = f
-                .get(1)?
-                .split('@')
-                .next()?
-                .rsplit(':')
-                .next()?
-                .parse()
-                .ok()?;
-            let ranges = f[8..]
-                .iter()
-                .filter(|r| !r.starts_with('['))
-                .filter_map(|r| match r.split_once('-') {
-                    Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
-                    None => r.parse().ok().map(|s| (s, s)),
-                })
-                .collect();
-            Some((port, f[0].to_owned(), ranges))
-        })
-        .collect()
-}
-
-/// A node that answers (the first may have been killed).
-fn alive(cluster: &RedisCluster) -> u16 {
+/// The slot of `key` and the port of the live primary serving it.
+fn owner(cluster: &RedisCluster, key: &str) -> (u16, u16) {
     cluster
-        .ports()
-        .into_iter()
-        .find(|p| cluster.cli(*p, &["PING"]).is_ok_and(|r| r.contains("PONG")))
-        .expect("a live node")
-}
-
-/// The slot of `key` and the port of the primary that serves it.
-fn owner(cluster: &RedisCluster, ask: u16, key: &str) -> (u16, u16) {
-    owner_now(cluster, ask, key).expect("an owner")
-}
-
-/// [`owner`], or `None` while no live primary serves the slot.
-fn owner_now(cluster: &RedisCluster, ask: u16, key: &str) -> Option<(u16, u16)> {
-    let slot: u16 = cluster
-        .cli(ask, &["CLUSTER", "KEYSLOT", key])
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let port = primaries(cluster, ask)
-        .into_iter()
-        .find(|(_, _, ranges)| ranges.iter().any(|(a, b)| (*a..=*b).contains(&slot)))
-        .map(|(p, _, _)| p)?;
-    Some((slot, port))
+        .slot_owner(key)
+        .expect("a live primary serves the slot")
 }
 
 /// Moves one slot, with its keys, from the primary on `from` to the one on `to`.
 fn migrate_slot(cluster: &RedisCluster, slot: u16, from: u16, to: u16) {
     let id = |p: u16| {
         cluster
-            .cli(p, &["CLUSTER", "MYID"])
-            .unwrap()
-            .trim()
-            .to_owned()
+            .primary_slots()
+            .into_iter()
+            .find(|c| c.port == p)
+            .map(|c| c.id)
+            .expect("a primary")
     };
     let (from_id, to_id) = (id(from), id(to));
     let s = slot.to_string();
@@ -124,9 +72,9 @@ fn migrate_slot(cluster: &RedisCluster, slot: u16, from: u16, to: u16) {
     // owns the slot would send clients back and forth).
     let mut order = vec![to, from];
     order.extend(
-        primaries(cluster, to)
+        cluster
+            .primaries()
             .into_iter()
-            .map(|(p, _, _)| p)
             .filter(|p| *p != to && *p != from),
     );
     for p in order {
@@ -250,11 +198,10 @@ async fn slots_of_live_queues_move_between_primaries_under_load() {
     // Every key of the first two queues (their lists and wake-up lists) moves
     // to another primary.
     let keys = c.broker().keys().clone();
-    let seed = alive(&cluster);
     let mut moved = BTreeSet::new();
     for q in &QUEUES[..2] {
         for key in [keys.queue(q), c.broker().wake_key(q, false)] {
-            let (slot, from) = owner(&cluster, seed, &key);
+            let (slot, from) = owner(&cluster, &key);
             if !moved.insert(slot) {
                 continue;
             }
@@ -264,7 +211,7 @@ async fn slots_of_live_queues_move_between_primaries_under_load() {
                 .find(|p| *p != from)
                 .unwrap();
             tokio::task::block_in_place(|| migrate_slot(&cluster, slot, from, to));
-            assert_eq!(owner(&cluster, seed, &key).1, to, "slot {slot} moved");
+            assert_eq!(owner(&cluster, &key).1, to, "slot {slot} moved");
         }
     }
     assert!(!moved.is_empty());
@@ -284,15 +231,13 @@ async fn slots_of_live_queues_move_between_primaries_under_load() {
 /// Kills the primary that serves `key` and waits for its replica to serve
 /// the slot; returns the killed port.
 async fn fail_over(cluster: &mut RedisCluster, key: &str) -> u16 {
-    let (_, victim) = owner(cluster, alive(cluster), key);
+    let (_, victim) = owner(cluster, key);
     cluster.node(victim).unwrap().kill();
-    let ask = alive(cluster);
     let started = Instant::now();
     eventually!(
         within Duration::from_secs(20),
-        tokio::task::block_in_place(|| owner_now(cluster, ask, key))
-            .is_some_and(|(_, p)| p != victim)
-            && cluster.cli(ask, &["CLUSTER", "INFO"]).unwrap().contains("cluster_state:ok"),
+        tokio::task::block_in_place(|| cluster.slot_owner(key)).is_some_and(|(_, p)| p != victim
+            && cluster.cli(p, &["CLUSTER", "INFO"]).is_ok_and(|i| i.contains("cluster_state:ok"))),
         "a replica takes over from {victim}"
     );
     eprintln!("failover of {victim} took {:?}", started.elapsed());
@@ -380,7 +325,7 @@ async fn a_primary_fails_over_under_load_and_acknowledged_jobs_run() {
     let producer = tokio::spawn(produce(c.clone(), rx));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let second = c.broker().keys().queue(QUEUES[1]);
-    let (_, owner_now) = owner(&cluster, alive(&cluster), &second);
+    let (_, owner_now) = owner(&cluster, &second);
     let has_replica = cluster
         .cli(owner_now, &["INFO", "replication"])
         .unwrap()

@@ -33,7 +33,7 @@ mod tls;
 
 pub use fake::{AfterFailure, Enqueued, Failure, Fake, FakeBuilder};
 pub use perform::{Performing, perform};
-pub use redis_cluster::RedisCluster;
+pub use redis_cluster::{ClusterPrimary, RedisCluster};
 pub use redis_server::{RedisServer, free_port};
 pub use tls::TestCa;
 

@@ -19,6 +19,17 @@ pub struct RedisCluster {
     cli_tls: Vec<String>,
 }
 
+/// A primary of a [`RedisCluster`], as `CLUSTER NODES` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterPrimary {
+    /// Its client port.
+    pub port: u16,
+    /// Its node id.
+    pub id: String,
+    /// The slot ranges it serves (inclusive).
+    pub slots: Vec<(u16, u16)>,
+}
+
 /// A free port whose cluster bus port (+ 10,000) is free too.
 fn free_cluster_port() -> std::io::Result<u16> {
     for _ in 0..200 {
@@ -183,28 +194,66 @@ impl RedisCluster {
             .join(",")
     }
 
-    /// The ports of the nodes that are primaries now (from `CLUSTER NODES`).
-    pub fn primaries(&self) -> Vec<u16> {
-        let Some(seed) = self.nodes.first() else {
+    /// A node that answers (the first ones may have been killed).
+    fn live_port(&self) -> Option<u16> {
+        self.nodes
+            .iter()
+            .map(RedisServer::port)
+            .find(|p| cli(&self.cli_tls, *p, &["PING"]).is_ok_and(|r| r.contains("PONG")))
+    }
+
+    /// The live primaries as a live node sees them (`CLUSTER NODES`), by port.
+    pub fn primary_slots(&self) -> Vec<ClusterPrimary> {
+        let Some(ask) = self.live_port() else {
             return Vec::new();
         };
-        let text = cli(&self.cli_tls, seed.port(), &["CLUSTER", "NODES"]).unwrap_or_default();
-        let mut out: Vec<u16> = text
+        let text = cli(&self.cli_tls, ask, &["CLUSTER", "NODES"]).unwrap_or_default();
+        let mut out: Vec<ClusterPrimary> = text
             .lines()
             .filter(|l| l.contains("master") && !l.contains("fail"))
             .filter_map(|l| {
-                l.split_whitespace()
-                    .nth(1)?
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let port = f
+                    .get(1)?
                     .split('@')
                     .next()?
                     .rsplit(':')
                     .next()?
                     .parse()
-                    .ok()
+                    .ok()?;
+                let ranges = f
+                    .iter()
+                    .skip(8)
+                    .filter(|r| !r.starts_with('['))
+                    .filter_map(|r| match r.split_once('-') {
+                        Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
+                        None => r.parse().ok().map(|s| (s, s)),
+                    })
+                    .collect();
+                Some(ClusterPrimary {
+                    port,
+                    id: f.first()?.to_string(),
+                    slots: ranges,
+                })
             })
             .collect();
-        out.sort();
+        out.sort_by_key(|p| p.port);
         out
+    }
+
+    /// The ports of the nodes that are primaries now.
+    pub fn primaries(&self) -> Vec<u16> {
+        self.primary_slots().into_iter().map(|p| p.port).collect()
+    }
+
+    /// `key`'s hash slot and the port of the live primary serving it (`None`
+    /// while no live primary does, as during a failover).
+    pub fn slot_owner(&self, key: &str) -> Option<(u16, u16)> {
+        let slot = crate::broker::keys::cluster_slot(key);
+        self.primary_slots()
+            .into_iter()
+            .find(|p| p.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot)))
+            .map(|p| (slot, p.port))
     }
 
     /// The node listening on `port`.
