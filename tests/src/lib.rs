@@ -44,6 +44,20 @@ pub fn redis() -> RedisServer {
         .expect("a private redis-server must start (apt-get install redis-server)")
 }
 
+/// The value after `--name` on the command line (the benchmark binaries'
+/// flags), or `default`; a value that does not parse stops the run.
+pub fn flag<T: std::str::FromStr>(name: &str, default: T) -> T {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name}: cannot parse {v:?}"))
+        })
+        .unwrap_or(default)
+}
+
 /// A random key namespace, so tests sharing a server never see each other's keys.
 pub fn namespace() -> String {
     format!("t{}", &fairjob::payload::new_jid()[..10])

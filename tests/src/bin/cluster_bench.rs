@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use fairjob::testing::{RedisCluster, RedisServer};
 use fairjob::{Client, Job, JobContext, JobError, Perform, QueueSpec, Worker};
+use fairjob_tests::flag;
 use serde::{Deserialize, Serialize};
 
 static DONE: AtomicU64 = AtomicU64::new(0);
@@ -56,15 +57,6 @@ impl Perform for ShardNoop {
 }
 
 const QUEUES: [&str; 4] = ["cb0", "cb1", "cb2", "cb3"];
-
-fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// Every node's `INFO commandstats` calls, summed.
 async fn commands(ports: &[u16]) -> Result<u64> {
@@ -183,8 +175,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
-    let n: u64 = arg("--jobs", 20_000);
-    let reps: usize = arg("--reps", 3);
+    let n: u64 = flag("--jobs", 20_000);
+    let reps: usize = flag("--reps", 3);
     let single = RedisServer::start(&[]).context("redis-server")?;
     let cluster = RedisCluster::start(3, 0, &[]).context("redis cluster")?;
     let (mut one, mut three) = (Vec::new(), Vec::new());

@@ -23,31 +23,18 @@
 //!   client-side p50/p99 per call and Redis's own `usec_per_call`, for batches
 //!   of 1 and of 100 jobs.
 
-use std::str::FromStr;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use fairjob::Client;
 use fairjob::broker::keys::Keys;
-use fairjob_tests::RunningWorker;
 use fairjob_tests::jobs::{
     PlainScaleJob, SCALE_DONE, ScaleJob, scale_not_once, scale_reset, scale_wait,
 };
 use fairjob_tests::slowlog::SlowLog;
+use fairjob_tests::{RunningWorker, flag};
 use redis::aio::MultiplexedConnection;
-
-fn arg<T: FromStr>(name: &str, default: T) -> T {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(|v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("{name}: cannot parse {v:?}"))
-        })
-        .unwrap_or(default)
-}
 
 struct Settings {
     workers: usize,
@@ -167,8 +154,8 @@ fn median_range(v: &[f64]) -> String {
 // ---------------------------------------------------------------------------
 
 async fn scale(s: &Settings) -> Result<()> {
-    let tenants: u64 = arg("--tenants", 100_000);
-    let big: u64 = arg("--big", 1_000_000);
+    let tenants: u64 = flag("--tenants", 100_000);
+    let big: u64 = flag("--big", 1_000_000);
     let total = (tenants + big) as usize;
     let server = fairjob_tests::redis();
     let url = server.url();
@@ -244,9 +231,9 @@ async fn scale(s: &Settings) -> Result<()> {
 }
 
 async fn compare(s: &Settings) -> Result<()> {
-    let n: u64 = arg("--compare-jobs", 200_000);
-    let tenants: u64 = arg("--compare-tenants", 1_000);
-    let reps: usize = arg("--reps", 3);
+    let n: u64 = flag("--compare-jobs", 200_000);
+    let tenants: u64 = flag("--compare-tenants", 1_000);
+    let reps: usize = flag("--reps", 3);
     let server = fairjob_tests::redis();
     let url = server.url();
     let mut r = fairjob_tests::raw(&url).await;
@@ -322,7 +309,7 @@ async fn compare(s: &Settings) -> Result<()> {
 }
 
 async fn latency() -> Result<()> {
-    let fetches: usize = arg("--fetches", 50_000);
+    let fetches: usize = flag("--fetches", 50_000);
     let pending: u64 = 200_000;
     println!(
         "## fetch script latency ({pending} pending jobs; {fetches} jobs fetched per case, one call at a time)"
@@ -379,10 +366,10 @@ async fn latency() -> Result<()> {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
     let s = Settings {
-        workers: arg("--workers", 2),
-        concurrency: arg("--concurrency", 100),
+        workers: flag("--workers", 2),
+        concurrency: flag("--concurrency", 100),
     };
-    let only: String = arg("--only", String::new());
+    let only: String = flag("--only", String::new());
     if only.is_empty() || only == "latency" {
         latency().await?;
     }

@@ -7,16 +7,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use fairjob::Registry;
+use fairjob_tests::flag;
 use fairjob_tests::slot_jobs::{BENCH_DONE, BenchFreeJob, BenchSlotJob};
-
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// (all commands, script calls) from `INFO commandstats`.
 async fn commands(url: &str) -> (u64, u64) {
@@ -115,9 +107,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let (jobs, keys, ms) = (arg("--jobs", 1000), arg("--keys", 10), arg("--ms", 5));
-    let concurrency = arg("--concurrency", 20) as usize;
-    let reps = arg("--reps", 3);
+    let (jobs, keys, ms) = (flag("--jobs", 1000), flag("--keys", 10), flag("--ms", 5));
+    let concurrency = flag("--concurrency", 20) as usize;
+    let reps = flag("--reps", 3);
     let (mut lim, mut free, mut lim_cmds, mut free_cmds) = (vec![], vec![], vec![], vec![]);
     let (mut lim_scripts, mut free_scripts) = (vec![], vec![]);
     for _ in 0..reps {
