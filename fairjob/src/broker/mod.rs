@@ -191,6 +191,24 @@ impl RedisBroker {
         out
     }
 
+    /// One `SSCAN` step of the set `key`: the next cursor (0 at the end) and
+    /// up to about `count` members.
+    pub(crate) async fn sscan(
+        &self,
+        key: &str,
+        cursor: u64,
+        count: usize,
+    ) -> Result<(u64, Vec<String>)> {
+        self.query(
+            redis::cmd("SSCAN")
+                .arg(key)
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(count),
+        )
+        .await
+    }
+
     /// Runs one command on the shared connection.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         let mut c = self.conn.clone();

@@ -69,13 +69,7 @@ impl RedisBroker {
         let tenants_at = format!("tenants:{queue}");
         let lists_at = format!("lists:{queue}");
         let (t_next, mut tenants): (u64, Vec<String>) = self
-            .query(
-                redis::cmd("SSCAN")
-                    .arg(&sk.tenants)
-                    .arg(self.cursor(&tenants_at).await?)
-                    .arg("COUNT")
-                    .arg(PAGE),
-            )
+            .sscan(&sk.tenants, self.cursor(&tenants_at).await?, PAGE)
             .await?;
         // The queue's keys are all in its slot: the scan runs on that node.
         let (l_next, lists): (u64, Vec<String>) = self
@@ -147,13 +141,7 @@ impl RedisBroker {
     ) -> Result<Healed> {
         let k = &self.keys;
         let (next, members): (u64, Vec<String>) = self
-            .query(
-                redis::cmd("SSCAN")
-                    .arg(k.limits_registry())
-                    .arg(self.cursor("slots").await?)
-                    .arg("COUNT")
-                    .arg(PAGE),
-            )
+            .sscan(&k.limits_registry(), self.cursor("slots").await?, PAGE)
             .await?;
         let mut healed = Healed::default();
         for member in members {

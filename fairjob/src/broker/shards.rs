@@ -85,15 +85,8 @@ impl RedisBroker {
             let batch: Vec<String> = if tenant.is_some() {
                 vec![field.clone()]
             } else {
-                let (next, batch): (u64, Vec<String>) = self
-                    .query(
-                        redis::cmd("SSCAN")
-                            .arg(&sk.tenants)
-                            .arg(cursor)
-                            .arg("COUNT")
-                            .arg(BATCH),
-                    )
-                    .await?;
+                let (next, batch): (u64, Vec<String>) =
+                    self.sscan(&sk.tenants, cursor, BATCH).await?;
                 cursor = next;
                 batch
             };

@@ -444,21 +444,13 @@ impl RedisBroker {
                     if *left == 0 {
                         return Ok(Step::Paused(cursor));
                     }
-                    let (next, batch): (u64, Vec<String>) = self
-                        .query(
-                            redis::cmd("SSCAN")
-                                .arg(&sk.tenants)
-                                .arg(cursor)
-                                .arg("COUNT")
-                                .arg(50),
-                        )
-                        .await?;
+                    let (next, batch): (u64, Vec<String>) =
+                        self.sscan(&sk.tenants, cursor, 50).await?;
                     for enc in batch {
                         let key = format!("{}{}", sk.shard_prefix, enc);
                         match self.walk_list(&key, jid, 0, left).await? {
                             Walk::Found(position, length, raw) => {
-                                let t = (!enc.is_empty())
-                                    .then(|| crate::broker::keys::decode(&enc).unwrap_or(enc));
+                                let t = super::shards::tenant_name(&enc);
                                 return Ok(Step::Found(
                                     Location::Shard {
                                         queue: q.clone(),
@@ -486,13 +478,7 @@ impl RedisBroker {
                         return Ok(Step::Paused(cursor));
                     }
                     let (next, batch): (u64, Vec<String>) = self
-                        .query(
-                            redis::cmd("SSCAN")
-                                .arg(self.keys.limits_registry())
-                                .arg(cursor)
-                                .arg("COUNT")
-                                .arg(100),
-                        )
+                        .sscan(&self.keys.limits_registry(), cursor, 100)
                         .await?;
                     for enc in batch {
                         let Some(full) = crate::broker::keys::decode(&enc) else {

@@ -35,12 +35,10 @@ impl RedisBroker {
     pub async fn limits(&self, page: Page) -> Result<LimitPage> {
         let k = &self.keys;
         let (next, mut members): (u64, Vec<String>) = self
-            .query(
-                redis::cmd("SSCAN")
-                    .arg(k.limits_registry())
-                    .arg(page.cursor)
-                    .arg("COUNT")
-                    .arg(page.count.clamp(1, MAX_PAGE)),
+            .sscan(
+                &k.limits_registry(),
+                page.cursor,
+                page.count.clamp(1, MAX_PAGE),
             )
             .await?;
         members.sort();

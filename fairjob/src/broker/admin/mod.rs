@@ -215,15 +215,8 @@ impl RedisBroker {
         let mut seen = 0usize;
         let mut cursor = 0u64;
         loop {
-            let (next, batch): (u64, Vec<String>) = self
-                .query(
-                    redis::cmd("SSCAN")
-                        .arg(&sk.tenants)
-                        .arg(cursor)
-                        .arg("COUNT")
-                        .arg(MAX_PAGE),
-                )
-                .await?;
+            let (next, batch): (u64, Vec<String>) =
+                self.sscan(&sk.tenants, cursor, MAX_PAGE).await?;
             if !batch.is_empty() {
                 let mut pipe = redis::pipe();
                 for t in &batch {

@@ -120,13 +120,7 @@ impl RedisBroker {
     pub async fn processes(&self, page: Page) -> Result<ProcessPage> {
         let k = &self.keys;
         let (next, mut ids): (u64, Vec<String>) = self
-            .query(
-                redis::cmd("SSCAN")
-                    .arg(k.processes())
-                    .arg(page.cursor)
-                    .arg("COUNT")
-                    .arg(page.count.clamp(1, WEB_PAGE)),
-            )
+            .sscan(&k.processes(), page.cursor, page.count.clamp(1, WEB_PAGE))
             .await?;
         ids.sort();
         ids.dedup();

@@ -14,8 +14,9 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use super::shards::tenant_name;
 use super::{MAX_PAGE, OVERVIEW_TENANT_CAP, Page};
-use crate::broker::{RedisBroker, keys};
+use crate::broker::RedisBroker;
 use crate::error::Result;
 use crate::wire::Payload;
 
@@ -64,10 +65,6 @@ fn enqueued_at(raw: &[u8]) -> Option<f64> {
     let p = Payload::parse_slice(raw).ok()?;
     p.timestamp("enqueued_at")
         .or_else(|| p.timestamp("created_at"))
-}
-
-fn tenant_name(encoded: &str) -> Option<String> {
-    (!encoded.is_empty()).then(|| keys::decode(encoded).unwrap_or_else(|| encoded.to_owned()))
 }
 
 impl RedisBroker {
@@ -125,15 +122,8 @@ impl RedisBroker {
         let mut pending: HashMap<String, u64> = HashMap::new();
         let mut cursor = 0u64;
         loop {
-            let (next, mut batch): (u64, Vec<String>) = self
-                .query(
-                    redis::cmd("SSCAN")
-                        .arg(&sk.tenants)
-                        .arg(cursor)
-                        .arg("COUNT")
-                        .arg(MAX_PAGE),
-                )
-                .await?;
+            let (next, mut batch): (u64, Vec<String>) =
+                self.sscan(&sk.tenants, cursor, MAX_PAGE).await?;
             batch.retain(|t| !pending.contains_key(t));
             if !batch.is_empty() {
                 let mut pipe = redis::pipe();

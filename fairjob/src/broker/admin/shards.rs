@@ -67,7 +67,8 @@ pub struct ShardRow {
     pub dispatched: u64,
 }
 
-fn tenant_name(encoded: &str) -> Option<String> {
+/// A tenant as its shard key encodes it (`None`: the shard of jobs without one).
+pub(super) fn tenant_name(encoded: &str) -> Option<String> {
     (!encoded.is_empty()).then(|| keys::decode(encoded).unwrap_or_else(|| encoded.to_owned()))
 }
 
