@@ -160,6 +160,13 @@ pub struct WorkerConfig {
     /// per-queue throughput in Redis, aggregated in the worker and flushed
     /// with its heartbeat, for the dashboard and metrics (default true).
     pub wait_stats: bool,
+    /// Write the acks of tenant-sharded queues' jobs that succeeded in
+    /// batches: while one batch is on its way to Redis, the next gathers, and
+    /// each batch is one script call per queue instead of one per job, each
+    /// ack still fenced by its job's token and releasing its tenant's running
+    /// count. No job waits on a timer; a crash between a job's end and its
+    /// ack re-runs it, as it would without batching (default true).
+    pub batch_acks: bool,
     /// What the worker reports through the `metrics` facade: label bounds and
     /// the sampler of the gauges read from Redis.
     pub metrics: MetricsConfig,
@@ -226,6 +233,7 @@ impl Default for WorkerConfig {
             tag: String::new(),
             labels: Vec::new(),
             wait_stats: true,
+            batch_acks: true,
             metrics: MetricsConfig::default(),
         }
     }
@@ -319,6 +327,7 @@ struct WorkerConfigFile {
     tag: String,
     labels: Vec<String>,
     wait_stats: bool,
+    batch_acks: bool,
     metrics_top_k: usize,
     metrics_tenant_labels: bool,
     #[serde(with = "human")]
@@ -367,6 +376,7 @@ impl From<WorkerConfig> for WorkerConfigFile {
             tag: w.tag,
             labels: w.labels,
             wait_stats: w.wait_stats,
+            batch_acks: w.batch_acks,
             metrics_top_k: w.metrics.top_k,
             metrics_tenant_labels: w.metrics.tenant_labels,
             metrics_idle_timeout: w.metrics.idle_timeout,
@@ -410,6 +420,7 @@ impl From<WorkerConfigFile> for WorkerConfig {
             tag: f.tag,
             labels: f.labels,
             wait_stats: f.wait_stats,
+            batch_acks: f.batch_acks,
             metrics: MetricsConfig {
                 top_k: f.metrics_top_k,
                 tenant_labels: f.metrics_tenant_labels,

@@ -663,6 +663,8 @@ pub struct Waiter {
     block: Duration,
     conn: Option<redis::aio::MultiplexedConnection>,
     keys: Vec<String>,
+    /// `BLPOP` on every key for up to `block` (one server).
+    blpop: Cmd,
     cluster: Option<ClusterWaits>,
 }
 
@@ -719,12 +721,18 @@ impl Waiter {
             }
             _ => None,
         };
+        let mut blpop = redis::cmd("BLPOP");
+        for k in &keys {
+            blpop.arg(k);
+        }
+        blpop.arg(block.as_secs_f64());
         Waiter {
             opener,
             options,
             block,
             conn: None,
             keys,
+            blpop,
             cluster,
         }
     }
@@ -741,6 +749,63 @@ impl Waiter {
             }
             return;
         }
+        self.connect().await;
+        let Some(conn) = self.conn.as_mut() else {
+            tokio::time::sleep(self.block.saturating_sub(started.elapsed())).await;
+            return;
+        };
+        if self
+            .blpop
+            .query_async::<Option<(String, String)>>(conn)
+            .await
+            .is_err()
+        {
+            self.conn = None;
+            tokio::time::sleep(self.block.saturating_sub(started.elapsed())).await;
+        }
+    }
+
+    /// As [`Self::wait`] on one server, then `then` on the same connection
+    /// with no round trip in between: both go out as one pipeline, and Redis
+    /// runs `then` the moment the wait ends (a wake-up token, or the block
+    /// time), so an idle worker's fetch costs one round trip, as Sidekiq's
+    /// `BRPOP` does. Returns `then`'s reply, or `None` when it did not run
+    /// that way (a cluster, testing mode, a script Redis does not have yet,
+    /// a lost connection): the caller then runs it itself.
+    ///
+    /// Cancelling this future may leave `then` to run in Redis unseen: a
+    /// caller whose `then` moves jobs awaits it to the end (at most the block
+    /// time and the response timeout).
+    pub(crate) async fn wait_then(&mut self, then: &Cmd) -> Option<Value> {
+        if self.cluster.is_some() || !matches!(self.opener, Some(Opener::Single(_))) {
+            self.wait().await;
+            return None;
+        }
+        let started = Instant::now();
+        self.connect().await;
+        let Some(conn) = self.conn.as_mut() else {
+            tokio::time::sleep(self.block.saturating_sub(started.elapsed())).await;
+            return None;
+        };
+        let mut pipe = redis::pipe();
+        pipe.add_command(self.blpop.clone())
+            .ignore()
+            .add_command(then.clone());
+        match pipe.query_async::<(Value,)>(conn).await {
+            Ok((reply,)) => Some(reply),
+            Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
+                self.conn = None;
+                tokio::time::sleep(self.block.saturating_sub(started.elapsed())).await;
+                None
+            }
+            // An error reply (NOSCRIPT after a restart): the caller's own
+            // call loads the script.
+            Err(_) => None,
+        }
+    }
+
+    /// Opens the waiter's connection on one server, if it has none.
+    async fn connect(&mut self) {
         if self.conn.is_none()
             && let Some(Opener::Single(client)) = &self.opener
         {
@@ -751,23 +816,6 @@ impl Waiter {
                 .get_multiplexed_async_connection_with_config(&cfg)
                 .await
                 .ok();
-        }
-        let Some(conn) = self.conn.as_mut() else {
-            tokio::time::sleep(self.block.saturating_sub(started.elapsed())).await;
-            return;
-        };
-        let mut cmd = redis::cmd("BLPOP");
-        for k in &self.keys {
-            cmd.arg(k);
-        }
-        cmd.arg(self.block.as_secs_f64());
-        if cmd
-            .query_async::<Option<(String, String)>>(conn)
-            .await
-            .is_err()
-        {
-            self.conn = None;
-            tokio::time::sleep(self.block.saturating_sub(started.elapsed())).await;
         }
     }
 

@@ -110,6 +110,36 @@ impl RedisBroker {
         orders: &[Vec<usize>],
         seq: u64,
     ) -> Result<Vec<(usize, Reserved)>> {
+        let inv = self.fetch_plain_call(identity, queues, orders, seq);
+        let reply: Vec<Value> = self.invoke(&inv).await?;
+        Ok(plain_reply(reply))
+    }
+
+    /// [`Self::fetch_plain`] queued behind `waiter`'s wait on the wake-up
+    /// lists, in one round trip ([`Waiter::wait_then`]). `None` when it could
+    /// not run that way: the caller fetches itself.
+    ///
+    /// [`Waiter::wait_then`]: super::Waiter::wait_then
+    pub(crate) async fn fetch_plain_after_wait(
+        &self,
+        waiter: &mut super::Waiter,
+        identity: &str,
+        queues: &[PlainQueue],
+        orders: &[Vec<usize>],
+        seq: u64,
+    ) -> Option<Vec<(usize, Reserved)>> {
+        let inv = self.fetch_plain_call(identity, queues, orders, seq);
+        let reply = waiter.wait_then(&inv.evalsha()).await?;
+        Vec::<Value>::from_redis_value(reply).ok().map(plain_reply)
+    }
+
+    fn fetch_plain_call(
+        &self,
+        identity: &str,
+        queues: &[PlainQueue],
+        orders: &[Vec<usize>],
+        seq: u64,
+    ) -> super::scripts::Call<'static> {
         let mut inv = FETCH.call();
         inv.key(self.keys.inflight(identity));
         inv.arg(orders.len()).arg(queues.len()).arg(seq);
@@ -122,16 +152,7 @@ impl RedisBroker {
                 inv.arg(q + 1);
             }
         }
-        let reply: Vec<Value> = self.invoke(&inv).await?;
-        let mut out = Vec::with_capacity(reply.len() / 3);
-        let mut it = reply.into_iter();
-        while let (Some(i), Some(token), Some(raw)) = (it.next(), it.next(), it.next()) {
-            let i = usize::from_redis_value(i).unwrap_or(0);
-            if let Some(order) = i.checked_sub(1) {
-                out.push((order, reserved(token, raw)));
-            }
-        }
-        Ok(out)
+        inv
     }
 
     /// Reserves up to `n` jobs of one sharded queue, in its fair-share order;
@@ -177,6 +198,19 @@ pub(crate) fn epoch_minute() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() / 60)
+}
+
+/// `fetch.lua`'s reply: (order, token, payload) triples, orders from 1.
+fn plain_reply(reply: Vec<Value>) -> Vec<(usize, Reserved)> {
+    let mut out = Vec::with_capacity(reply.len() / 3);
+    let mut it = reply.into_iter();
+    while let (Some(i), Some(token), Some(raw)) = (it.next(), it.next(), it.next()) {
+        let i = usize::from_redis_value(i).unwrap_or(0);
+        if let Some(order) = i.checked_sub(1) {
+            out.push((order, reserved(token, raw)));
+        }
+    }
+    out
 }
 
 fn reserved(token: Value, raw: Value) -> Reserved {

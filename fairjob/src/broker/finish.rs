@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::push::ZSet;
-use super::scripts::{FINISH, FRONT, SHARD_FINISH, SLOT_RELEASE};
+use super::scripts::{FINISH, FRONT, SHARD_ACK_MANY, SHARD_FINISH, SLOT_RELEASE};
 use super::slots::RESERVATION_TTL;
 use super::{RedisBroker, SlotHold, Token};
 use crate::error::Result;
@@ -36,6 +36,15 @@ pub enum Finish<'a> {
     },
 }
 
+/// Where a batched ack goes: see [`RedisBroker::shard_ack_record`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct AckRecord {
+    /// The worker's in-progress record of the queue.
+    pub key: String,
+    /// The tenant-sharded queue.
+    pub queue: String,
+}
+
 /// How a finish (or a recovery) ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Finished {
@@ -60,6 +69,60 @@ impl RedisBroker {
     ) -> Result<Finished> {
         self.finish_guarded(identity, token, action, clock_offset, slot, false)
             .await
+    }
+
+    /// Where the ack of `token` goes when acks are written together
+    /// ([`Self::ack_many`]): for a job of a tenant-sharded queue, that
+    /// queue's in-progress record of `identity` (in the queue's hash slot).
+    /// `None` for a job of a plain queue, whose ack is a lone `HDEL`
+    /// ([`Self::finish`]); concurrent ones already share a write to Redis
+    /// (the connection pipelines them), so batching them saves nothing.
+    pub(crate) fn shard_ack_record(&self, identity: &str, token: &Token) -> Option<AckRecord> {
+        token.is_sharded().then(|| AckRecord {
+            key: self.inflight_of(identity, token),
+            queue: token.queue.clone(),
+        })
+    }
+
+    /// Acks jobs of one tenant-sharded queue that ended well, all held in
+    /// `record`, in one `shard_ack_many.lua` call: for each, its entry
+    /// leaves the record, fenced by its token, and its tenant's running count
+    /// is released, as `shard_finish.lua` does for one. `acks` are (token,
+    /// encoded tenant) pairs. Returns, per ack, whether it was fenced (the
+    /// job had been recovered from this worker); fenced completions are
+    /// counted.
+    pub(crate) async fn ack_many(
+        &self,
+        record: &AckRecord,
+        acks: &[(&str, &str)],
+    ) -> Result<Vec<bool>> {
+        let mut fenced = vec![false; acks.len()];
+        if acks.is_empty() {
+            return Ok(fenced);
+        }
+        let sk = self.keys.shard(&record.queue);
+        let mut inv = SHARD_ACK_MANY.call();
+        inv.key(&record.key);
+        for k in sk.state() {
+            inv.key(k);
+        }
+        inv.key(&sk.wake);
+        inv.arg(&sk.shard_prefix);
+        for (token, tenant) in acks {
+            inv.arg(*token).arg(*tenant);
+        }
+        let gone: Vec<usize> = self.invoke(&inv).await?;
+        for i in gone {
+            if let Some(f) = i.checked_sub(1).and_then(|i| fenced.get_mut(i)) {
+                *f = true;
+            }
+        }
+        let stale = fenced.iter().filter(|f| **f).count() as u64;
+        if let Err(e) = self.count("fenced", stale).await {
+            // The acks are written; only the counter missed them.
+            tracing::warn!(error = %e, stale, "could not count fenced completions");
+        }
+        Ok(fenced)
     }
 
     /// Recovers a job of `identity` (the reaper): the same step as [`Self::finish`],

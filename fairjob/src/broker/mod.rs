@@ -48,6 +48,7 @@ pub(crate) use fetch::PlainQueue;
 pub use fetch::Reserved;
 #[doc(hidden)]
 pub use fetch::ShardQueue;
+pub(crate) use finish::AckRecord;
 pub use finish::{Finish, Finished};
 pub use keys::{Keys, LimitKeys, ShardKeys};
 #[cfg(feature = "testing")]

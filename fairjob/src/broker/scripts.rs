@@ -119,12 +119,13 @@ script!(FRONT, "front.lua");
 script!(SLOT_TAKE, "slot_take.lua");
 script!(RECLAIM, "reclaim.lua");
 script!(SAMPLER_LEASE, "sampler_lease.lua");
+script!(SHARD_ACK_MANY, "shard_ack_many.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
 /// slow call was.
 pub fn script_hashes() -> Vec<(&'static str, String)> {
-    let all: [(&str, &LazyLock<Lua>); 19] = [
+    let all: [(&str, &LazyLock<Lua>); 20] = [
         ("push", &PUSH),
         ("fetch", &FETCH),
         ("shard_fetch", &SHARD_FETCH),
@@ -144,6 +145,7 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("slot_take", &SLOT_TAKE),
         ("reclaim", &RECLAIM),
         ("sampler_lease", &SAMPLER_LEASE),
+        ("shard_ack_many", &SHARD_ACK_MANY),
     ];
     all.iter()
         .map(|(name, s)| (*name, s.hash().to_owned()))
@@ -179,6 +181,10 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
     (
         "sampler_lease.lua",
         include_str!("scripts/sampler_lease.lua"),
+    ),
+    (
+        "shard_ack_many.lua",
+        include_str!("scripts/shard_ack_many.lua"),
     ),
 ];
 

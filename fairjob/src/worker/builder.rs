@@ -173,6 +173,13 @@ impl WorkerBuilder {
         self
     }
 
+    /// Whether to write the acks of tenant-sharded queues' succeeded jobs in
+    /// batches (default true; see [`WorkerConfig::batch_acks`]).
+    pub fn batch_acks(mut self, on: bool) -> Self {
+        self.config.batch_acks = on;
+        self
+    }
+
     /// The metrics settings: tenant label bounds, the Redis gauges' sampler
     /// (see [`crate::metrics`]).
     pub fn metrics(mut self, metrics: crate::config::MetricsConfig) -> Self {

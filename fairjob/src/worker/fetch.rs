@@ -17,15 +17,19 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use futures_util::future::{BoxFuture, try_join_all};
+use futures_util::stream::FuturesUnordered;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::handle::WorkerHandle;
+use super::processor::Permit;
 use super::{Shared, backoff_sleep, processor};
-use crate::broker::{PlainQueue, RedisBroker, Reserved, ShardQueue};
+use crate::broker::{PlainQueue, RedisBroker, Reserved, ShardQueue, Waiter};
 use crate::error::Result;
 
 /// Jobs reserved by one fetch at most.
@@ -100,13 +104,48 @@ impl Fetcher {
         !matches!(self.kinds[q], Kind::Plain(_))
     }
 
+    /// Reserves as [`Self::reserve`] does, the fetch queued behind a wait on
+    /// the wake-up lists (one round trip from idle to reserved): for a worker
+    /// of plain queues only, which one `fetch.lua` call serves. `None` when
+    /// the fetch could not run that way (the caller reserves itself).
+    async fn reserve_after_wait(
+        &self,
+        broker: &RedisBroker,
+        waiter: &mut Waiter,
+        orders: &[Vec<usize>],
+        seq: &AtomicU64,
+    ) -> Option<Vec<Reserved>> {
+        let segments: Vec<Vec<usize>> = orders
+            .iter()
+            .map(|order| {
+                order
+                    .iter()
+                    .filter_map(|&q| match self.kinds[q] {
+                        Kind::Plain(i) => Some(i),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect();
+        let first = seq.fetch_add(segments.len() as u64, Ordering::Relaxed);
+        let got = broker
+            .fetch_plain_after_wait(waiter, &self.identity, &self.plain, &segments, first)
+            .await?;
+        Some(got.into_iter().map(|(_, job)| job).collect())
+    }
+
+    /// True when one `fetch.lua` call serves every queue of the worker.
+    fn plain_only(&self) -> bool {
+        self.kinds.iter().all(|k| matches!(k, Kind::Plain(_)))
+    }
+
     /// Reserves at most one job per order (`orders` hold queue indices); token
     /// sequence numbers are taken from `seq`.
     async fn reserve(
         &self,
         broker: &RedisBroker,
         orders: &[Vec<usize>],
-        seq: &mut u64,
+        seq: &AtomicU64,
     ) -> Result<Vec<Reserved>> {
         let n = orders.len();
         let mut pos = vec![0usize; n];
@@ -132,8 +171,7 @@ impl Fetcher {
                             .collect()
                     })
                     .collect();
-                let first = *seq;
-                *seq += segments.len() as u64;
+                let first = seq.fetch_add(segments.len() as u64, Ordering::Relaxed);
                 calls.push(Box::pin(async move {
                     broker
                         .fetch_plain(&self.identity, &self.plain, &segments, first)
@@ -152,8 +190,7 @@ impl Fetcher {
                 let mut parts: Vec<BoxFuture<'_, Result<Vec<Reserved>>>> = Vec::new();
                 while left > 0 {
                     let want = left.min(per_call);
-                    let first = *seq;
-                    *seq += want as u64;
+                    let first = seq.fetch_add(want as u64, Ordering::Relaxed);
                     left -= want;
                     parts.push(match &self.kinds[q] {
                         Kind::Shard(sq) => Box::pin(broker.fetch_shard(sq, want, first)),
@@ -241,7 +278,28 @@ impl Fetcher {
     }
 }
 
+/// Fetches in flight at most: while one fetch's reply is on its way, the
+/// permits of jobs that ended meanwhile go out in another.
+const IN_FLIGHT: usize = 2;
+
+/// What one fetch in flight gives back: the jobs it reserved (or its error),
+/// the permits it held, and the waiter if it blocked on the wake-up lists.
+struct Fetched {
+    reserved: Result<Vec<Reserved>>,
+    permits: Vec<Permit>,
+    waiter: Option<Waiter>,
+}
+
 /// Fetches and dispatches jobs until the worker is told to stop fetching.
+///
+/// Up to [`IN_FLIGHT`] fetches run at once, each asking for as many jobs as
+/// it holds permits (never more than the free slots). When a fetch comes back
+/// short (some order found every queue empty) the worker is idle: its next
+/// fetch, alone in flight, first blocks on the wake-up lists (for plain
+/// queues on one server, in the same round trip, see
+/// [`Fetcher::reserve_after_wait`]). Told to stop, the loop still takes in
+/// the replies of fetches in flight and runs their jobs, so none is left
+/// reserved and unseen.
 pub(crate) async fn fetch_loop(
     shared: &Arc<Shared>,
     semaphore: &Arc<Semaphore>,
@@ -259,22 +317,69 @@ pub(crate) async fn fetch_loop(
     // Idle workers block on every queue's wake list.
     let wake_keys = broker.wake_keys(&queue_names);
     let fetcher = Fetcher::new(broker, &shared.identity, &queue_names);
-    let mut waiter = broker.waiter(shared.config.poll_interval, wake_keys.clone());
-    let mut seq: u64 = 0;
-    let mut orders: Vec<Vec<usize>> = Vec::new();
+    // The waiter, unless an idle fetch in flight has it.
+    let mut waiter = Some(broker.waiter(shared.config.poll_interval, wake_keys.clone()));
+    let seq = AtomicU64::new(0);
     // Queues an operator paused, re-read at most every PAUSED_REFRESH (not
     // per fetch): a pause takes effect within that time.
     let mut paused = vec![false; queue_names.len()];
     let mut paused_read: Option<Instant> = None;
     let mut failures = 0u32;
+    // The last fetch came back short: the next one waits for a wake-up first.
+    let mut idle = false;
+    let mut stopping = false;
+    let mut inflight: FuturesUnordered<BoxFuture<'_, Fetched>> = FuturesUnordered::new();
     loop {
         while jobs.try_join_next().is_some() {}
-        if handle.is_quiet() {
+        if (stopping || handle.is_quiet()) && inflight.is_empty() {
             return;
         }
+        // An idle fetch waits alone; otherwise up to IN_FLIGHT at once.
+        let may_start = !stopping
+            && !handle.is_quiet()
+            && inflight.len() < IN_FLIGHT
+            && (!idle || inflight.is_empty());
         let first = tokio::select! {
-            p = semaphore.clone().acquire_owned() => p.expect("semaphore open"),
-            _ = &mut stop => return,
+            p = semaphore.clone().acquire_owned(), if may_start => p.expect("semaphore open"),
+            Some(done) = inflight.next() => {
+                if let Some(w) = done.waiter {
+                    waiter = Some(w);
+                }
+                let permits = done.permits;
+                let fetched = match done.reserved {
+                    Ok(v) => {
+                        failures = 0;
+                        v
+                    }
+                    Err(e) => {
+                        failures += 1;
+                        shared.redis_trouble("fetch", &e);
+                        drop(permits);
+                        if !stopping {
+                            tokio::select! {
+                                _ = backoff_sleep(failures) => {}
+                                _ = &mut stop => stopping = true,
+                            }
+                        }
+                        continue;
+                    }
+                };
+                let (n, got) = (permits.len(), fetched.len());
+                // Fewer than asked: some order found every queue empty.
+                idle = got < n;
+                if got > 0 {
+                    dispatch(shared, jobs, fetched, permits);
+                }
+                if got == n && n > 1 && !stopping {
+                    // A full batch: there may be more; wake another idle worker.
+                    let _ = broker.wake(&wake_keys[0]).await;
+                }
+                continue;
+            }
+            _ = &mut stop, if !stopping => {
+                stopping = true;
+                continue;
+            }
             Some(_) = jobs.join_next(), if !jobs.is_empty() => continue,
         };
         let mut permits = vec![first];
@@ -300,59 +405,72 @@ pub(crate) async fn fetch_loop(
                 Err(e) => shared.redis_trouble("fetch", &e),
             }
         }
-        {
+        let orders: Vec<Vec<usize>> = {
             let mut rng = rand::rng();
-            orders.resize_with(n, Vec::new);
             let any_paused = paused.iter().any(|p| *p);
-            for o in &mut orders {
-                shared.queues.fetch_order(&mut rng, o);
-                if any_paused {
-                    o.retain(|q| !paused[*q]);
-                }
-            }
-        }
-        let fetched = match fetcher.reserve(broker, &orders[..n], &mut seq).await {
-            Ok(v) => {
-                failures = 0;
-                v
-            }
-            Err(e) => {
-                failures += 1;
-                shared.redis_trouble("fetch", &e);
-                drop(permits);
-                tokio::select! {
-                    _ = backoff_sleep(failures) => {}
-                    _ = &mut stop => return,
-                }
-                continue;
-            }
+            (0..n)
+                .map(|_| {
+                    let mut o = Vec::new();
+                    shared.queues.fetch_order(&mut rng, &mut o);
+                    if any_paused {
+                        o.retain(|q| !paused[*q]);
+                    }
+                    o
+                })
+                .collect()
         };
-        let got = fetched.len();
-        if got == 0 {
-            drop(permits);
-            // Idle: wait for a wake-up token or the poll interval.
-            tokio::select! {
-                _ = waiter.wait() => {}
-                _ = &mut stop => return,
+        let (fetcher, seq) = (&fetcher, &seq);
+        let blocking = if idle { waiter.take() } else { None };
+        inflight.push(Box::pin(async move {
+            let Some(mut w) = blocking else {
+                let reserved = fetcher.reserve(broker, &orders, seq).await;
+                return Fetched {
+                    reserved,
+                    permits,
+                    waiter: None,
+                };
+            };
+            // Idle: wait for a wake-up token or the poll interval, then
+            // fetch (plain queues on one server: in the same round trip).
+            let mut reserved = None;
+            if fetcher.plain_only() {
+                reserved = fetcher
+                    .reserve_after_wait(broker, &mut w, &orders, seq)
+                    .await
+                    .map(Ok);
+            } else {
+                w.wait().await;
             }
-            continue;
-        }
-        {
-            let mut held = shared.held.lock().expect("held lock");
-            held.extend(fetched.iter().map(|r| r.token.clone()));
-        }
-        for (reserved, permit) in fetched.into_iter().zip(permits) {
-            let shared = shared.clone();
-            jobs.spawn(async move {
-                let token = reserved.token.clone();
-                processor::process(shared.clone(), reserved).await;
-                shared.held.lock().expect("held lock").remove(&token);
-                drop(permit);
-            });
-        }
-        if got == n && n > 1 {
-            // A full batch: there may be more; wake another idle worker.
-            let _ = broker.wake(&wake_keys[0]).await;
-        }
+            let reserved = match reserved {
+                Some(r) => r,
+                None => fetcher.reserve(broker, &orders, seq).await,
+            };
+            Fetched {
+                reserved,
+                permits,
+                waiter: Some(w),
+            }
+        }));
+    }
+}
+
+/// Hands each reserved job to a task of its own, with its permit.
+fn dispatch(
+    shared: &Arc<Shared>,
+    jobs: &mut JoinSet<()>,
+    fetched: Vec<Reserved>,
+    permits: Vec<Permit>,
+) {
+    {
+        let mut held = shared.held.lock().expect("held lock");
+        held.extend(fetched.iter().map(|r| r.token.clone()));
+    }
+    for (reserved, permit) in fetched.into_iter().zip(permits) {
+        let shared = shared.clone();
+        jobs.spawn(async move {
+            let token = reserved.token.clone();
+            processor::process(shared.clone(), reserved, permit).await;
+            shared.held.lock().expect("held lock").remove(&token);
+        });
     }
 }

@@ -9,7 +9,8 @@
 //! - `heartbeat.rs`, `reaper.rs`, `scheduler.rs`: the background loops;
 //!   `stats.rs`: wait statistics gathered in memory, flushed by the heartbeat;
 //!   `sampler.rs`: the gauges read from Redis, set by one process at a time;
-//!   `series.rs`: the per-job series and their kept handles.
+//!   `series.rs`: the per-job series and their kept handles; `acks.rs`: the
+//!   task that writes succeeded jobs' acks in batches.
 //!
 //! A fetched job moves atomically (one `fetch.lua` call, or `shard_fetch.lua`
 //! for a tenant-sharded queue, whose record lives in the queue's cluster slot)
@@ -23,6 +24,7 @@
 //!
 //! Layer 6: the top of the library; only `testing` and `prelude` sit above.
 
+mod acks;
 mod builder;
 mod fetch;
 mod handle;
@@ -105,6 +107,9 @@ pub(crate) struct Shared {
     pub started_at: f64,
     /// This process's per-job series and their tenant labels.
     pub series: Mutex<series::JobSeries>,
+    /// Where succeeded jobs hand their acks to be written in batches (`None`
+    /// with `config.batch_acks` off).
+    pub acks: Option<acks::AckSender>,
     last_trouble: Mutex<Option<Instant>>,
     suppressed: AtomicU64,
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt;
 use tracing::Instrument;
 
+use super::acks::PendingAck;
 use super::middleware::{ServerMiddleware, ServerNext};
 use super::retry::{self, Outcome};
 use super::{Running, Shared, backoff_sleep};
@@ -25,7 +26,15 @@ use crate::wire::{Payload, malformed_entry};
 
 /// Processes one fetched job to its end: its in-progress entry is gone, or its
 /// removal was fenced, or it was parked, or shutdown gave up on Redis.
-pub(crate) async fn process(shared: Arc<Shared>, reserved: Reserved) {
+///
+/// `permit` is the job's place in the worker's concurrency. For a job of a
+/// plain queue without a concurrency slot it is given back when `perform` has
+/// returned, before the job's end is written, so that the fetch loop reserves
+/// the next job while this one's ack is on its way (the in-progress record
+/// may then hold a few more jobs than the concurrency for a round trip). A
+/// job of a tenant-sharded queue, or one holding a slot, keeps it until the
+/// write that ends it has released what Redis counts for it.
+pub(crate) async fn process(shared: Arc<Shared>, reserved: Reserved, permit: Permit) {
     let Reserved { token, raw } = reserved;
     let Some(token) = Token::parse(&token) else {
         tracing::error!(token, "fetch returned a token fairjob cannot read");
@@ -38,12 +47,14 @@ pub(crate) async fn process(shared: Arc<Shared>, reserved: Reserved) {
             raw.len(),
             shared.config.max_payload_bytes
         );
+        drop(permit);
         bury_malformed(&shared, &token, &raw, &reason).await;
         return;
     }
     let payload = match Payload::parse_slice(&raw) {
         Ok(p) => p,
         Err(m) => {
+            drop(permit);
             bury_malformed(&shared, &token, &raw, &m.0).await;
             return;
         }
@@ -59,10 +70,13 @@ pub(crate) async fn process(shared: Arc<Shared>, reserved: Reserved) {
         outcome = tracing::field::Empty,
         elapsed_ms = tracing::field::Empty,
     );
-    run(&shared, token, payload).instrument(span).await;
+    run(&shared, token, payload, permit).instrument(span).await;
 }
 
-async fn run(shared: &Shared, token: Token, payload: Payload) {
+/// A permit of the worker's concurrency semaphore.
+pub(crate) type Permit = tokio::sync::OwnedSemaphorePermit;
+
+async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
     let span = tracing::Span::current();
     // Cancelled at shutdown (the worker's token) or when this run times out.
     let cancel = shared.job_cancel.child_token();
@@ -192,10 +206,22 @@ async fn run(shared: &Shared, token: Token, payload: Payload) {
         (Err(_), Outcome::Dead(_)) => metrics::Outcome::Dead,
         (Err(_), Outcome::Ack) => metrics::Outcome::Discarded,
     };
-    // 6. Finish.
+    // 6. Finish. A plain queue's job without a slot gives its permit back
+    // now, so the next job starts while this one's end is on its way. A job
+    // Redis counts (its tenant's running jobs, a held slot) keeps its permit
+    // until the write that ends it has released that count: a fetch in
+    // between would see the count still taken and pass over the tenant
+    // (floors and caps would be served late).
+    let permit = if slot.is_none() && !token.is_sharded() {
+        drop(permit);
+        None
+    } else {
+        Some(permit)
+    };
     if finish(shared, &token, outcome, slot.as_ref()).await {
         label = metrics::Outcome::Fenced;
     }
+    drop(permit);
     let class = shared.class_label(cx.class());
     shared
         .series
@@ -328,7 +354,50 @@ pub(crate) async fn finish(
     slot: Option<&SlotHold>,
 ) -> bool {
     let mut attempt = 0u32;
+    // The ack of a tenant-sharded queue's job goes with others in one call
+    // (worker/acks.rs).
+    let batched = match (&outcome, slot, &shared.acks) {
+        (Outcome::Ack, None, Some(tx)) => shared
+            .client
+            .broker()
+            .shard_ack_record(&shared.identity, token)
+            .map(|record| (tx, record)),
+        _ => None,
+    };
     loop {
+        if let Some((tx, record)) = &batched {
+            let (done, written) = tokio::sync::oneshot::channel();
+            let sent = tx.send(PendingAck {
+                record: record.clone(),
+                token: token.raw.clone(),
+                tenant: token.tenant.clone().unwrap_or_default(),
+                done,
+            });
+            let result = match sent {
+                Ok(()) => written.await.ok(),
+                Err(_) => None,
+            };
+            match result {
+                Some(Ok(false)) => return false,
+                Some(Ok(true)) => {
+                    tracing::warn!(token = %token.raw, "stale completion fenced: the job was recovered from this worker after its lease expired");
+                    ::metrics::counter!(metrics::FENCED_TOTAL).increment(1);
+                    return true;
+                }
+                Some(Err(e)) => shared.redis_trouble("finish", &e),
+                // The ack task is gone: the worker is abandoning Redis work.
+                None => return false,
+            }
+            attempt += 1;
+            if shared.abandon.is_cancelled() {
+                return false;
+            }
+            tokio::select! {
+                _ = backoff_sleep(attempt) => {}
+                _ = shared.abandon.cancelled() => return false,
+            }
+            continue;
+        }
         let action = match &outcome {
             Outcome::Ack => Finish::Ack,
             Outcome::Retry(p, d) => Finish::Retry {

@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use super::handle::{WorkerHandle, install_signals};
 use super::middleware::ServerMiddleware;
 use super::{
-    Running, Shared, Stats, WorkerBuilder, fetch, heartbeat, processor, reaper, sampler, scheduler,
+    Running, Shared, Stats, WorkerBuilder, acks, fetch, heartbeat, processor, reaper, sampler,
+    scheduler,
 };
 use crate::client::Client;
 use crate::config::WorkerConfig;
@@ -108,6 +109,8 @@ impl Worker {
     pub async fn run_with(self, handle: WorkerHandle) -> Result<()> {
         let concurrency = self.config.concurrency;
         let series = super::series::JobSeries::new(&self.config.metrics);
+        let (ack_tx, ack_rx) = acks::channel();
+        let ack_tx = self.config.batch_acks.then_some(ack_tx);
         let shared = Arc::new(Shared {
             client: self.client,
             registry: self.registry,
@@ -125,6 +128,7 @@ impl Worker {
             control: handle.clone(),
             started_at: now_f64(),
             series: Mutex::new(series),
+            acks: ack_tx,
             last_trouble: Mutex::new(None),
             suppressed: AtomicU64::new(0),
         });
@@ -159,6 +163,9 @@ impl Worker {
         tasks.spawn(scheduler::run(shared.clone(), background.clone()));
         tasks.spawn(reaper::run(shared.clone(), background.clone()));
         tasks.spawn(sampler::run(shared.clone(), background.clone()));
+        // Runs through the shutdown (jobs still finishing hand it their acks)
+        // and stops when Redis work is abandoned, at its end.
+        tasks.spawn(acks::run(shared.clone(), ack_rx));
 
         let semaphore = Arc::new(Semaphore::new(concurrency));
         let mut jobs: JoinSet<()> = JoinSet::new();

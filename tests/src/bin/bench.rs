@@ -252,6 +252,8 @@ fn run_worker(url: &str, concurrency: usize, queue: &str) -> Result<()> {
         // FAIRJOB_BENCH_WAIT_STATS=off measures the worker without its
         // per-tenant wait statistics (to price them).
         let wait_stats = std::env::var("FAIRJOB_BENCH_WAIT_STATS").as_deref() != Ok("off");
+        // FAIRJOB_BENCH_BATCH_ACKS=off: one ack call per job (to price batching).
+        let batch_acks = std::env::var("FAIRJOB_BENCH_BATCH_ACKS").as_deref() != Ok("off");
         // FAIRJOB_BENCH_METRICS=on: what `worker run --metrics` adds (the
         // recorder, and the listener with its once-a-second upkeep).
         let metrics = std::env::var("FAIRJOB_BENCH_METRICS").as_deref() == Ok("on");
@@ -266,6 +268,7 @@ fn run_worker(url: &str, concurrency: usize, queue: &str) -> Result<()> {
             .queues(QueueSpec::parse(&[queue.to_owned()])?)
             .concurrency(concurrency)
             .wait_stats(wait_stats)
+            .batch_acks(batch_acks)
             .metrics(config)
             .build()
             .await?;

@@ -51,8 +51,11 @@ async fn start_workers(
 ) -> Result<Vec<RunningWorker>> {
     let mut running = Vec::new();
     for _ in 0..s.workers {
+        // FAIRJOB_BENCH_BATCH_ACKS=off: one ack call per job (to price batching).
+        let batch_acks = std::env::var("FAIRJOB_BENCH_BATCH_ACKS").as_deref() != Ok("off");
         let worker = fairjob_tests::worker(url, ns)
             .concurrency(s.concurrency)
+            .batch_acks(batch_acks)
             .queues(fairjob_tests::queues(&[queue]))
             .lease(Duration::from_secs(60))
             .heartbeat(Duration::from_secs(10))

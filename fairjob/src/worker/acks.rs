@@ -1,0 +1,107 @@
+//! Batched acks: a job of a tenant-sharded queue that succeeded hands its ack
+//! to one task per worker, which writes whatever acks have gathered while its
+//! previous batch was on its way to Redis, one `shard_ack_many.lua` call per
+//! queue ([`RedisBroker::ack_many`]; a queue's keys share one hash slot, so
+//! each call stays in one slot of a Redis Cluster) instead of one
+//! `shard_finish.lua` call per job. Nothing waits on a timer: under load a
+//! batch is what arrived in one round trip, and a lone ack goes out at once.
+//! (A plain queue's ack is one `HDEL`; concurrent ones already share a write,
+//! as the connection pipelines them, so they are not batched here.)
+//!
+//! The job's task waits for its ack to be written before it gives up its
+//! place in the `held` set, exactly as with an ack of its own, and its
+//! tenant's running count is released by that write; a fenced ack is
+//! reported to that job alone. A crash after a job
+//! ended and before its batch was written re-runs the job, as a crash before
+//! an unbatched ack would (at-least-once). A Redis error fails the whole batch
+//! back to its jobs, whose finish retries with backoff as before.
+//!
+//! [`RedisBroker::ack_many`]: crate::broker::RedisBroker
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::Shared;
+use crate::broker::AckRecord;
+use crate::error::Error;
+
+/// Acks one call carries at most (a dozen commands each), so that no script
+/// runs long in Redis.
+const MAX_CALL: usize = 32;
+
+/// Acks gathered into one batch at most.
+const MAX_BATCH: usize = 512;
+
+/// One job's ack waiting to be written: its record, its token and (encoded)
+/// tenant, and where the outcome goes (true when fenced).
+pub(crate) struct PendingAck {
+    pub record: AckRecord,
+    pub token: String,
+    pub tenant: String,
+    pub done: oneshot::Sender<Result<bool, Arc<Error>>>,
+}
+
+/// The sending side, kept in [`Shared`].
+pub(crate) type AckSender = mpsc::UnboundedSender<PendingAck>;
+
+/// A new channel for the ack task.
+pub(crate) fn channel() -> (AckSender, mpsc::UnboundedReceiver<PendingAck>) {
+    mpsc::unbounded_channel()
+}
+
+/// Writes acks in batches until the worker abandons Redis work (the end of
+/// its shutdown, after every job task is done) or every sender is gone.
+pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<PendingAck>) {
+    let broker = shared.client.broker();
+    let mut batch: Vec<PendingAck> = Vec::with_capacity(MAX_BATCH);
+    loop {
+        let first = tokio::select! {
+            biased;
+            next = rx.recv() => match next {
+                Some(p) => p,
+                None => return,
+            },
+            _ = shared.abandon.cancelled() => return,
+        };
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
+            }
+        }
+        // One call per record (and per chunk of it), all sent at once: one
+        // round trip.
+        batch.sort_unstable_by(|a, b| a.record.cmp(&b.record));
+        let groups: Vec<&[PendingAck]> = batch
+            .chunk_by(|a, b| a.record == b.record)
+            .flat_map(|g| g.chunks(MAX_CALL))
+            .collect();
+        let calls = groups.iter().map(|group| async move {
+            let acks: Vec<(&str, &str)> = group
+                .iter()
+                .map(|p| (p.token.as_str(), p.tenant.as_str()))
+                .collect();
+            broker.ack_many(&group[0].record, &acks).await
+        });
+        let results: Vec<Result<Vec<bool>, Arc<Error>>> = futures_util::future::join_all(calls)
+            .await
+            .into_iter()
+            .map(|r| r.map_err(Arc::new))
+            .collect();
+        let sizes: Vec<usize> = groups.iter().map(|g| g.len()).collect();
+        let mut pending = batch.drain(..);
+        for (size, result) in sizes.into_iter().zip(results) {
+            for i in 0..size {
+                let Some(p) = pending.next() else { break };
+                let outcome = match &result {
+                    Ok(fenced) => Ok(fenced.get(i).copied().unwrap_or(false)),
+                    Err(e) => Err(e.clone()),
+                };
+                // The job's task may be gone (aborted at shutdown).
+                let _ = p.done.send(outcome);
+            }
+        }
+    }
+}
