@@ -19,6 +19,7 @@
 pub mod fair_jobs;
 pub mod jobs;
 mod ledger;
+pub mod logs;
 pub mod metrics;
 pub mod slot_jobs;
 pub mod slowlog;

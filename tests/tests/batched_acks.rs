@@ -8,13 +8,11 @@
 //! same runs with batching off give the same results, one ack at a time.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use fairjob::prelude::*;
-use fairjob_tests::{Redis, eventually, queues, spawn};
+use fairjob_tests::{Redis, eventually, logs, queues, spawn};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
@@ -58,36 +56,9 @@ fn tenant(i: usize) -> String {
     format!("t:{{{}}} x", i % 5)
 }
 
-/// Everything the worker logs, kept to read its "fenced" warnings.
-static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
-
-struct LogWriter;
-
-impl Write for LogWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        LOG.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn capture_logs() {
-    static ONCE: OnceLock<()> = OnceLock::new();
-    ONCE.get_or_init(|| {
-        tracing_subscriber::fmt()
-            .with_env_filter("warn")
-            .with_ansi(false)
-            .with_writer(|| LogWriter)
-            .init();
-    });
-}
-
 /// The tokens the worker logged as fenced since `from` (a byte offset of the log).
 fn fenced_tokens_logged(from: usize) -> BTreeSet<String> {
-    let log = LOG.lock().unwrap();
-    String::from_utf8_lossy(&log[from..])
+    logs::since(from)
         .lines()
         .filter(|l| l.contains("stale completion fenced"))
         .filter_map(|l| {
@@ -103,7 +74,7 @@ fn fenced_tokens_logged(from: usize) -> BTreeSet<String> {
 /// opens the gate, and checks the outcome. Returns, for a sharded queue,
 /// whether Redis ever ran its batch script.
 async fn half_fenced(batch_acks: bool, sharded: bool) -> Option<bool> {
-    capture_logs();
+    logs::capture();
     let redis = Redis::start().await;
     let c = redis.client().await;
     STARTED.store(0, Ordering::SeqCst);
@@ -160,7 +131,7 @@ async fn half_fenced(batch_acks: bool, sharded: bool) -> Option<bool> {
                 .await;
         }
     }
-    let log_from = LOG.lock().unwrap().len();
+    let log_from = logs::len();
     GATE.add_permits(JOBS);
 
     eventually!(

@@ -19,38 +19,16 @@ use redis::AsyncCommands;
 
 const Q: &str = "conversions";
 
-/// Everything the in-process workers log at WARN or above, to assert that no
-/// step of theirs was refused by the cluster node.
-static LOG: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
-
-struct LogWriter;
-
-impl std::io::Write for LogWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        LOG.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn capture_logs() {
-    let _ = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .with_writer(|| LogWriter)
-        .try_init();
-}
-
+/// Nothing the in-process workers logged at WARN or above says a step of
+/// theirs was refused by the cluster node.
 fn assert_no_cross_slot_errors() {
-    let log = String::from_utf8_lossy(&LOG.lock().unwrap()).into_owned();
+    let log = fairjob_tests::logs::since(0);
     assert!(
         !log.to_lowercase().contains("slot"),
         "a worker step was refused by the cluster node:\n{log}"
     );
 }
+
 const TENANTS: [&str; 5] = ["a:b", "{x}", "日本", "two words", "}{"];
 
 /// A cluster-mode redis-server owning every slot, checked to refuse cross-slot keys.
@@ -108,7 +86,7 @@ async fn queue_keys(redis: &Redis) -> BTreeMap<String, i64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sharded_queue_lives_in_the_slot_of_its_inbox() {
-    capture_logs();
+    fairjob_tests::logs::capture();
     let redis = cluster_node().await;
     let keys = redis.keys();
     let sk = keys.shard(Q);
