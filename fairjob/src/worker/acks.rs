@@ -23,7 +23,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Shared;
-use crate::broker::AckRecord;
+use crate::broker::{AckRecord, Finished};
 use crate::error::Error;
 
 /// Acks one call carries at most (a dozen commands each), so that no script
@@ -34,12 +34,12 @@ const MAX_CALL: usize = 32;
 const MAX_BATCH: usize = 512;
 
 /// One job's ack waiting to be written: its record, its token and (encoded)
-/// tenant, and where the outcome goes (true when fenced).
+/// tenant, and where the outcome goes.
 pub(crate) struct PendingAck {
     pub record: AckRecord,
     pub token: String,
     pub tenant: String,
-    pub done: oneshot::Sender<Result<bool, Arc<Error>>>,
+    pub done: oneshot::Sender<Result<Finished, Arc<Error>>>,
 }
 
 /// The sending side, kept in [`Shared`].
@@ -85,23 +85,27 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Pen
                 .collect();
             broker.ack_many(&group[0].record, &acks).await
         });
-        let results: Vec<Result<Vec<bool>, Arc<Error>>> = futures_util::future::join_all(calls)
-            .await
-            .into_iter()
-            .map(|r| r.map_err(Arc::new))
-            .collect();
-        let sizes: Vec<usize> = groups.iter().map(|g| g.len()).collect();
-        let mut pending = batch.drain(..);
-        for (size, result) in sizes.into_iter().zip(results) {
-            for i in 0..size {
-                let Some(p) = pending.next() else { break };
-                let outcome = match &result {
-                    Ok(fenced) => Ok(fenced.get(i).copied().unwrap_or(false)),
-                    Err(e) => Err(e.clone()),
-                };
-                // The job's task may be gone (aborted at shutdown).
-                let _ = p.done.send(outcome);
+        let results = futures_util::future::join_all(calls).await;
+        // Each ack's outcome, in the batch's order.
+        let mut outcomes: Vec<Result<Finished, Arc<Error>>> = Vec::with_capacity(batch.len());
+        for (group, result) in groups.iter().zip(results) {
+            match result {
+                Ok(fenced) => outcomes.extend((0..group.len()).map(|i| {
+                    Ok(if fenced.get(i) == Some(&true) {
+                        Finished::Fenced
+                    } else {
+                        Finished::Done
+                    })
+                })),
+                Err(e) => {
+                    let e = Arc::new(e);
+                    outcomes.extend(group.iter().map(|_| Err(e.clone())));
+                }
             }
+        }
+        for (p, outcome) in batch.drain(..).zip(outcomes) {
+            // The job's task may be gone (aborted at shutdown).
+            let _ = p.done.send(outcome);
         }
     }
 }

@@ -365,59 +365,48 @@ pub(crate) async fn finish(
         _ => None,
     };
     loop {
-        if let Some((tx, record)) = &batched {
-            let (done, written) = tokio::sync::oneshot::channel();
-            let sent = tx.send(PendingAck {
-                record: record.clone(),
-                token: token.raw.clone(),
-                tenant: token.tenant.clone().unwrap_or_default(),
-                done,
-            });
-            let result = match sent {
-                Ok(()) => written.await.ok(),
-                Err(_) => None,
-            };
-            match result {
-                Some(Ok(false)) => return false,
-                Some(Ok(true)) => {
-                    tracing::warn!(token = %token.raw, "stale completion fenced: the job was recovered from this worker after its lease expired");
-                    ::metrics::counter!(metrics::FENCED_TOTAL).increment(1);
-                    return true;
+        let written = match &batched {
+            Some((tx, record)) => {
+                let (done, written) = tokio::sync::oneshot::channel();
+                let pending = PendingAck {
+                    record: record.clone(),
+                    token: token.raw.clone(),
+                    tenant: token.tenant.clone().unwrap_or_default(),
+                    done,
+                };
+                if tx.send(pending).is_err() {
+                    // The ack task is gone: the worker is abandoning Redis work.
+                    return false;
                 }
-                Some(Err(e)) => shared.redis_trouble("finish", &e),
-                // The ack task is gone: the worker is abandoning Redis work.
-                None => return false,
+                match written.await {
+                    Ok(result) => result,
+                    Err(_) => return false,
+                }
             }
-            attempt += 1;
-            if shared.abandon.is_cancelled() {
-                return false;
+            None => {
+                let action = match &outcome {
+                    Outcome::Ack => Finish::Ack,
+                    Outcome::Retry(p, d) => Finish::Retry {
+                        payload: p,
+                        delay: *d,
+                    },
+                    Outcome::Dead(p) => Finish::Dead { payload: p },
+                };
+                shared
+                    .client
+                    .broker()
+                    .finish(
+                        &shared.identity,
+                        token,
+                        action,
+                        shared.client.clock_offset(),
+                        slot,
+                    )
+                    .await
+                    .map_err(Arc::new)
             }
-            tokio::select! {
-                _ = backoff_sleep(attempt) => {}
-                _ = shared.abandon.cancelled() => return false,
-            }
-            continue;
-        }
-        let action = match &outcome {
-            Outcome::Ack => Finish::Ack,
-            Outcome::Retry(p, d) => Finish::Retry {
-                payload: p,
-                delay: *d,
-            },
-            Outcome::Dead(p) => Finish::Dead { payload: p },
         };
-        match shared
-            .client
-            .broker()
-            .finish(
-                &shared.identity,
-                token,
-                action,
-                shared.client.clock_offset(),
-                slot,
-            )
-            .await
-        {
+        match written {
             Ok(Finished::Done | Finished::OwnerAlive) => return false,
             Ok(Finished::Fenced) => {
                 tracing::warn!(token = %token.raw, "stale completion fenced: the job was recovered from this worker after its lease expired");
