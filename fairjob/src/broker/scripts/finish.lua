@@ -34,8 +34,7 @@ elseif action == 'dead' then
   bury(KEYS[3], redis_now(ARGV[5]), ARGV[3])
 elseif action == 'front' then
   redis.call('RPUSH', KEYS[3], ARGV[3])
-  redis.call('LPUSH', KEYS[4], '1')
-  redis.call('LTRIM', KEYS[4], 0, 0)
+  fj_wake(KEYS[4])
 end
 if ARGV[6] ~= '' then
   local lk = { limit = KEYS[5], holders = KEYS[6], reserved = KEYS[7], waiters = KEYS[8] }

@@ -7,6 +7,5 @@
 -- Returns 1, or 0 when fenced (the token was gone: nothing changed).
 if #KEYS == 3 and redis.call('HDEL', KEYS[3], ARGV[2]) == 0 then return 0 end
 redis.call('RPUSH', KEYS[1], ARGV[1])
-redis.call('LPUSH', KEYS[2], '1')
-redis.call('LTRIM', KEYS[2], 0, 0)
+fj_wake(KEYS[2])
 return 1

@@ -45,6 +45,13 @@ local function fj_encode(s)
   end))
 end
 
+-- Leaves one wake-up token on `key` for an idle worker (one at most: a list
+-- of length 1, however many pushes).
+local function fj_wake(key)
+  redis.call('LPUSH', key, '1')
+  redis.call('LTRIM', key, 0, 0)
+end
+
 local function fj_num(x)
   return string.format('%.17g', x)
 end

@@ -66,8 +66,7 @@ local function slot_release_waiters(lk, default, ttl_ms, now, qp, wp)
       lk.out[#lk.out + 1] = e
     else
       redis.call('RPUSH', qp.prefix .. queue, payload)
-      redis.call('LPUSH', wp.prefix .. encq, '1')
-      redis.call('LTRIM', wp.prefix .. encq, 0, 0)
+      fj_wake(wp.prefix .. encq)
     end
     redis.call('HSET', lk.reserved, jid, now + tonumber(ttl_ms))
     free = free - 1

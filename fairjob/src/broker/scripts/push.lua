@@ -94,8 +94,7 @@ for _, queue in ipairs(queues) do
 end
 for _, queue in ipairs(queues) do
   if woken[queue] then
-    redis.call('LPUSH', queue.wake, '1')
-    redis.call('LTRIM', queue.wake, 0, 0)
+    fj_wake(queue.wake)
   end
 end
 return results

@@ -21,7 +21,6 @@ for i = 2, #ARGV - 1, 2 do
   end
 end
 if wake then
-  redis.call('LPUSH', KEYS[13], '1')
-  redis.call('LTRIM', KEYS[13], 0, 0)
+  fj_wake(KEYS[13])
 end
 return fenced

@@ -20,7 +20,6 @@ if ARGV[2] == 'front' then
 end
 if shard_release(sk, ARGV[5]) then wake = true end
 if wake then
-  redis.call('LPUSH', KEYS[13], '1')
-  redis.call('LTRIM', KEYS[13], 0, 0)
+  fj_wake(KEYS[13])
 end
 return 1

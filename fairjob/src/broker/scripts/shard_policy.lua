@@ -33,7 +33,6 @@ for i = 7, #ARGV do
 end
 entered = math.max(entered, redis.call('ZCARD', sk.ready) - before)
 if entered > 0 then
-  redis.call('LPUSH', KEYS[12], '1')
-  redis.call('LTRIM', KEYS[12], 0, 0)
+  fj_wake(KEYS[12])
 end
 return entered

@@ -76,7 +76,6 @@ for i = 3 + nw, #ARGV do
   end
 end
 if entered then
-  redis.call('LPUSH', KEYS[12], '1')
-  redis.call('LTRIM', KEYS[12], 0, 0)
+  fj_wake(KEYS[12])
 end
 return { fixed_counts, fixed_tenants }
