@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use fairjob::broker::{Setting, ShardPolicy};
 use fairjob::config::{WorkerConfig, parse_duration};
+use fairjob::inspect::{Setting, ShardPolicy};
 use fairjob::{Registry, Worker};
 
 /// The fairjob worker.

@@ -1,16 +1,16 @@
 //! The inspection commands (`jobs`, `stats`, `tenants`, `shards`, `limits`,
 //! `explain`) and
 //! the steering ones (`shard-limit`, `limits set`): each reads or writes through
-//! the broker's admin API and prints a table. Nothing here runs jobs or names a
+//! fairjob::inspect and prints a table. Nothing here runs jobs or names a
 //! Redis key.
 
 use anyhow::{Context, Result, bail};
-use fairjob::broker::admin::{MAX_PAGE, Page};
-use fairjob::broker::keys::encode;
-use fairjob::broker::{RedisBroker, Setting, ShardPolicy};
 use fairjob::config::WorkerConfig;
 use fairjob::fair::DEFAULT_MAX_WINDOW;
-use fairjob::wire::WireRule;
+use fairjob::inspect::encode_key as encode;
+use fairjob::inspect::{Inspector, Setting, ShardPolicy};
+use fairjob::inspect::{MAX_READ_ROWS, Page};
+use fairjob::wire::{WireRule, reroute_window, rule_window};
 use fairjob::{Registry, Retry};
 
 pub(crate) fn jobs(registry: &Registry) {
@@ -60,19 +60,19 @@ pub(crate) fn jobs(registry: &Registry) {
 /// A connection for the commands, from the worker's settings (its namespace and
 /// reroute window format).
 pub(crate) struct Inspect {
-    broker: RedisBroker,
+    inspector: Inspector,
 }
 
 impl Inspect {
     pub(crate) async fn connect(config: &WorkerConfig) -> Result<Inspect> {
         let c = &config.client;
         Ok(Inspect {
-            broker: RedisBroker::connect(c.redis_url(), c.connect_options()).await?,
+            inspector: Inspector::connect(c.redis_url(), c.connect_options()).await?,
         })
     }
 
     pub(crate) async fn stats(&self) -> Result<()> {
-        let o = self.broker.overview().await?;
+        let o = self.inspector.overview().await?;
         println!("queues:");
         for q in &o.queues {
             let size = format!("{}{}", q.size, if q.size_exact { "" } else { "+" });
@@ -135,12 +135,7 @@ impl Inspect {
             .get(class)
             .map(|r| r.options.queue)
             .unwrap_or("(declared queue)");
-        let max_window = rules
-            .iter()
-            .filter_map(|r| r.per)
-            .max()
-            .unwrap_or(0)
-            .max(DEFAULT_MAX_WINDOW.as_secs());
+        let max_window = reroute_window(&rules, DEFAULT_MAX_WINDOW.as_secs());
         // A scan of the keyspace in resumable steps (an admin command; the
         // dashboard runs it only on request).
         let mut cursor = 0;
@@ -148,7 +143,7 @@ impl Inspect {
         let mut now = 0;
         loop {
             let page = self
-                .broker
+                .inspector
                 .reroute_windows(class, base, &rules, max_window, cursor, 1000)
                 .await?;
             now = page.now.max(now);
@@ -167,7 +162,7 @@ impl Inspect {
             let counts: Vec<String> = rules
                 .iter()
                 .zip(&row.counts)
-                .map(|(r, n)| format!("{}/{} in {}s", n, r.threshold, r.per.unwrap_or(max_window)))
+                .map(|(r, n)| format!("{}/{} in {}s", n, r.threshold, rule_window(r, max_window)))
                 .collect();
             println!(
                 "  {:<24} {}  → next job: {}",
@@ -180,12 +175,12 @@ impl Inspect {
     }
 
     pub(crate) async fn shards(&self, queue: &str) -> Result<()> {
-        let mut page = Page::first(MAX_PAGE);
+        let mut page = Page::first(MAX_READ_ROWS);
         let mut first = true;
         let num = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |x| format!("{x}"));
         let int = |v: Option<u32>| v.map_or_else(|| "-".to_owned(), |x| x.to_string());
         loop {
-            let view = self.broker.shard_view(queue, page).await?;
+            let view = self.inspector.shard_view(queue, page).await?;
             if first {
                 println!(
                     "sharded queue {queue}: {} tenant(s), {} runnable, inbox {}; defaults: weight {}, \
@@ -254,7 +249,7 @@ impl Inspect {
                     println!(
                         "  share: of the {} jobs dispatched in the last {} minutes; f: under its floor",
                         view.dispatched,
-                        fairjob::broker::admin::SHARE_MINUTES
+                        fairjob::inspect::SHARE_MINUTES
                     );
                     return Ok(());
                 }
@@ -268,7 +263,9 @@ impl Inspect {
         tenant: Option<&str>,
         policy: ShardPolicy,
     ) -> Result<()> {
-        self.broker.set_shard_policy(queue, tenant, policy).await?;
+        self.inspector
+            .set_shard_policy(queue, tenant, policy)
+            .await?;
         let show = |s: &str, v: String| format!("{s} {v}");
         let mut changed = Vec::new();
         for (name, v) in [
@@ -300,7 +297,7 @@ impl Inspect {
         tenant: Option<&str>,
         limit: Option<u32>,
     ) -> Result<()> {
-        self.broker.set_shard_limit(queue, tenant, limit).await?;
+        self.inspector.set_shard_limit(queue, tenant, limit).await?;
         println!(
             "{queue}: running limit of {} set to {}",
             tenant
@@ -318,10 +315,10 @@ impl Inspect {
             "{:<40} {:>10} {:>8} {:>9} {:>8}",
             "key", "limit", "running", "reserved", "waiting"
         );
-        let mut page = Page::first(MAX_PAGE);
+        let mut page = Page::first(MAX_READ_ROWS);
         let mut count = 0;
         loop {
-            let found = self.broker.limits(page).await?;
+            let found = self.inspector.limits(page).await?;
             for l in &found.rows {
                 let limit = match (l.limit, declared_default(registry, &l.key)) {
                     (Some(n), _) => n.to_string(),
@@ -350,7 +347,7 @@ impl Inspect {
         limit: Option<u32>,
     ) -> Result<()> {
         let default = declared_default(registry, key).unwrap_or(0);
-        let released = fairjob::limit::set_limit(&self.broker, key, limit, default).await?;
+        let released = self.inspector.set_slot_limit(key, limit, default).await?;
         println!(
             "{key}: limit {}; released {released} waiting job(s)",
             limit
@@ -389,7 +386,7 @@ impl Inspect {
         tenant: Option<&str>,
         json: bool,
     ) -> Result<()> {
-        let mut classes = self.broker.classes().await?;
+        let mut classes = self.inspector.classes().await?;
         for c in registry.class_infos() {
             if !classes.iter().any(|k| k.class == c.class) {
                 classes.push(c);
@@ -398,12 +395,12 @@ impl Inspect {
         let mut cursor: Option<String> = None;
         loop {
             let e = self
-                .broker
+                .inspector
                 .explain(
                     jid,
                     tenant,
                     cursor.as_deref(),
-                    Some(fairjob::broker::admin::EXPLAIN_MAX_BUDGET),
+                    Some(fairjob::inspect::EXPLAIN_MAX_BUDGET),
                     &classes,
                 )
                 .await?;
@@ -417,7 +414,7 @@ impl Inspect {
             } else {
                 println!("job {jid}:");
                 for r in &e.reasons {
-                    println!("  - {}", r.text);
+                    println!("  - {}", fairjob_web::reason_text(r));
                 }
                 if let Some(j) = &e.job {
                     println!(

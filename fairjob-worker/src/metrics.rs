@@ -152,7 +152,7 @@ async fn readyz(State(p): State<Probe>) -> (StatusCode, &'static str) {
     if !p.worker.is_fetching() && !p.worker.is_quiet() {
         return (StatusCode::SERVICE_UNAVAILABLE, "not fetching yet\n");
     }
-    match tokio::time::timeout(READY_PING, p.client.broker().ping()).await {
+    match tokio::time::timeout(READY_PING, p.client.inspector().ping()).await {
         Ok(Ok(_)) => (StatusCode::OK, "ready\n"),
         Ok(Err(_)) | Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "redis unreachable\n"),
     }

@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use crate::broker::{Candidate, Keys, RerouteSpec};
-use crate::wire::{Payload, ThrottleRule, WireRule, fields};
+use crate::wire::{Payload, ThrottleRule, WireRule, fields, reroute_window, rule_window};
 
 /// The gem's default maximum window: one day.
 pub const DEFAULT_MAX_WINDOW: Duration = Duration::from_secs(86_400);
@@ -72,13 +72,7 @@ pub(crate) fn plan(
     };
     let reroute = match (&tenant, rules.is_empty()) {
         (Some(tenant), false) => {
-            let max_window = rules
-                .iter()
-                .filter_map(|r| r.per)
-                .max()
-                .unwrap_or(0)
-                .max(max_window.as_secs())
-                .max(1);
+            let max_window = reroute_window(&rules, max_window.as_secs());
             candidates.extend(rules.iter().map(|r| candidate(&r.queue)));
             Some(RerouteSpec {
                 window_key: keys.fair_window(&payload.class(), tenant, &base_queue),
@@ -86,7 +80,7 @@ pub(crate) fn plan(
                 max_window_secs: max_window,
                 rules: rules
                     .iter()
-                    .map(|r| (r.threshold, r.per.unwrap_or(max_window)))
+                    .map(|r| (r.threshold, rule_window(r, max_window)))
                     .collect(),
             })
         }

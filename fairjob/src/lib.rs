@@ -48,6 +48,7 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod fair;
+pub mod inspect;
 pub mod job;
 pub mod limit;
 pub mod metrics;

@@ -142,11 +142,11 @@ impl QueueSpec {
 
 impl Tier {
     fn new(queues: Vec<(String, u32)>) -> Tier {
-        let strict = queues.iter().all(|(_, w)| *w == 0);
+        let strict = is_strict(&queues);
         let expanded = queues
             .iter()
             .enumerate()
-            .flat_map(|(i, (_, w))| std::iter::repeat_n(i, (*w).max(1) as usize))
+            .flat_map(|(i, (_, w))| std::iter::repeat_n(i, effective_weight(*w) as usize))
             .collect();
         Tier {
             queues,
@@ -177,9 +177,44 @@ impl fmt::Display for QueueSpec {
     }
 }
 
+/// The weight rule, stated once: a tier whose weights are all 0 is strict
+/// (its queues are tried in order, the first with work always wins).
+pub fn is_strict(tier: &[(String, u32)]) -> bool {
+    tier.iter().all(|(_, w)| *w == 0)
+}
+
+/// The weight rule, stated once: in a weighted tier a queue counts with at
+/// least weight 1.
+pub fn effective_weight(weight: u32) -> u32 {
+    weight.max(1)
+}
+
+/// Planned shares of one tier of a fetch plan, from the weight rule
+/// ([`is_strict`], [`effective_weight`]): weight / total in a weighted tier;
+/// a strict tier gives its first queue everything while it has work.
+pub fn planned_shares(tier: &[(String, u32)]) -> Vec<f64> {
+    if is_strict(tier) {
+        return (0..tier.len())
+            .map(|i| if i == 0 { 1.0 } else { 0.0 })
+            .collect();
+    }
+    let total: u32 = tier.iter().map(|(_, w)| effective_weight(*w)).sum();
+    tier.iter()
+        .map(|(_, w)| effective_weight(*w) as f64 / total as f64)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn planned_shares_follow_weights_or_strict_order() {
+        let w = planned_shares(&[("a".into(), 4), ("b".into(), 2), ("c".into(), 2)]);
+        assert_eq!(w, vec![0.5, 0.25, 0.25]);
+        let s = planned_shares(&[("a".into(), 0), ("b".into(), 0)]);
+        assert_eq!(s, vec![1.0, 0.0]);
+    }
     use rand::SeedableRng;
 
     #[test]

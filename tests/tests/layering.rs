@@ -1,10 +1,15 @@
 //! One-way layers, checked statically: each module of `fairjob` imports only
 //! from the layers below it (`error` → `wire` → `broker` → `fair`, `limit`,
-//! `queues`, `config` → `client` → `job` → `worker` → `testing`, `prelude`),
+//! `queues`, `config` → `inspect`, `client` → `job` → `worker` → `testing`,
+//! `prelude`),
 //! modules of one layer import one another without a cycle, the crates above
 //! the library (`fairjob-worker`, `fairjob-web`) keep their own files in
 //! order, and only `fairjob/src/broker/` (and the error type, which wraps the
-//! Redis client's error) names the Redis client.
+//! Redis client's error) names the Redis client. The broker is a driver:
+//! no presentation (date or duration formatting, page sizes of a UI) under
+//! `broker/`, no file there over [`MAX_BROKER_FILE_LINES`] lines, and no
+//! `impl RedisBroker` outside it (views are built in `inspect/`); the UI
+//! crates name nothing under `fairjob::broker`, only `fairjob::inspect`.
 //!
 //! Every `crate::…` and `super::…` path counts, in `use` lines and inline,
 //! unit-test modules included. The checker is tested on a planted upward
@@ -26,6 +31,7 @@ const LIBRARY: &[(&str, u8)] = &[
     ("queues", 3),
     ("config", 3),
     ("metrics", 3),
+    ("inspect", 4),
     ("client", 4),
     ("job", 5),
     ("worker", 6),
@@ -268,6 +274,77 @@ fn redis_outside_broker(crate_dir: &str, sources: &[Source]) -> Vec<String> {
     problems
 }
 
+/// The longest a file under `fairjob/src/broker/` may grow.
+const MAX_BROKER_FILE_LINES: usize = 700;
+
+/// The driver's own rules: no presentation under `broker/` (a `format`
+/// module, `format_*` functions, a UI's page size), no file there over
+/// [`MAX_BROKER_FILE_LINES`] lines, and no `impl RedisBroker` elsewhere.
+fn driver_problems(sources: &[Source]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for src in sources {
+        let text = strip_rust_comments(&src.text);
+        if !src.rel.starts_with("broker/") {
+            if text.contains("impl RedisBroker") {
+                problems.push(format!(
+                    "{}: `impl RedisBroker` outside broker/ (build views in inspect/ over the broker's reads)",
+                    src.rel
+                ));
+            }
+            continue;
+        }
+        let lines = src.text.lines().count();
+        if lines > MAX_BROKER_FILE_LINES {
+            problems.push(format!(
+                "{}: {lines} lines, over {MAX_BROKER_FILE_LINES} (split it by concern)",
+                src.rel
+            ));
+        }
+        for (i, line) in text.lines().enumerate() {
+            let t = line.trim_start();
+            let words: Vec<&str> = t
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty())
+                .collect();
+            let presentation = (t.contains("mod format") && words.contains(&"format"))
+                || words
+                    .windows(2)
+                    .any(|w| w[0] == "fn" && w[1].starts_with("format_"))
+                || words
+                    .windows(2)
+                    .any(|w| w[0] == "const" && w[1].ends_with("PAGE"));
+            if presentation {
+                problems.push(format!(
+                    "{}:{}: presentation in the driver: `{t}` (it belongs in fairjob-web)",
+                    src.rel,
+                    i + 1
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// A UI crate (the dashboard, the worker's CLI) naming the broker instead of
+/// reading through `fairjob::inspect`.
+fn ui_names_broker(crate_dir: &str, sources: &[Source]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for src in sources {
+        let text = strip_rust_comments(&src.text);
+        for (at, _) in text.match_indices("fairjob::broker") {
+            if is_ident_boundary(&text, at) {
+                let line = text[..at].lines().count();
+                problems.push(format!(
+                    "{crate_dir}/{}:{line}: names `fairjob::broker` (read through `fairjob::inspect`)",
+                    src.rel
+                ));
+                break;
+            }
+        }
+    }
+    problems
+}
+
 fn library_sources() -> Vec<Source> {
     let dir = workspace_root().join("fairjob/src");
     let sources = read_tree(&dir);
@@ -323,6 +400,76 @@ fn the_checker_catches_planted_upward_imports_and_redis_outside_the_broker() {
     // A same-layer cycle is caught too.
     let found = layers_of("fair.rs", "\nuse crate::config::ClientConfig;\n");
     assert!(found.iter().any(|p| p.contains("cycle")), "{found:#?}");
+    // The inspection layer sits above the policies, beside the client.
+    let found = layers_of(
+        "inspect/mod.rs",
+        "\nfn planted() { let _ = crate::job::Registry::new; }\n",
+    );
+    assert!(
+        found.iter().any(|p| named(p, "inspect/mod.rs", "`job`")),
+        "{found:#?}"
+    );
+    let found = layers_of("broker/keys.rs", "\nuse crate::inspect::Inspector;\n");
+    assert!(
+        found
+            .iter()
+            .any(|p| named(p, "broker/keys.rs", "`inspect`")),
+        "{found:#?}"
+    );
+    let sources = planted("inspect/tenant.rs", "\nfn planted() { redis::pipe(); }\n");
+    let found = redis_outside_broker("fairjob/src", &sources);
+    assert!(
+        found.iter().any(|p| p.contains("inspect/tenant.rs")),
+        "{found:#?}"
+    );
+}
+
+#[test]
+fn the_checker_catches_planted_presentation_in_the_driver_and_ui_crates_naming_it() {
+    assert!(driver_problems(&library_sources()).is_empty());
+    let planted = |rel: &str, line: &str| {
+        let mut sources = library_sources();
+        let s = sources.iter_mut().find(|s| s.rel == rel).expect(rel);
+        s.text.push_str(line);
+        driver_problems(&sources)
+    };
+    let found = planted("broker/read/mod.rs", "\npub mod format;\n");
+    assert!(
+        found.iter().any(|p| p.contains("broker/read/mod.rs")),
+        "{found:#?}"
+    );
+    let found = planted("broker/keys.rs", "\npub const WEB_PAGE: usize = 100;\n");
+    assert!(found.iter().any(|p| p.contains("WEB_PAGE")), "{found:#?}");
+    let found = planted(
+        "broker/read/shards.rs",
+        "\nfn format_time(t: f64) -> String { t.to_string() }\n",
+    );
+    assert!(
+        found.iter().any(|p| p.contains("format_time")),
+        "{found:#?}"
+    );
+    let found = planted("inspect/tenant.rs", "\nimpl RedisBroker { }\n");
+    assert!(
+        found.iter().any(|p| p.contains("inspect/tenant.rs")),
+        "{found:#?}"
+    );
+    let long = "\n// filler\nfn f() {}".repeat(MAX_BROKER_FILE_LINES);
+    let found = planted("broker/keys.rs", &long);
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("broker/keys.rs") && p.contains("lines")),
+        "{found:#?}"
+    );
+    for (dir, _) in ABOVE {
+        let mut sources = read_tree(&workspace_root().join(dir));
+        assert!(ui_names_broker(dir, &sources).is_empty(), "{dir}");
+        sources[0]
+            .text
+            .push_str("\nuse fairjob::broker::RedisBroker;\n");
+        let found = ui_names_broker(dir, &sources);
+        assert_eq!(found.len(), 1, "{dir}: {found:#?}");
+    }
 }
 
 #[test]
@@ -330,6 +477,7 @@ fn each_layer_imports_only_from_the_layers_below() {
     let sources = library_sources();
     let (mut problems, graph) = check_layers(&sources, LIBRARY);
     problems.extend(redis_outside_broker("fairjob/src", &sources));
+    problems.extend(driver_problems(&sources));
     println!("fairjob's module graph (module [layer] -> what it imports):");
     let layer: BTreeMap<&str, u8> = LIBRARY.iter().copied().collect();
     for (m, l) in LIBRARY {
@@ -360,6 +508,7 @@ fn each_layer_imports_only_from_the_layers_below() {
         let (p, graph) = check_layers(&sources, layers);
         problems.extend(p.into_iter().map(|p| format!("{dir}/{p}")));
         problems.extend(redis_outside_broker(dir, &sources));
+        problems.extend(ui_names_broker(dir, &sources));
         println!("{dir}: {graph:?}");
     }
     assert!(problems.is_empty(), "{problems:#?}");

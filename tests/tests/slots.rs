@@ -136,7 +136,7 @@ async fn limits_change_live_zero_pauses_and_raising_releases_waiters_at_once() {
     assert!(gauge_max(&redis, "k").await <= 5);
     let listed = c
         .broker()
-        .limits(fairjob::broker::admin::Page::first(100))
+        .limits(fairjob::inspect::Page::first(100))
         .await
         .unwrap();
     let k = listed.rows.iter().find(|l| l.key == "SlotJob:k").unwrap();

@@ -197,13 +197,14 @@ impl MemoryStore {
                 w.members.insert(r.member.clone(), now);
                 w.members.retain(|_, score| *score >= now - maxw);
                 w.expires_at = now_f + maxw as f64;
-                for (i, (threshold, per)) in r.rules.iter().enumerate() {
+                let members = &w.members;
+                chosen = crate::wire::reroute_target(r.rules.iter().map(|(threshold, per)| {
                     let from = now - *per as i64;
-                    let count = w.members.values().filter(|s| **s >= from).count() as u64;
-                    if *threshold < count {
-                        chosen = i + 1;
-                    }
-                }
+                    (
+                        *threshold,
+                        members.values().filter(|s| **s >= from).count() as u64,
+                    )
+                }));
             }
             let cand = &job.candidates[chosen.min(job.candidates.len() - 1)];
             let qjson = serde_json::to_string(&cand.queue).expect("strings encode");

@@ -18,7 +18,6 @@
 //! or tenants' rules; callers hand it prepared strings.
 
 mod actions;
-pub mod admin;
 mod conn;
 pub(crate) mod fetch;
 mod finish;
@@ -28,6 +27,7 @@ mod memory;
 mod process;
 mod promote;
 mod push;
+pub mod read;
 mod reconcile;
 mod scripts;
 mod shards;

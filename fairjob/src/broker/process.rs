@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::RedisBroker;
 use super::scripts::{LEASE, SAMPLER_LEASE};
 use crate::error::Result;
+use crate::wire::ClassInfo;
 
 /// One heartbeat, as Sidekiq's API and Web UI read it.
 #[derive(Debug, Clone, Default)]
@@ -270,5 +271,18 @@ impl RedisBroker {
         }
         let lens: Vec<u64> = self.pipe(&pipe).await?;
         Ok(lens.iter().sum())
+    }
+
+    /// Records the classes a worker runs (a worker calls this when it starts).
+    pub async fn publish_classes(&self, classes: &[ClassInfo]) -> Result<()> {
+        if classes.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for c in classes {
+            let json = serde_json::to_string(c).expect("class info encodes");
+            pipe.hset(self.keys.classes(), &c.class, json).ignore();
+        }
+        self.pipe::<()>(&pipe).await
     }
 }

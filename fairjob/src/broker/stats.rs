@@ -5,7 +5,7 @@
 //! minute's keys expire after [`WAIT_KEEP_SECS`], so the window rolls by
 //! itself and the state is bounded by the tenants active in the last hour.
 //!
-//! The read side is `admin::waits`.
+//! The read side is `read::waits`, under the views of `inspect`.
 
 use serde::Serialize;
 

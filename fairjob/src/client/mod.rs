@@ -255,6 +255,12 @@ impl Client {
         &self.inner.broker
     }
 
+    /// The operator's views and actions over this client's connection (the
+    /// dashboard and the CLI read through it).
+    pub fn inspector(&self) -> crate::inspect::Inspector {
+        crate::inspect::Inspector::new(self.inner.broker.clone())
+    }
+
     /// The settings this client was built with.
     pub fn config(&self) -> &ClientConfig {
         &self.inner.config

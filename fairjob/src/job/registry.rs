@@ -9,9 +9,9 @@ use std::fmt;
 use futures_util::future::BoxFuture;
 
 use super::{JobContext, Perform};
-use crate::broker::admin::ClassInfo;
 use crate::error::{Error, JobError, Result};
 use crate::limit;
+use crate::wire::ClassInfo;
 use crate::wire::{JobOptions, Payload, Retry, WireRule};
 
 /// A performing job's future.

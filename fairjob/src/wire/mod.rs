@@ -1,12 +1,19 @@
 //! Sidekiq's wire format, with no IO: the job [`payload`], the payload
 //! [`fields`] fairjob reads and writes, and the per-type job [`options`]
-//! (`Retry`, `ArgsShape`, `JobOptions`, `ThrottleRule`, `ConcurrencyLimit`).
+//! (`Retry`, `ArgsShape`, `JobOptions`, `ThrottleRule`, `ConcurrencyLimit`),
+//! the published declaration of a job class ([`ClassInfo`]), and the pure
+//! reroute rule (which rule matches and where a job goes).
 //!
 //! Layer 1: it names only [`crate::error`] below it, and nothing of Redis.
 
+pub mod classes;
 pub mod fields;
 pub mod options;
 pub mod payload;
 
-pub use options::{ArgsShape, ConcurrencyLimit, JobOptions, Retry, ThrottleRule, WireRule};
+pub use classes::ClassInfo;
+pub use options::{
+    ArgsShape, ConcurrencyLimit, JobOptions, Retry, ThrottleRule, WireRule, reroute_clears_in,
+    reroute_next_queue, reroute_target, reroute_window, rule_window,
+};
 pub use payload::{Malformed, Payload, malformed_entry, new_jid, now_f64};

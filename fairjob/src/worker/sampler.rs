@@ -20,8 +20,8 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Shared, backoff_sleep};
-use crate::broker::admin::MetricsSample;
 use crate::config::MetricsConfig;
+use crate::inspect::MetricsSample;
 use crate::metrics::{self, OTHER, TopK};
 
 pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
@@ -30,6 +30,7 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
         return;
     }
     let broker = shared.client.broker();
+    let inspector = shared.client.inspector();
     let interval = config.sample_interval;
     // Three intervals, and never less than 5 s: a holder that is slow for a
     // moment keeps the lease rather than leaving two processes' gauges.
@@ -42,7 +43,7 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
             if !broker.sampler_lease(&shared.identity, lease).await? {
                 return Ok(false);
             }
-            let sample = broker.metrics_sample().await?;
+            let sample = inspector.metrics_sample().await?;
             gauges.set(&sample, Instant::now());
             Ok::<_, crate::Error>(true)
         }

@@ -1,22 +1,21 @@
-//! Read views of fairjob's state in Redis, typed and bounded, for the
-//! `fairjob-worker` commands, the dashboard and the metrics sampler.
+//! Raw, bounded reads of fairjob's state in Redis: counts, rows and payloads,
+//! for the views in [`crate::inspect`] (the CLI, the dashboard and the
+//! metrics sampler read through those). No sentences and no rule matching
+//! here: a read returns what Redis holds, and the view above explains it.
 //!
-//! Every view is a bounded number of cheap reads: counts Redis keeps (`LLEN`,
-//! `ZCARD`, `HLEN`, `SCARD`) are read, lists of things come in pages of at most
-//! [`MAX_PAGE`] rows with a cursor to resume, and nothing uses `KEYS`. A walk
-//! over a set that can be large (tenants of a sharded queue, reroute windows)
-//! is a resumable scan that says how far it got.
+//! Every read is a bounded number of cheap commands: counts Redis keeps
+//! (`LLEN`, `ZCARD`, `HLEN`, `SCARD`) are read, lists of things come in pages
+//! of at most [`MAX_READ_ROWS`] rows with a cursor to resume, and nothing uses
+//! `KEYS`. A walk over a set that can be large (tenants of a sharded queue,
+//! reroute windows) is a resumable scan step that says how far it got.
 
 mod classes;
-mod explain;
-pub mod format;
-mod jobs;
 mod limits;
+mod lists;
 mod processes;
 mod queues;
-mod sample;
+mod sets;
 mod shards;
-mod tenant;
 mod waits;
 mod windows;
 
@@ -24,32 +23,22 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-pub use classes::{ClassInfo, MAX_CLASSES};
-pub use explain::{EXPLAIN_BUDGET, EXPLAIN_MAX_BUDGET, Explanation, JobSummary, Location, Reason};
-pub use jobs::{JobEntry, JobFilter, JobPage, SCAN_BUDGET};
+pub use classes::MAX_CLASSES;
+pub(crate) use limits::waiter_fields;
 pub use limits::{LimitDetail, LimitPage, LimitRow, SlotHolder, SlotWaiter};
 pub use processes::{ProcessPage, ProcessRow, RunningJob};
-pub use queues::{
-    BlockReason, Blocked, FetchPlan, MAX_QUEUES, MEASURED_MINUTES, OverviewView, PlanTier,
-    QueueState, QueuesView, SCHEDULED_SAMPLE, SHARD_COUNT_PAGES, class_of_limit, planned_shares,
-};
-pub use sample::{MetricsSample, QueueSample, SAMPLE_HEADS, TenantSample};
-pub use shards::{SHARE_MINUTES, ShardRow, ShardView};
-pub use tenant::{RerouteState, RuleState, TENANT_SET_SCAN, TenantQueue, TenantView};
-pub use waits::{Finished, LongWait, MAX_MINUTES, RECENT_MINUTES, Throughput, WaitSummary};
-pub use windows::{WindowPage, WindowRow};
+pub use queues::{MAX_QUEUES, Totals};
+pub use shards::{SHARE_MINUTES, ShardRow, ShardView, tenant_name};
+pub use waits::{FinishedCounts, LongWait, MAX_MINUTES, RECENT_MINUTES, Throughput, WaitSummary};
 
 use super::RedisBroker;
 use crate::error::Result;
 
-/// The most rows one page of a view holds.
-pub const MAX_PAGE: usize = 500;
+/// The most rows one read returns.
+pub const MAX_READ_ROWS: usize = 500;
 
-/// The most rows one page of the dashboard holds (and the views it reads).
-pub const WEB_PAGE: usize = 100;
-
-/// How many tenants of a sharded queue the overview sums pending jobs over
-/// before it reports the total as a lower bound.
+/// How many tenants of a sharded queue (or slot keys) a count walks before it
+/// reports its total as a lower bound.
 pub const OVERVIEW_TENANT_CAP: usize = 10_000;
 
 /// Where a paged view starts: `cursor` 0 is the beginning.
@@ -57,7 +46,7 @@ pub const OVERVIEW_TENANT_CAP: usize = 10_000;
 pub struct Page {
     /// Resume point (from the previous page's `next`).
     pub cursor: u64,
-    /// Rows wanted (capped at [`MAX_PAGE`]).
+    /// Rows wanted (capped at [`MAX_READ_ROWS`]).
     pub count: usize,
 }
 
@@ -66,7 +55,7 @@ impl Page {
     pub fn first(count: usize) -> Page {
         Page {
             cursor: 0,
-            count: count.clamp(1, MAX_PAGE),
+            count: count.clamp(1, MAX_READ_ROWS),
         }
     }
 }
@@ -209,23 +198,16 @@ impl RedisBroker {
     /// A sharded queue's tenant count and pending jobs summed over at most
     /// [`OVERVIEW_TENANT_CAP`] tenants (`exact` when that was all of them).
     async fn shard_pending(&self, queue: &str) -> Result<(u64, u64, bool)> {
-        let sk = self.keys.shard(queue);
-        let tenants: u64 = self.query(redis::cmd("SCARD").arg(&sk.tenants)).await?;
+        let tenants = self.shard_tenant_count(queue).await?;
         let mut pending = 0;
         let mut seen = 0usize;
         let mut cursor = 0u64;
         loop {
-            let (next, batch): (u64, Vec<String>) =
-                self.sscan(&sk.tenants, cursor, MAX_PAGE).await?;
-            if !batch.is_empty() {
-                let mut pipe = redis::pipe();
-                for t in &batch {
-                    pipe.llen(format!("{}{}", sk.shard_prefix, t));
-                }
-                let lens: Vec<u64> = self.pipe(&pipe).await?;
-                pending += lens.iter().sum::<u64>();
-                seen += batch.len();
-            }
+            let (next, batch) = self
+                .shard_pending_step(queue, cursor, MAX_READ_ROWS)
+                .await?;
+            pending += batch.iter().map(|(_, n)| n).sum::<u64>();
+            seen += batch.len();
             cursor = next;
             if cursor == 0 {
                 return Ok((tenants, pending, true));

@@ -3,10 +3,9 @@
 
 use serde::Serialize;
 
-use crate::broker::RedisBroker;
-use crate::broker::keys::glob_escape;
+use super::Inspector;
 use crate::error::Result;
-use crate::wire::WireRule;
+use crate::wire::{WireRule, reroute_next_queue, rule_window};
 
 /// One tenant's reroute window of a job class.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -32,7 +31,7 @@ pub struct WindowPage {
     pub scanned: u64,
 }
 
-impl RedisBroker {
+impl Inspector {
     /// One step of a scan for the reroute windows of `class` (declared for
     /// `base_queue`, judged by `rules`): each tenant's count per rule and the
     /// queue its next job would get. Looks at about `count` keys per step.
@@ -45,35 +44,24 @@ impl RedisBroker {
         cursor: u64,
         count: usize,
     ) -> Result<WindowPage> {
-        let k = &self.keys;
-        let pattern = k.fair_window(&glob_escape(class), "*", base_queue);
-        let prefix = k.fair_window(class, "", base_queue);
-        let now = self.time().await?.floor() as i64;
+        let now = self.broker.time().await?.floor() as i64;
         let (next, found) = self
-            .scan_step(&pattern, cursor, count.clamp(1, 10_000))
+            .broker
+            .window_keys_step(class, base_queue, cursor, count.clamp(1, 10_000))
             .await?;
         let mut rows = Vec::with_capacity(found.len());
         if !found.is_empty() && !rules.is_empty() {
-            let mut pipe = redis::pipe();
-            for key in &found {
-                for r in rules {
-                    let per = r.per.unwrap_or(max_window_secs) as i64;
-                    pipe.zcount(key, now - per, "+inf");
-                }
-            }
-            let counts: Vec<u64> = self.pipe(&pipe).await?;
-            for (key, counts) in found.iter().zip(counts.chunks(rules.len())) {
-                let mut next_queue = base_queue.to_owned();
-                for (r, n) in rules.iter().zip(counts) {
-                    // The next job is counted before the rules are checked.
-                    if r.threshold < n + 1 {
-                        next_queue = r.queue.clone();
-                    }
-                }
+            let from: Vec<i64> = rules
+                .iter()
+                .map(|r| now - rule_window(r, max_window_secs) as i64)
+                .collect();
+            let keys: Vec<String> = found.iter().map(|(_, key)| key.clone()).collect();
+            let counts = self.broker.window_counts(&keys, &from).await?;
+            for ((tenant, _), counts) in found.into_iter().zip(counts.chunks(rules.len())) {
                 rows.push(WindowRow {
-                    tenant: key.strip_prefix(&prefix).unwrap_or(key).to_owned(),
+                    tenant,
                     counts: counts.to_vec(),
-                    next_queue,
+                    next_queue: reroute_next_queue(base_queue, rules, counts).to_owned(),
                 });
             }
         }

@@ -10,14 +10,13 @@
 
 use serde::Serialize;
 
-use super::classes::ClassInfo;
 use super::jobs::{JobFilter, JobPage};
-use super::limits::LimitDetail;
-use super::waits::{RECENT_MINUTES, WaitSummary};
-use crate::broker::RedisBroker;
-use crate::broker::actions::JobSet;
+use super::{ClassInfo, Inspector, JobSet, LimitDetail, RECENT_MINUTES, WaitSummary};
 use crate::error::Result;
-use crate::wire::WireRule;
+use crate::fair::DEFAULT_MAX_WINDOW;
+use crate::wire::{
+    WireRule, reroute_clears_in, reroute_next_queue, reroute_target, reroute_window, rule_window,
+};
 
 /// Entries of `retry` and of `dead` the tenant page looks at (newest first for dead).
 pub const TENANT_SET_SCAN: usize = 1_000;
@@ -96,8 +95,11 @@ pub struct TenantView {
     pub dead: JobPage,
 }
 
-impl RedisBroker {
-    /// `tenant`'s reroute state for a class declared for `base_queue` with `rules`.
+impl Inspector {
+    /// `tenant`'s reroute state for a class declared for `base_queue` with
+    /// `rules`: each rule's count now, whether the tenant's next job matches
+    /// it, and when it stops matching, judged by [`reroute_target`] (the rule
+    /// `push.lua` applies) over the windows the client would count in.
     pub async fn reroute_state(
         &self,
         class: &str,
@@ -105,66 +107,43 @@ impl RedisBroker {
         rules: &[WireRule],
         tenant: &str,
     ) -> Result<RerouteState> {
-        let now = self.time().await?.floor() as i64;
-        let key = self.keys.fair_window(class, tenant, base_queue);
-        let mut pipe = redis::pipe();
-        for r in rules {
-            let per = r.per.unwrap_or(86_400) as i64;
-            pipe.zcount(&key, now - per, "+inf");
-        }
-        let counts: Vec<u64> = if rules.is_empty() {
-            Vec::new()
-        } else {
-            self.pipe(&pipe).await?
-        };
-        // When a matching rule stops matching: its oldest entries leave the
-        // window until the next job's count (existing + 1) is back at the threshold.
-        let mut pipe = redis::pipe();
-        let mut asked = Vec::new();
-        for (i, (r, &count)) in rules.iter().zip(&counts).enumerate() {
-            if count >= r.threshold {
-                let per = r.per.unwrap_or(86_400) as i64;
-                let skip = count - r.threshold;
-                pipe.cmd("ZRANGE")
-                    .arg(&key)
-                    .arg(now - per)
-                    .arg("+inf")
-                    .arg("BYSCORE")
-                    .arg("LIMIT")
-                    .arg(skip)
-                    .arg(1)
-                    .arg("WITHSCORES");
-                asked.push(i);
-            }
-        }
-        let found: Vec<Vec<(String, f64)>> = if asked.is_empty() {
-            Vec::new()
-        } else {
-            self.pipe(&pipe).await?
-        };
+        let now = self.broker.time().await?.floor() as i64;
+        let key = self.broker.keys().fair_window(class, tenant, base_queue);
+        let max_window = reroute_window(rules, DEFAULT_MAX_WINDOW.as_secs());
+        let windows: Vec<u64> = rules.iter().map(|r| rule_window(r, max_window)).collect();
+        let from: Vec<i64> = windows.iter().map(|w| now - *w as i64).collect();
+        let counts = self
+            .broker
+            .window_counts(std::slice::from_ref(&key), &from)
+            .await?;
         let mut states: Vec<RuleState> = rules
             .iter()
             .zip(&counts)
-            .map(|(r, &count)| RuleState {
+            .zip(&windows)
+            .map(|((r, &count), &per)| RuleState {
                 queue: r.queue.clone(),
                 threshold: r.threshold,
-                per: r.per.unwrap_or(86_400),
+                per,
                 count,
-                matches: r.threshold < count + 1,
+                // The next job is counted before the rule is checked.
+                matches: reroute_target([(r.threshold, count + 1)]) == 1,
                 clears_in: None,
             })
             .collect();
-        for (i, f) in asked.into_iter().zip(found) {
-            if let Some((_, score)) = f.first() {
-                let at = *score as i64 + states[i].per as i64;
-                states[i].clears_in = Some((at - now).max(0) as u64 + 1);
+        // A matching rule stops matching once its oldest entries leave the
+        // window until the next job's count is back at the threshold.
+        let asked: Vec<usize> = (0..states.len()).filter(|&i| states[i].matches).collect();
+        let at: Vec<(i64, u64)> = asked
+            .iter()
+            .map(|&i| (from[i], states[i].count - states[i].threshold))
+            .collect();
+        let scores = self.broker.window_scores_at(&key, &at).await?;
+        for (i, score) in asked.into_iter().zip(scores) {
+            if let Some(score) = score {
+                states[i].clears_in = Some(reroute_clears_in(score as i64, states[i].per, now));
             }
         }
-        let next_queue = states
-            .iter()
-            .rev()
-            .find(|r| r.matches)
-            .map_or_else(|| base_queue.to_owned(), |r| r.queue.clone());
+        let next_queue = reroute_next_queue(base_queue, rules, &counts).to_owned();
         let back_in = states.iter().filter_map(|r| r.clears_in).max();
         Ok(RerouteState {
             class: class.to_owned(),

@@ -2,9 +2,11 @@
 //! served next, and per tenant pending, running, weight, floor, cap, pass,
 //! place in the dispatch order and the jobs dispatched over the last minutes.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
-use super::{MAX_PAGE, Page};
+use super::{MAX_READ_ROWS, Page};
 use crate::broker::fetch::epoch_minute;
 use crate::broker::{RedisBroker, keys};
 use crate::error::Result;
@@ -68,7 +70,7 @@ pub struct ShardRow {
 }
 
 /// A tenant as its shard key encodes it (`None`: the shard of jobs without one).
-pub(super) fn tenant_name(encoded: &str) -> Option<String> {
+pub fn tenant_name(encoded: &str) -> Option<String> {
     (!encoded.is_empty()).then(|| keys::decode(encoded).unwrap_or_else(|| encoded.to_owned()))
 }
 
@@ -97,7 +99,7 @@ impl RedisBroker {
             .arg(&sk.tenants)
             .arg(page.cursor)
             .arg("COUNT")
-            .arg(page.count.clamp(1, MAX_PAGE));
+            .arg(page.count.clamp(1, MAX_READ_ROWS));
         type Head = (
             u64,
             u64,
@@ -270,5 +272,61 @@ impl RedisBroker {
         view.rows = self.tenant_rows(&sk, &batch, &buckets).await?;
         view.next = None;
         Ok(view)
+    }
+
+    /// The oldest job of each given tenant's list of a sharded queue
+    /// (`LINDEX -1`; tenants as the tenant set holds them, encoded), in one
+    /// pipeline.
+    pub async fn shard_heads(
+        &self,
+        queue: &str,
+        encoded: &[String],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        if encoded.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sk = self.keys.shard(queue);
+        let mut pipe = redis::pipe();
+        for t in encoded {
+            pipe.lindex(format!("{}{}", sk.shard_prefix, t), -1);
+        }
+        self.pipe(&pipe).await
+    }
+
+    /// A sharded queue's running count per tenant (encoded), for tenants
+    /// with running jobs (one `HGETALL`).
+    pub async fn shard_running(&self, queue: &str) -> Result<HashMap<String, u64>> {
+        self.query(redis::cmd("HGETALL").arg(&self.keys.shard(queue).running))
+            .await
+    }
+
+    /// One `SSCAN` step of a sharded queue's tenant set with each tenant's
+    /// pending jobs (`LLEN` of its list): the next cursor (0 at the end) and
+    /// `(tenant encoded, pending)`.
+    pub async fn shard_pending_step(
+        &self,
+        queue: &str,
+        cursor: u64,
+        count: usize,
+    ) -> Result<(u64, Vec<(String, u64)>)> {
+        let sk = self.keys.shard(queue);
+        let (next, batch) = self
+            .sscan(&sk.tenants, cursor, count.clamp(1, MAX_READ_ROWS))
+            .await?;
+        if batch.is_empty() {
+            return Ok((next, Vec::new()));
+        }
+        let mut pipe = redis::pipe();
+        for t in &batch {
+            pipe.llen(format!("{}{}", sk.shard_prefix, t));
+        }
+        let lens: Vec<u64> = self.pipe(&pipe).await?;
+        Ok((next, batch.into_iter().zip(lens).collect()))
+    }
+
+    /// A sharded queue's tenant count (`SCARD`).
+    pub async fn shard_tenant_count(&self, queue: &str) -> Result<u64> {
+        self.query(redis::cmd("SCARD").arg(&self.keys.shard(queue).tenants))
+            .await
     }
 }

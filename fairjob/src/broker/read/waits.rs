@@ -80,7 +80,7 @@ pub struct LongWait {
 
 /// Jobs finished in one queue over a window.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Finished {
+pub struct FinishedCounts {
     /// Processed (succeeded or failed).
     pub processed: u64,
     /// Failed.
@@ -93,14 +93,14 @@ pub struct Throughput {
     /// The epoch minute of the first entry of each series.
     pub first_minute: u64,
     /// Per queue, one entry per minute.
-    pub per_queue: BTreeMap<String, Vec<Finished>>,
+    pub per_queue: BTreeMap<String, Vec<FinishedCounts>>,
 }
 
 impl Throughput {
     /// A queue's jobs finished over the last `minutes` complete minutes
     /// (the current, partial minute left out).
-    pub fn last(&self, queue: &str, minutes: usize) -> Finished {
-        let mut f = Finished::default();
+    pub fn last(&self, queue: &str, minutes: usize) -> FinishedCounts {
+        let mut f = FinishedCounts::default();
         if let Some(series) = self.per_queue.get(queue) {
             let complete = &series[..series.len().saturating_sub(1)];
             for m in complete.iter().rev().take(minutes) {
@@ -281,7 +281,7 @@ impl RedisBroker {
         let found: Vec<Vec<Option<u64>>> = self.pipe(&pipe).await?;
         for row in found {
             for (i, q) in queues.iter().enumerate() {
-                let f = Finished {
+                let f = FinishedCounts {
                     processed: row.get(2 * i).copied().flatten().unwrap_or(0),
                     failed: row.get(2 * i + 1).copied().flatten().unwrap_or(0),
                 };

@@ -14,11 +14,9 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::shards::tenant_name;
-use super::{MAX_PAGE, OVERVIEW_TENANT_CAP, Page};
-use crate::broker::RedisBroker;
+use super::{Inspector, MAX_READ_ROWS, OVERVIEW_TENANT_CAP, Page, enqueued_at};
+use crate::broker::read::tenant_name;
 use crate::error::Result;
-use crate::wire::Payload;
 
 /// Tenant lists of a sharded queue whose oldest job is read for its latency:
 /// the largest backlogs (a tenant held back the longest usually has one).
@@ -61,18 +59,12 @@ pub struct TenantSample {
     pub running: u64,
 }
 
-fn enqueued_at(raw: &[u8]) -> Option<f64> {
-    let p = Payload::parse_slice(raw).ok()?;
-    p.timestamp("enqueued_at")
-        .or_else(|| p.timestamp("created_at"))
-}
-
-impl RedisBroker {
+impl Inspector {
     /// One sample for the metrics sampler (see the module doc for its bounds).
     pub async fn metrics_sample(&self) -> Result<MetricsSample> {
         let (names, sharded, _) = self.queue_names().await?;
-        let now = self.time().await?;
-        let heads = self.queue_heads(&names).await?;
+        let now = self.broker.time().await?;
+        let heads = self.broker.queue_heads(&names).await?;
         let age = |raw: &[u8]| enqueued_at(raw).map(|t| (now - t).max(0.0));
         let mut queues = Vec::with_capacity(names.len());
         for (name, (len, head)) in names.iter().zip(heads) {
@@ -89,7 +81,7 @@ impl RedisBroker {
             queues.push(q);
         }
         let mut slot_waiting = Vec::new();
-        let mut page = Page::first(MAX_PAGE);
+        let mut page = Page::first(MAX_READ_ROWS);
         let mut seen = 0usize;
         let slots_exact = loop {
             let p = self.limits(page).await?;
@@ -116,22 +108,16 @@ impl RedisBroker {
     /// A sharded queue's tenants: running counts, pending per tenant list,
     /// and the oldest head among the largest backlogs.
     async fn sample_shards(&self, q: &mut QueueSample, now: f64) -> Result<()> {
-        let sk = self.keys.shard(&q.name);
-        let running: HashMap<String, u64> =
-            self.query(redis::cmd("HGETALL").arg(&sk.running)).await?;
+        let running = self.broker.shard_running(&q.name).await?;
         let mut pending: HashMap<String, u64> = HashMap::new();
         let mut cursor = 0u64;
         loop {
-            let (next, mut batch): (u64, Vec<String>) =
-                self.sscan(&sk.tenants, cursor, MAX_PAGE).await?;
-            batch.retain(|t| !pending.contains_key(t));
-            if !batch.is_empty() {
-                let mut pipe = redis::pipe();
-                for t in &batch {
-                    pipe.llen(format!("{}{}", sk.shard_prefix, t));
-                }
-                let lens: Vec<u64> = self.pipe(&pipe).await?;
-                pending.extend(batch.into_iter().zip(lens));
+            let (next, batch) = self
+                .broker
+                .shard_pending_step(&q.name, cursor, MAX_READ_ROWS)
+                .await?;
+            for (t, n) in batch {
+                pending.entry(t).or_insert(n);
             }
             cursor = next;
             if cursor == 0 {
@@ -150,17 +136,12 @@ impl RedisBroker {
             .collect();
         by_backlog.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         by_backlog.truncate(SAMPLE_HEADS);
-        if !by_backlog.is_empty() {
-            let mut pipe = redis::pipe();
-            for (t, _) in &by_backlog {
-                pipe.lindex(format!("{}{}", sk.shard_prefix, t), -1);
-            }
-            let heads: Vec<Option<Vec<u8>>> = self.pipe(&pipe).await?;
-            for h in heads.iter().flatten() {
-                if let Some(t) = enqueued_at(h) {
-                    let age = (now - t).max(0.0);
-                    q.oldest_secs = Some(q.oldest_secs.map_or(age, |a| a.max(age)));
-                }
+        let backlogs: Vec<String> = by_backlog.iter().map(|(t, _)| (*t).clone()).collect();
+        let heads = self.broker.shard_heads(&q.name, &backlogs).await?;
+        for h in heads.iter().flatten() {
+            if let Some(t) = enqueued_at(h) {
+                let age = (now - t).max(0.0);
+                q.oldest_secs = Some(q.oldest_secs.map_or(age, |a| a.max(age)));
             }
         }
         let mut tenants: Vec<TenantSample> = Vec::with_capacity(pending.len());

@@ -6,13 +6,11 @@
 //! rank order: each call looks at most at `budget` entries from `cursor`, and
 //! says how far it got ("scanned 5,000 of 1.2M"); the next call resumes there.
 //! An entry is named by its score and jid (Sidekiq Web's `<score>-<jid>`),
-//! which [`RedisBroker::find_entries`] turns back into its exact bytes.
+//! which [`Inspector::find_entries`] turns back into its exact bytes.
 
 use serde::Serialize;
 
-use super::WEB_PAGE;
-use crate::broker::RedisBroker;
-use crate::broker::actions::JobSet;
+use super::{Inspector, JobSet, MAX_READ_ROWS};
 use crate::error::Result;
 use crate::wire::Payload;
 
@@ -158,27 +156,9 @@ impl JobEntry {
     }
 }
 
-/// Whether a set lists newest first (`dead`, as Sidekiq's morgue does).
-fn newest_first(set: JobSet) -> bool {
-    set == JobSet::Dead
-}
-
-impl RedisBroker {
-    /// Entries `[start, start + n)` of `set` by rank in listing order, with scores.
-    async fn set_range(&self, set: JobSet, start: u64, n: usize) -> Result<Vec<(Vec<u8>, String)>> {
-        let key = self.set_key(set);
-        let stop = start + n as u64 - 1;
-        let mut cmd = redis::cmd("ZRANGE");
-        cmd.arg(&key).arg(start).arg(stop);
-        if newest_first(set) {
-            cmd.arg("REV");
-        }
-        cmd.arg("WITHSCORES");
-        self.query(&cmd).await
-    }
-
+impl Inspector {
     /// One page of `set`: without a filter, `count` entries (at most
-    /// [`WEB_PAGE`]) from rank `cursor`; with one, the matches among at most
+    /// [`MAX_READ_ROWS`]) from rank `cursor`; with one, the matches among at most
     /// `budget` entries (at most [`SCAN_BUDGET`]; 0 reads only the size)
     /// from rank `cursor`.
     pub async fn jobs_page(
@@ -189,13 +169,11 @@ impl RedisBroker {
         count: usize,
         budget: usize,
     ) -> Result<JobPage> {
-        let count = count.clamp(1, WEB_PAGE);
-        let total: u64 = self
-            .query(redis::cmd("ZCARD").arg(self.set_key(set)))
-            .await?;
+        let count = count.clamp(1, MAX_READ_ROWS);
+        let total = self.broker.set_size(set).await?;
         let mut rows = Vec::new();
         if filter.is_empty() {
-            let found = self.set_range(set, cursor, count).await?;
+            let found = self.broker.set_range(set, cursor, count).await?;
             rows.extend(found.iter().map(|(m, s)| JobEntry::decode(m, s)));
             let end = cursor + found.len() as u64;
             return Ok(JobPage {
@@ -212,7 +190,7 @@ impl RedisBroker {
         let mut next = None;
         while pos < cursor + budget {
             let n = CHUNK.min((cursor + budget - pos) as usize);
-            let found = self.set_range(set, pos, n).await?;
+            let found = self.broker.set_range(set, pos, n).await?;
             if found.is_empty() {
                 break;
             }
@@ -253,23 +231,9 @@ impl RedisBroker {
     /// The exact bytes of entries named by `<score>|<jid>` keys (one
     /// `ZRANGE … BYSCORE` of that score each); keys no longer there are left out.
     pub async fn find_entries(&self, set: JobSet, keys: &[String]) -> Result<Vec<Vec<u8>>> {
-        let key = self.set_key(set);
         let named: Vec<(&str, &str)> = keys.iter().filter_map(|k| k.split_once('|')).collect();
-        if named.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = redis::pipe();
-        for (score, _) in &named {
-            pipe.cmd("ZRANGE")
-                .arg(&key)
-                .arg(*score)
-                .arg(*score)
-                .arg("BYSCORE")
-                .arg("LIMIT")
-                .arg(0)
-                .arg(100);
-        }
-        let found: Vec<Vec<Vec<u8>>> = self.pipe(&pipe).await?;
+        let scores: Vec<&str> = named.iter().map(|(score, _)| *score).collect();
+        let found = self.broker.set_members_at(set, &scores).await?;
         let mut out = Vec::new();
         for ((score, jid), members) in named.iter().zip(found) {
             for m in members {
@@ -294,7 +258,7 @@ impl RedisBroker {
         let mut out = Vec::new();
         let mut pos = 0u64;
         while (pos as usize) < budget && out.len() < max {
-            let found = self.set_range(set, pos, CHUNK).await?;
+            let found = self.broker.set_range(set, pos, CHUNK).await?;
             if found.is_empty() {
                 break;
             }

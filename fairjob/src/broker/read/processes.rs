@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::{Page, WEB_PAGE};
+use super::{MAX_READ_ROWS, Page};
 use crate::broker::RedisBroker;
 use crate::error::Result;
 use crate::wire::Payload;
@@ -120,7 +120,11 @@ impl RedisBroker {
     pub async fn processes(&self, page: Page) -> Result<ProcessPage> {
         let k = &self.keys;
         let (next, mut ids): (u64, Vec<String>) = self
-            .sscan(&k.processes(), page.cursor, page.count.clamp(1, WEB_PAGE))
+            .sscan(
+                &k.processes(),
+                page.cursor,
+                page.count.clamp(1, MAX_READ_ROWS),
+            )
             .await?;
         ids.sort();
         ids.dedup();

@@ -4,7 +4,7 @@
 //! minute and hour; the fleet's fetch plans (tiers and weights) with each
 //! queue's planned share of fetches next to its measured share.
 //!
-//! Bounded: at most [`MAX_QUEUES`] queues; a sharded queue's tenants are
+//! Bounded: at most [`MAX_QUEUES`](super::MAX_QUEUES) queues; a sharded queue's tenants are
 //! counted over at most [`SHARD_COUNT_PAGES`] pages of its tenant set (the
 //! count then says it is a lower bound); slot waiters over one page of limit
 //! keys; scheduled jobs among the next [`SCHEDULED_SAMPLE`] due. Every count
@@ -14,17 +14,17 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::classes::ClassInfo;
-use super::waits::{LongWait, RECENT_MINUTES};
-use super::{Page, WEB_PAGE};
-use crate::broker::RedisBroker;
+use super::{
+    ClassInfo, Inspector, LongWait, MAX_READ_ROWS, Page, RECENT_MINUTES, encode_key, enqueued_at,
+};
 use crate::error::Result;
+use crate::queues::planned_shares;
 use crate::wire::Payload;
 
-/// Queues a view covers at most.
-pub const MAX_QUEUES: usize = 200;
+/// Tenants one page of a sharded queue's counts reads.
+const SHARD_COUNT_PAGE: usize = 100;
 
-/// Pages of [`WEB_PAGE`] tenants a sharded queue's counts read at most.
+/// Pages of [`SHARD_COUNT_PAGE`] tenants a sharded queue's counts read at most.
 pub const SHARD_COUNT_PAGES: usize = 5;
 
 /// Scheduled jobs (next due first) whose queues the overview attributes.
@@ -174,57 +174,7 @@ pub struct QueuesView {
     pub declared: BTreeMap<String, Vec<String>>,
 }
 
-/// Planned shares of one tier: weight / total in a weighted tier; a strict
-/// tier (no weights) gives its first queue everything while it has work.
-pub fn planned_shares(tier: &[(String, u32)]) -> Vec<f64> {
-    if tier.iter().all(|(_, w)| *w == 0) {
-        return (0..tier.len())
-            .map(|i| if i == 0 { 1.0 } else { 0.0 })
-            .collect();
-    }
-    let total: u32 = tier.iter().map(|(_, w)| (*w).max(1)).sum();
-    tier.iter()
-        .map(|(_, w)| (*w).max(1) as f64 / total as f64)
-        .collect()
-}
-
-fn enqueued_at(raw: &[u8]) -> Option<f64> {
-    let p = Payload::parse_slice(raw).ok()?;
-    p.timestamp("enqueued_at")
-        .or_else(|| p.timestamp("created_at"))
-}
-
-impl RedisBroker {
-    /// Every queue's name (plain and sharded), at most [`MAX_QUEUES`], and
-    /// whether there were more.
-    pub async fn queue_names(&self) -> Result<(Vec<String>, BTreeSet<String>, bool)> {
-        let plain: BTreeSet<String> = self
-            .query(redis::cmd("SMEMBERS").arg(self.keys.queues()))
-            .await?;
-        let sharded: BTreeSet<String> = self.sharded_queues().await?.into_iter().collect();
-        let mut names: Vec<String> = plain.union(&sharded).cloned().collect();
-        let truncated = names.len() > MAX_QUEUES;
-        names.truncate(MAX_QUEUES);
-        Ok((names, sharded, truncated))
-    }
-
-    /// Each queue's length and its oldest entry (`LLEN`, `LINDEX -1`), in
-    /// one pipeline: two cheap reads per queue, never a range.
-    pub(crate) async fn queue_heads(
-        &self,
-        names: &[String],
-    ) -> Result<Vec<(u64, Option<Vec<u8>>)>> {
-        if names.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = redis::pipe();
-        for q in names {
-            let list = self.keys.queue(q);
-            pipe.llen(&list).lindex(&list, -1);
-        }
-        self.pipe(&pipe).await
-    }
-
+impl Inspector {
     /// The state of every queue (see the module doc for the bounds).
     pub async fn queue_states(
         &self,
@@ -233,7 +183,7 @@ impl RedisBroker {
         let (names, sharded, truncated) = self.queue_names().await?;
         let paused: BTreeSet<String> = self.paused_queues().await?.into_iter().collect();
         let now = self.time().await?;
-        let heads = self.queue_heads(&names).await?;
+        let heads = self.broker.queue_heads(&names).await?;
         let through = self.throughput(&names, 61).await?;
         let started = self.waits(&names, None, MEASURED_MINUTES).await?;
         let slot_waiting = self.slot_waiting_by_queue(classes).await?;
@@ -299,7 +249,7 @@ impl RedisBroker {
     /// blocked at the tenant's running limit; the oldest head among the
     /// tenants served next.
     async fn count_shards(&self, state: &mut QueueState, now: f64) -> Result<()> {
-        let mut page = Page::first(WEB_PAGE);
+        let mut page = Page::first(SHARD_COUNT_PAGE);
         let mut counted = 0u64;
         let mut at_limit = 0u64;
         let mut first = true;
@@ -309,16 +259,12 @@ impl RedisBroker {
                 state.tenants = Some(view.tenants);
                 first = false;
                 // The oldest head among the tenants served next.
-                let sk = self.keys.shard(&state.name);
-                let mut pipe = redis::pipe();
-                for t in &view.next_up {
-                    pipe.lindex(sk.tenant_list(t.as_deref()), -1);
-                }
-                let heads: Vec<Option<Vec<u8>>> = if view.next_up.is_empty() {
-                    Vec::new()
-                } else {
-                    self.pipe(&pipe).await?
-                };
+                let next_up: Vec<String> = view
+                    .next_up
+                    .iter()
+                    .map(|t| t.as_deref().map(encode_key).unwrap_or_default())
+                    .collect();
+                let heads = self.broker.shard_heads(&state.name, &next_up).await?;
                 for h in heads.iter().flatten() {
                     if let Some(t) = enqueued_at(h) {
                         let age = (now - t).max(0.0);
@@ -364,7 +310,7 @@ impl RedisBroker {
     /// Jobs waiting for a slot, by the declared queue of their class (one
     /// page of limit keys).
     async fn slot_waiting_by_queue(&self, classes: &[ClassInfo]) -> Result<BTreeMap<String, u64>> {
-        let page = self.limits(Page::first(WEB_PAGE)).await?;
+        let page = self.limits(Page::first(MAX_READ_ROWS)).await?;
         let mut out = BTreeMap::new();
         for row in page.rows.iter().filter(|r| r.waiting > 0) {
             if let Some(c) = class_of_limit(classes, &row.key) {
@@ -376,14 +322,7 @@ impl RedisBroker {
 
     /// Scheduled jobs among the next [`SCHEDULED_SAMPLE`] due, by queue.
     async fn scheduled_by_queue(&self) -> Result<BTreeMap<String, u64>> {
-        let next: Vec<Vec<u8>> = self
-            .query(
-                redis::cmd("ZRANGE")
-                    .arg(self.keys.schedule())
-                    .arg(0)
-                    .arg(SCHEDULED_SAMPLE - 1),
-            )
-            .await?;
+        let next = self.broker.scheduled_head(SCHEDULED_SAMPLE).await?;
         let mut out = BTreeMap::new();
         for raw in next {
             if let Ok(p) = Payload::parse_slice(&raw) {
@@ -397,28 +336,18 @@ impl RedisBroker {
     /// the longest recent waits and the Redis warnings.
     pub async fn dashboard_overview(&self, classes: &[ClassInfo]) -> Result<OverviewView> {
         let (queues, truncated, now) = self.queue_states(classes).await?;
-        let k = &self.keys;
-        let mut pipe = redis::pipe();
-        pipe.zcard(k.schedule())
-            .zcard(k.retry())
-            .zcard(k.dead())
-            .get(k.stat_processed(None))
-            .get(k.stat_failed(None))
-            .scard(k.processes());
-        type Counts = (u64, u64, u64, Option<u64>, Option<u64>, u64);
-        let (scheduled, retries, dead, processed, failed, processes): Counts =
-            self.pipe(&pipe).await?;
+        let totals = self.broker.totals().await?;
         let names: Vec<String> = queues.iter().map(|q| q.name.clone()).collect();
         let longest_waits = self.longest_waits(&names, RECENT_MINUTES, 5).await?;
         let per_minute = self.throughput(&names, 60).await?.total_series();
-        let busy = self.processes(Page::first(WEB_PAGE)).await?.busy;
+        let busy = self.processes(Page::first(MAX_READ_ROWS)).await?.busy;
         let mut warnings = Vec::new();
-        match self.maxmemory_policy().await {
-            Ok(Some(p)) if p != "noeviction" => warnings.push(format!(
+        match self.broker.eviction_policy().await {
+            Ok(Some(p)) => warnings.push(format!(
                 "maxmemory-policy is `{p}`, not `noeviction`: an evicting Redis silently deletes \
                  queues, leases and limits"
             )),
-            Ok(_) => {}
+            Ok(None) => {}
             Err(_) => warnings.push(
                 "cannot read maxmemory-policy (an ACL may forbid CONFIG): make sure it is `noeviction`"
                     .to_owned(),
@@ -428,12 +357,12 @@ impl RedisBroker {
             now,
             queues,
             queues_truncated: truncated,
-            scheduled,
-            retries,
-            dead,
-            processed: processed.unwrap_or(0),
-            failed: failed.unwrap_or(0),
-            processes,
+            scheduled: totals.scheduled,
+            retries: totals.retries,
+            dead: totals.dead,
+            processed: totals.processed,
+            failed: totals.failed,
+            processes: totals.processes,
             busy,
             longest_waits,
             per_minute,
@@ -445,7 +374,7 @@ impl RedisBroker {
     /// measured shares.
     pub async fn queues_view(&self, classes: &[ClassInfo]) -> Result<QueuesView> {
         let (queues, _, _) = self.queue_states(classes).await?;
-        let procs = self.processes(Page::first(WEB_PAGE)).await?;
+        let procs = self.processes(Page::first(MAX_READ_ROWS)).await?;
         let mut plans: Vec<FetchPlan> = Vec::new();
         for p in &procs.rows {
             let tiers: Vec<PlanTier> = p
@@ -530,10 +459,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn planned_shares_follow_weights_or_strict_order() {
-        let w = planned_shares(&[("a".into(), 4), ("b".into(), 2), ("c".into(), 2)]);
-        assert_eq!(w, vec![0.5, 0.25, 0.25]);
-        let s = planned_shares(&[("a".into(), 0), ("b".into(), 0)]);
-        assert_eq!(s, vec![1.0, 0.0]);
+    fn a_group_key_belongs_to_a_class_of_its_group() {
+        let class = |name: &str, group: Option<&str>| ClassInfo {
+            class: name.into(),
+            queue: "q".into(),
+            throttles: Vec::new(),
+            sharded: false,
+            concurrency: Some(2),
+            group: group.map(str::to_owned),
+            retries: None,
+        };
+        let classes = [class("Sync", None), class("SyncAll", Some("g"))];
+        assert_eq!(class_of_limit(&classes, "Sync:42").unwrap().class, "Sync");
+        assert_eq!(
+            class_of_limit(&classes, "group:g:42").unwrap().class,
+            "SyncAll"
+        );
+        assert!(class_of_limit(&classes, "Other:1").is_none());
     }
 }

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{MAX_PAGE, Page};
+use super::{MAX_READ_ROWS, Page};
 use crate::broker::{RedisBroker, keys};
 use crate::error::Result;
 
@@ -38,7 +38,7 @@ impl RedisBroker {
             .sscan(
                 &k.limits_registry(),
                 page.cursor,
-                page.count.clamp(1, MAX_PAGE),
+                page.count.clamp(1, MAX_READ_ROWS),
             )
             .await?;
         members.sort();
@@ -154,7 +154,7 @@ impl RedisBroker {
     /// One slot-limited key: its counts, its first `n` holders (with the jid
     /// each holder's in-progress record names) and first `n` waiters.
     pub async fn limit_detail(&self, full_key: &str, n: usize) -> Result<LimitDetail> {
-        let n = n.clamp(1, super::WEB_PAGE);
+        let n = n.clamp(1, super::MAX_READ_ROWS);
         let lk = self.keys.limit(full_key);
         let mut pipe = redis::pipe();
         pipe.get(&lk.limit)

@@ -1,8 +1,9 @@
 //! "Why is job X still waiting?": where one job is, found by its jid, and
-//! the reasons it waits, as sentences an operator reads ("position 1,204 in
-//! `reports_throttled`", "tenant at its running limit 3/3 in `conversions`",
-//! "5th waiter for `WebhookJob:42`, held by …", "scheduled …, retry 3 of 25",
-//! "running on host:pid since …").
+//! the reasons it waits, as typed facts ([`Reason`]) that the dashboard and
+//! the CLI render as sentences ("position 1,204 in `reports_throttled`",
+//! "tenant at its running limit 3/3 in `conversions`", "5th waiter for
+//! `WebhookJob:42`, held by …", "scheduled …, retry 3 of 25", "running on
+//! host:pid since …").
 //!
 //! Redis keeps no index by jid, so finding a job is a walk, done only when
 //! asked and bounded: each call looks at most at `budget` entries, cheapest
@@ -13,13 +14,11 @@
 
 use serde::Serialize;
 
-use super::classes::ClassInfo;
-use super::format::{format_count, format_duration, format_time, ordinal};
-use super::limits::{LimitDetail, waiter_fields};
-use super::queues::class_of_limit;
-use crate::broker::RedisBroker;
-use crate::broker::actions::JobSet;
+use super::{
+    ClassInfo, Inspector, JobSet, LimitDetail, MAX_READ_ROWS, Page, SlotHolder, class_of_limit,
+};
 use crate::broker::keys::glob_escape;
+use crate::broker::read::{tenant_name, waiter_fields};
 use crate::error::Result;
 use crate::wire::{Payload, WireRule, fields};
 
@@ -106,21 +105,220 @@ pub enum Location {
     },
 }
 
-/// One reason, with a machine-readable kind.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Reason {
-    /// `position`, `reroute`, `paused`, `tenant_limit`, `dispatch_order`,
-    /// `slot_wait`, `scheduled`, `retry`, `dead`, `running`, `fetched`,
-    /// `not_found`.
-    pub kind: &'static str,
-    /// The sentence.
-    pub text: String,
+/// One reason a job waits (or where it went), as typed facts; the dashboard
+/// and the CLI render the sentence. [`Reason::kind`] groups them as the JSON
+/// twin names them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Reason {
+    /// Being performed on `identity` since `since` (epoch seconds).
+    Running {
+        /// The worker process.
+        identity: String,
+        /// When it started.
+        since: f64,
+        /// Seconds it has run.
+        elapsed_secs: f64,
+    },
+    /// Fetched by `identity`, not yet in its heartbeat.
+    Fetched {
+        /// The worker process.
+        identity: String,
+    },
+    /// Its place in a plain queue.
+    QueuePosition {
+        /// The queue.
+        queue: String,
+        /// 1 = next.
+        position: u64,
+        /// Jobs in the queue.
+        length: u64,
+    },
+    /// Its place in a sharded queue's inbox.
+    InboxPosition {
+        /// The queue.
+        queue: String,
+        /// The job's tenant.
+        tenant: Option<String>,
+        /// 1 = next to be sorted.
+        position: u64,
+        /// Entries in the inbox.
+        length: u64,
+    },
+    /// Its place in its tenant's list of a sharded queue.
+    ShardPosition {
+        /// The queue.
+        queue: String,
+        /// The job's tenant.
+        tenant: Option<String>,
+        /// 1 = the tenant's next job.
+        position: u64,
+        /// Jobs in the tenant's list.
+        length: u64,
+    },
+    /// Its queue is paused.
+    QueuePaused {
+        /// The queue.
+        queue: String,
+    },
+    /// It was rerouted from its declared queue by one rule.
+    Rerouted {
+        /// The declared queue.
+        original: String,
+        /// The tenant.
+        tenant: Option<String>,
+        /// The job class.
+        class: String,
+        /// The tenant's jobs counted in the rule's window now.
+        count: u64,
+        /// The rule's window, seconds.
+        window_secs: u64,
+        /// The rule's threshold.
+        threshold: u64,
+    },
+    /// Where the tenant's new jobs go now, and when they go back.
+    RerouteOutlook {
+        /// The tenant.
+        tenant: Option<String>,
+        /// The declared queue.
+        original: String,
+        /// The queue new jobs get now.
+        next_queue: String,
+        /// Seconds until new jobs go back to `original`, when known.
+        back_in_secs: Option<u64>,
+    },
+    /// Its tenant's running limit in the sharded queue is 0.
+    TenantPaused {
+        /// The queue.
+        queue: String,
+        /// The tenant.
+        tenant: Option<String>,
+    },
+    /// Its tenant runs as many jobs as its limit allows.
+    TenantAtLimit {
+        /// The queue.
+        queue: String,
+        /// Jobs of the tenant running.
+        running: u64,
+        /// Its running limit.
+        limit: u32,
+    },
+    /// Its tenant's place in the queue's dispatch order.
+    DispatchOrder {
+        /// The queue.
+        queue: String,
+        /// The tenant.
+        tenant: Option<String>,
+        /// 1-based rank.
+        rank: u64,
+        /// Tenants runnable.
+        runnable: u64,
+        /// Whether the tenant is under its floor (served first).
+        under_floor: bool,
+    },
+    /// Its tenant enters the dispatch order at the next fetch.
+    EntersDispatchOrder {
+        /// The queue.
+        queue: String,
+        /// The tenant.
+        tenant: Option<String>,
+    },
+    /// It waits for a slot of a slot-limited key.
+    SlotWait {
+        /// The key.
+        key: String,
+        /// 1 = released first.
+        position: u64,
+        /// Jobs waiting for the key.
+        waiting: u64,
+        /// Slots held.
+        running: u64,
+        /// The key's limit (runtime, else declared), when known.
+        limit: Option<u32>,
+        /// The first holders.
+        holders: Vec<SlotHolder>,
+    },
+    /// Its slot-limited key's limit is 0.
+    SlotPaused {
+        /// The key.
+        key: String,
+    },
+    /// It is scheduled.
+    Scheduled {
+        /// Due, epoch seconds.
+        at: f64,
+        /// Seconds until due (negative: overdue).
+        due_in_secs: f64,
+    },
+    /// It waits for its next retry.
+    Retry {
+        /// The attempt that comes next (1 = the first retry).
+        attempt: u32,
+        /// Retries allowed.
+        max: u32,
+        /// Due, epoch seconds.
+        at: f64,
+        /// Seconds until due (negative: overdue).
+        due_in_secs: f64,
+    },
+    /// It is dead.
+    Dead {
+        /// Buried, epoch seconds.
+        at: f64,
+        /// Seconds since.
+        ago_secs: f64,
+        /// Retries it had.
+        retries: u32,
+    },
+    /// Its last error (in `retry` or `dead`).
+    LastError {
+        /// The set it is in.
+        set: JobSet,
+        /// The error's class.
+        error_class: Option<String>,
+        /// The error's message.
+        error_message: Option<String>,
+    },
+    /// Not found within the budget; the walk can go on.
+    NotFoundYet {
+        /// Entries looked at.
+        scanned: u64,
+        /// Entries there are.
+        total: u64,
+    },
+    /// Found nowhere.
+    NotFound {
+        /// Entries looked at.
+        scanned: u64,
+    },
 }
 
-fn reason(kind: &'static str, text: impl Into<String>) -> Reason {
-    Reason {
-        kind,
-        text: text.into(),
+impl Reason {
+    /// The group the JSON twin names it by: `position`, `reroute`,
+    /// `paused`, `tenant_limit`, `dispatch_order`, `slot_wait`, `scheduled`,
+    /// `retry`, `dead`, `running`, `fetched`, `not_found`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Reason::Running { .. } => "running",
+            Reason::Fetched { .. } => "fetched",
+            Reason::QueuePosition { .. }
+            | Reason::InboxPosition { .. }
+            | Reason::ShardPosition { .. } => "position",
+            Reason::QueuePaused { .. } => "paused",
+            Reason::Rerouted { .. } | Reason::RerouteOutlook { .. } => "reroute",
+            Reason::TenantPaused { .. } | Reason::TenantAtLimit { .. } => "tenant_limit",
+            Reason::DispatchOrder { .. } | Reason::EntersDispatchOrder { .. } => "dispatch_order",
+            Reason::SlotWait { .. } | Reason::SlotPaused { .. } => "slot_wait",
+            Reason::Scheduled { .. } => "scheduled",
+            Reason::Retry { .. } => "retry",
+            Reason::Dead { .. } => "dead",
+            Reason::LastError { set, .. } => match set {
+                JobSet::Dead => "dead",
+                _ => "retry",
+            },
+            Reason::NotFoundYet { .. } | Reason::NotFound { .. } => "not_found",
+        }
     }
 }
 
@@ -218,7 +416,7 @@ fn holds_jid(raw: &[u8], jid: &str) -> bool {
     Payload::parse_slice(raw).is_ok_and(|p| p.jid() == jid)
 }
 
-impl RedisBroker {
+impl Inspector {
     /// Explains job `jid` (see the module doc). `tenant` narrows the walk of
     /// sharded queues to that tenant's lists; `cursor` resumes a previous call;
     /// `budget` caps the entries looked at ([`EXPLAIN_BUDGET`] by default).
@@ -249,7 +447,7 @@ impl RedisBroker {
         sources.extend(sharded.iter().map(|q| Source::Inbox(q.clone())));
         sources.extend(sharded.iter().map(|q| Source::Tenants(q.clone())));
         sources.push(Source::Waiters);
-        let total = self.explain_total(&names).await?;
+        let total = self.broker.walk_total(&names).await?;
         let mut at = cursor.and_then(Cursor::parse).unwrap_or_default();
         let mut left = budget;
         let mut out = Explanation {
@@ -283,41 +481,18 @@ impl RedisBroker {
                 Step::Paused(offset) => {
                     at.offset = offset;
                     out.next = Some(at.encode());
-                    out.reasons.push(reason(
-                        "not_found",
-                        format!(
-                            "not found yet: scanned {} of {} entries; continue to look further",
-                            format_count(out.scanned),
-                            format_count(out.total.max(out.scanned))
-                        ),
-                    ));
+                    out.reasons.push(Reason::NotFoundYet {
+                        scanned: out.scanned,
+                        total: out.total.max(out.scanned),
+                    });
                     return Ok(out);
                 }
             }
         }
-        out.reasons.push(reason(
-            "not_found",
-            format!(
-                "not found in any queue, tenant list, slot wait list, `retry`, `schedule`, `dead` \
-                 or running job ({} entries scanned): it has finished (fairjob keeps no record of \
-                 finished jobs), or was deleted, or the jid is wrong",
-                format_count(out.scanned)
-            ),
-        ));
+        out.reasons.push(Reason::NotFound {
+            scanned: out.scanned,
+        });
         Ok(out)
-    }
-
-    /// The sizes Redis keeps of the places a walk looks at.
-    async fn explain_total(&self, names: &[String]) -> Result<u64> {
-        let mut pipe = redis::pipe();
-        pipe.zcard(self.keys.retry())
-            .zcard(self.keys.schedule())
-            .zcard(self.keys.dead());
-        for q in names {
-            pipe.llen(self.keys.queue(q));
-        }
-        let sizes: Vec<u64> = self.pipe(&pipe).await?;
-        Ok(sizes.iter().sum())
     }
 
     async fn explain_step(
@@ -330,7 +505,7 @@ impl RedisBroker {
     ) -> Result<Step> {
         match source {
             Source::Running => {
-                let procs = self.processes(super::Page::first(super::WEB_PAGE)).await?;
+                let procs = self.processes(Page::first(MAX_READ_ROWS)).await?;
                 for p in &procs.rows {
                     *left = left.saturating_sub(p.jobs.len() as u64);
                     if let Some(j) = p.jobs.iter().find(|j| j.jid == jid) {
@@ -348,8 +523,8 @@ impl RedisBroker {
                     }
                 }
                 // Fetched but not (yet) in a heartbeat: the in-progress records.
-                for (identity, _) in self.workers_alive().await? {
-                    for (_, payload) in self.inflight_entries(&identity).await? {
+                for (identity, _) in self.broker.workers_alive().await? {
+                    for (_, payload) in self.broker.inflight_entries(&identity).await? {
                         *left = left.saturating_sub(1);
                         if holds_jid(&payload, jid) {
                             return Ok(Step::Found(Location::Fetched { identity }, payload));
@@ -359,25 +534,17 @@ impl RedisBroker {
                 Ok(Step::Done)
             }
             Source::Set(set) => {
-                let key = self.set_key(*set);
                 let pattern = format!("*\"jid\":\"{}\"*", glob_escape(jid));
-                let size: u64 = self.query(redis::cmd("ZCARD").arg(&key)).await?;
+                let size = self.broker.set_size(*set).await?;
                 let mut cursor = offset;
                 loop {
                     if *left == 0 {
                         return Ok(Step::Paused(cursor));
                     }
                     let count = CHUNK.min(*left);
-                    let (next, found): (u64, Vec<(Vec<u8>, f64)>) = self
-                        .query(
-                            redis::cmd("ZSCAN")
-                                .arg(&key)
-                                .arg(cursor)
-                                .arg("MATCH")
-                                .arg(&pattern)
-                                .arg("COUNT")
-                                .arg(count),
-                        )
+                    let (next, found) = self
+                        .broker
+                        .set_scan_step(*set, cursor, &pattern, count)
                         .await?;
                     // A step looks at about `count` entries (all of a small set).
                     *left = left.saturating_sub(count.min(size.max(1)));
@@ -396,7 +563,7 @@ impl RedisBroker {
                 }
             }
             Source::List(q) | Source::Inbox(q) => {
-                let key = self.keys.queue(q);
+                let key = self.broker.keys().queue(q);
                 let inbox = matches!(source, Source::Inbox(_));
                 match self.walk_list(&key, jid, offset, left).await? {
                     Walk::Found(position, length, raw) => {
@@ -420,9 +587,8 @@ impl RedisBroker {
                 }
             }
             Source::Tenants(q) => {
-                let sk = self.keys.shard(q);
                 if let Some(t) = tenant {
-                    let key = sk.tenant_list(Some(t));
+                    let key = self.broker.keys().shard(q).tenant_list(Some(t));
                     return Ok(match self.walk_list(&key, jid, offset, left).await? {
                         Walk::Found(position, length, raw) => Step::Found(
                             Location::Shard {
@@ -444,13 +610,11 @@ impl RedisBroker {
                     if *left == 0 {
                         return Ok(Step::Paused(cursor));
                     }
-                    let (next, batch): (u64, Vec<String>) =
-                        self.sscan(&sk.tenants, cursor, 50).await?;
-                    for enc in batch {
-                        let key = format!("{}{}", sk.shard_prefix, enc);
+                    let (next, batch) = self.broker.tenant_lists_step(q, cursor, 50).await?;
+                    for (key, enc) in batch {
                         match self.walk_list(&key, jid, 0, left).await? {
                             Walk::Found(position, length, raw) => {
-                                let t = super::shards::tenant_name(&enc);
+                                let t = tenant_name(&enc);
                                 return Ok(Step::Found(
                                     Location::Shard {
                                         queue: q.clone(),
@@ -477,28 +641,13 @@ impl RedisBroker {
                     if *left == 0 {
                         return Ok(Step::Paused(cursor));
                     }
-                    let (next, batch): (u64, Vec<String>) = self
-                        .sscan(&self.keys.limits_registry(), cursor, 100)
-                        .await?;
-                    for enc in batch {
-                        let Some(full) = crate::broker::keys::decode(&enc) else {
-                            continue;
-                        };
-                        let lk = self.keys.limit(&full);
-                        let entries: Vec<Vec<u8>> = self
-                            .query(
-                                redis::cmd("LRANGE")
-                                    .arg(&lk.waiters)
-                                    .arg(0)
-                                    .arg(CHUNK as i64 - 1),
-                            )
-                            .await?;
+                    let (next, batch) = self.broker.limit_keys_step(cursor, 100).await?;
+                    for full in batch {
+                        let (entries, waiting) = self.broker.slot_waiters(&full, CHUNK).await?;
                         *left = left.saturating_sub(entries.len() as u64 + 1);
                         for (i, e) in entries.iter().enumerate() {
                             let f = waiter_fields(e);
                             if f.first().is_some_and(|j| *j == jid.as_bytes()) {
-                                let waiting: u64 =
-                                    self.query(redis::cmd("LLEN").arg(&lk.waiters)).await?;
                                 let raw = f.get(3).map(|p| p.to_vec()).unwrap_or_default();
                                 return Ok(Step::Found(
                                     Location::SlotWait {
@@ -522,19 +671,14 @@ impl RedisBroker {
 
     /// Walks a queue list from its next job (the tail) on, from `offset`.
     async fn walk_list(&self, key: &str, jid: &str, offset: u64, left: &mut u64) -> Result<Walk> {
-        let length: u64 = self.query(redis::cmd("LLEN").arg(key)).await?;
+        let length = self.broker.list_len(key).await?;
         let mut pos = offset;
         while pos < length {
             if *left == 0 {
                 return Ok(Walk::Paused(pos));
             }
             let n = CHUNK.min(*left).min(length - pos);
-            // Position p (0 = next) is index -(p + 1).
-            let start = -((pos + n) as i64);
-            let stop = -((pos + 1) as i64);
-            let chunk: Vec<Vec<u8>> = self
-                .query(redis::cmd("LRANGE").arg(key).arg(start).arg(stop))
-                .await?;
+            let chunk = self.broker.list_from_tail(key, pos, n).await?;
             *left = left.saturating_sub(n);
             // LRANGE returns head-to-tail; the tail end (last) is next to run.
             for (i, raw) in chunk.iter().rev().enumerate() {
@@ -568,49 +712,36 @@ impl RedisBroker {
             });
         }
         let tenant = payload.as_ref().and_then(Payload::tenant);
-        let who = tenant.as_deref().unwrap_or("(no tenant)").to_owned();
         let paused = self.paused_queues().await?;
         let r = &mut out.reasons;
         match &location {
             Location::Running {
                 identity, since, ..
-            } => r.push(reason(
-                "running",
-                format!(
-                    "running on {identity} since {} ({})",
-                    format_time(*since),
-                    format_duration(now - since)
-                ),
-            )),
-            Location::Fetched { identity } => r.push(reason(
-                "fetched",
-                format!(
-                    "fetched by {identity}: starting (taking a slot, or just started and not yet in \
-                     its heartbeat)"
-                ),
-            )),
+            } => r.push(Reason::Running {
+                identity: identity.clone(),
+                since: *since,
+                elapsed_secs: now - since,
+            }),
+            Location::Fetched { identity } => r.push(Reason::Fetched {
+                identity: identity.clone(),
+            }),
             Location::Queue {
                 queue,
                 position,
                 length,
             } => {
-                r.push(reason(
-                    "position",
-                    format!(
-                        "position {} of {} in `{queue}`: {} job(s) will be fetched before it",
-                        format_count(*position),
-                        format_count(*length),
-                        format_count(position - 1)
-                    ),
-                ));
+                r.push(Reason::QueuePosition {
+                    queue: queue.clone(),
+                    position: *position,
+                    length: *length,
+                });
                 if paused.contains(queue) {
-                    r.push(reason(
-                        "paused",
-                        format!("`{queue}` is paused: workers do not fetch it until it is resumed"),
-                    ));
+                    r.push(Reason::QueuePaused {
+                        queue: queue.clone(),
+                    });
                 }
                 if let Some(p) = &payload {
-                    self.reroute_reasons(p, queue, &who, r).await?;
+                    self.reroute_reasons(p, queue, r).await?;
                 }
             }
             Location::Inbox {
@@ -618,70 +749,64 @@ impl RedisBroker {
                 position,
                 length,
             } => {
-                r.push(reason(
-                    "position",
-                    format!(
-                        "position {} of {} in the inbox of sharded queue `{queue}`: the next fetches \
-                         sort it into {who}'s list",
-                        format_count(*position),
-                        format_count(*length)
-                    ),
-                ));
+                r.push(Reason::InboxPosition {
+                    queue: queue.clone(),
+                    tenant: tenant.clone(),
+                    position: *position,
+                    length: *length,
+                });
                 if paused.contains(queue) {
-                    r.push(reason("paused", format!("`{queue}` is paused")));
+                    r.push(Reason::QueuePaused {
+                        queue: queue.clone(),
+                    });
                 }
             }
             Location::Shard {
                 queue,
-                tenant,
+                tenant: list_tenant,
                 position,
                 length,
             } => {
-                r.push(reason(
-                    "position",
-                    format!(
-                        "position {} of {} in {who}'s list of sharded queue `{queue}`",
-                        format_count(*position),
-                        format_count(*length)
-                    ),
-                ));
+                r.push(Reason::ShardPosition {
+                    queue: queue.clone(),
+                    tenant: tenant.clone(),
+                    position: *position,
+                    length: *length,
+                });
                 if paused.contains(queue) {
-                    r.push(reason(
-                        "paused",
-                        format!("`{queue}` is paused: workers do not fetch it until it is resumed"),
-                    ));
+                    r.push(Reason::QueuePaused {
+                        queue: queue.clone(),
+                    });
                 }
-                let view = self.shard_tenants(queue, &[tenant.as_deref()]).await?;
+                let view = self.shard_tenants(queue, &[list_tenant.as_deref()]).await?;
                 if let Some(row) = view.rows.first() {
                     let limit = row.limit.or(view.default_limit);
                     match limit {
-                        Some(0) => r.push(reason(
-                            "tenant_limit",
-                            format!("{who} is paused in `{queue}`: its running limit is 0"),
-                        )),
-                        Some(l) if row.running >= u64::from(l) => r.push(reason(
-                            "tenant_limit",
-                            format!(
-                                "tenant at its running limit {}/{l} in `{queue}`: its next job starts when one of its running jobs ends",
-                                row.running
-                            ),
-                        )),
+                        Some(0) => r.push(Reason::TenantPaused {
+                            queue: queue.clone(),
+                            tenant: tenant.clone(),
+                        }),
+                        Some(l) if row.running >= u64::from(l) => r.push(Reason::TenantAtLimit {
+                            queue: queue.clone(),
+                            running: row.running,
+                            limit: l,
+                        }),
                         _ => {}
                     }
                     match row.rotation {
-                        Some(rank) => r.push(reason(
-                            "dispatch_order",
-                            format!(
-                                "{who} is {} in `{queue}`'s dispatch order ({} tenants runnable{})",
-                                ordinal(rank),
-                                view.runnable,
-                                if row.under_floor { "; under its floor, so served first" } else { "" }
-                            ),
-                        )),
-                        None if limit.is_none_or(|l| row.running < u64::from(l)) => r.push(reason(
-                            "dispatch_order",
-                            format!("{who} enters `{queue}`'s dispatch order at the next fetch"),
-                        )),
+                        Some(rank) => r.push(Reason::DispatchOrder {
+                            queue: queue.clone(),
+                            tenant: tenant.clone(),
+                            rank,
+                            runnable: view.runnable,
+                            under_floor: row.under_floor,
+                        }),
+                        None if limit.is_none_or(|l| row.running < u64::from(l)) => {
+                            r.push(Reason::EntersDispatchOrder {
+                                queue: queue.clone(),
+                                tenant: tenant.clone(),
+                            })
+                        }
                         None => {}
                     }
                 }
@@ -694,67 +819,44 @@ impl RedisBroker {
                 let d: LimitDetail = self.limit_detail(key, 5).await?;
                 let declared = class_of_limit(classes, key).and_then(|c| c.concurrency);
                 let limit = d.row.limit.or(declared);
-                let held: Vec<String> = d
-                    .holders
-                    .iter()
-                    .map(|h| {
-                        format!(
-                            "{} on {} since {}",
-                            h.jid.as_deref().unwrap_or("?"),
-                            h.identity,
-                            format_time(h.since_ms as f64 / 1000.0)
-                        )
-                    })
-                    .collect();
-                r.push(reason(
-                    "slot_wait",
-                    format!(
-                        "{} waiter for `{key}` ({waiting} waiting; {} of {} slots held{}{})",
-                        ordinal(*position),
-                        d.row.running,
-                        limit.map_or_else(|| "?".to_owned(), |l| l.to_string()),
-                        if held.is_empty() { String::new() } else { format!(", by {}", held.join(", ")) },
-                        if d.row.running as usize > held.len() { ", …" } else { "" }
-                    ),
-                ));
+                r.push(Reason::SlotWait {
+                    key: key.clone(),
+                    position: *position,
+                    waiting: *waiting,
+                    running: d.row.running,
+                    limit,
+                    holders: d.holders,
+                });
                 if limit == Some(0) {
-                    r.push(reason("slot_wait", format!("`{key}` is paused: its limit is 0")));
+                    r.push(Reason::SlotPaused { key: key.clone() });
                 }
             }
-            Location::Scheduled { at } => r.push(reason(
-                "scheduled",
-                format!("scheduled for {} ({})", format_time(*at), relative(*at - now)),
-            )),
+            Location::Scheduled { at } => r.push(Reason::Scheduled {
+                at: *at,
+                due_in_secs: *at - now,
+            }),
             Location::Retry { at } => {
                 let (count, max) = payload
                     .as_ref()
                     .map_or((0, 0), |p| (p.retry_count().unwrap_or(0), p.max_retries()));
-                r.push(reason(
-                    "retry",
-                    format!(
-                        "retry {} of {max} scheduled for {} ({})",
-                        count + 1,
-                        format_time(*at),
-                        relative(*at - now)
-                    ),
-                ));
+                r.push(Reason::Retry {
+                    attempt: count + 1,
+                    max,
+                    at: *at,
+                    due_in_secs: *at - now,
+                });
                 if let Some(p) = &payload {
-                    r.push(reason("retry", last_error(p)));
+                    r.push(last_error(p, JobSet::Retry));
                 }
             }
             Location::Dead { at } => {
-                let retried = payload.as_ref().and_then(Payload::retry_count).unwrap_or(0);
-                r.push(reason(
-                    "dead",
-                    format!(
-                        "dead since {} ({} ago) after {retried} retries: it runs again only when \
-                         retried by hand",
-                        format_time(*at),
-                        format_duration(now - at)
-                    ),
-                ));
+                r.push(Reason::Dead {
+                    at: *at,
+                    ago_secs: now - at,
+                    retries: payload.as_ref().and_then(Payload::retry_count).unwrap_or(0),
+                });
                 if let Some(p) = &payload {
-                    r.push(reason("dead", last_error(p)));
+                    r.push(last_error(p, JobSet::Dead));
                 }
             }
         }
@@ -763,13 +865,7 @@ impl RedisBroker {
     }
 
     /// Why a job sits in a reroute queue, and when new jobs go back.
-    async fn reroute_reasons(
-        &self,
-        p: &Payload,
-        queue: &str,
-        who: &str,
-        r: &mut Vec<Reason>,
-    ) -> Result<()> {
+    async fn reroute_reasons(&self, p: &Payload, queue: &str, r: &mut Vec<Reason>) -> Result<()> {
         let Some(original) = p.get_str(fields::ORIGINAL_QUEUE) else {
             return Ok(());
         };
@@ -787,29 +883,21 @@ impl RedisBroker {
             .reroute_state(&p.class(), &original, &rules, &tenant)
             .await?;
         for rule in state.rules.iter().filter(|x| x.queue == queue) {
-            r.push(reason(
-                "reroute",
-                format!(
-                    "rerouted from `{original}`: {who} enqueued {} {} in the {} window (threshold {})",
-                    format_count(rule.count),
-                    p.class(),
-                    format_duration(rule.per as f64),
-                    format_count(rule.threshold)
-                ),
-            ));
+            r.push(Reason::Rerouted {
+                original: original.clone(),
+                tenant: Some(tenant.clone()),
+                class: p.class(),
+                count: rule.count,
+                window_secs: rule.per,
+                threshold: rule.threshold,
+            });
         }
-        r.push(reason(
-            "reroute",
-            match (state.back_in, state.next_queue == original) {
-                (_, true) => format!("new jobs of {who} already go to `{original}` again"),
-                (Some(s), false) => format!(
-                    "new jobs of {who} go to `{}` now, and back to `{original}` in {}",
-                    state.next_queue,
-                    format_duration(s as f64)
-                ),
-                (None, false) => format!("new jobs of {who} go to `{}` now", state.next_queue),
-            },
-        ));
+        r.push(Reason::RerouteOutlook {
+            tenant: Some(tenant),
+            next_queue: state.next_queue,
+            back_in_secs: state.back_in,
+            original,
+        });
         Ok(())
     }
 }
@@ -820,23 +908,12 @@ enum Walk {
     Paused(u64),
 }
 
-fn relative(secs: f64) -> String {
-    if secs >= 0.0 {
-        format!("in {}", format_duration(secs))
-    } else {
-        format!(
-            "due {} ago; the scheduler enqueues it at its next poll",
-            format_duration(-secs)
-        )
+fn last_error(p: &Payload, set: JobSet) -> Reason {
+    Reason::LastError {
+        set,
+        error_class: p.get_str("error_class"),
+        error_message: p.get_str("error_message"),
     }
-}
-
-fn last_error(p: &Payload) -> String {
-    format!(
-        "last error: {}: {}",
-        p.get_str("error_class").unwrap_or_else(|| "?".into()),
-        p.get_str("error_message").unwrap_or_default()
-    )
 }
 
 #[cfg(test)]

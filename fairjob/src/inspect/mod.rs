@@ -1,0 +1,233 @@
+//! What operators see: the read models of the CLI, the dashboard and the
+//! metrics sampler, built from the broker's raw reads ([`crate::broker::read`])
+//! and the policy modules' pure functions, so a rule is written once and a
+//! view explains it by calling it ("next job goes to `reports_slowest`, back
+//! in 61 s" comes from [`crate::wire::reroute_target`], the function the
+//! testing fake runs and `push.lua` states).
+//!
+//! [`Inspector`] is the one handle the UI crates hold: every view, and the
+//! operator's actions (retry, delete, pause, shard policy, slot limits,
+//! process signals), go through it. Sentences are not built here: a view
+//! carries typed facts and reasons ([`Reason`]), and the dashboard and the CLI
+//! render them.
+//!
+//! Layer 4: above `fair`, `limit`, `queues` and `config`; no `redis::` here.
+
+mod explain;
+mod jobs;
+mod queues;
+mod sample;
+mod tenant;
+mod windows;
+
+use crate::broker::{ConnectOptions, RedisBroker};
+use crate::error::Result;
+
+pub use crate::broker::keys::{decode as decode_key, encode as encode_key};
+pub use crate::broker::read::{
+    FinishedCounts, LimitDetail, LimitPage, LimitRow, LongWait, MAX_CLASSES, MAX_MINUTES,
+    MAX_QUEUES, MAX_READ_ROWS, OVERVIEW_TENANT_CAP, Overview, Page, ProcessPage, ProcessRow,
+    QueueRow, RECENT_MINUTES, RunningJob, SHARE_MINUTES, ShardRow, ShardView, SlotHolder,
+    SlotWaiter, Throughput, WaitSummary, WorkerRow,
+};
+pub use crate::broker::{Acted, JobSet, MAX_BULK, ProcessSignal, SetAction, Setting, ShardPolicy};
+pub use crate::wire::ClassInfo;
+pub use explain::{EXPLAIN_BUDGET, EXPLAIN_MAX_BUDGET, Explanation, JobSummary, Location, Reason};
+pub use jobs::{JobEntry, JobFilter, JobPage, SCAN_BUDGET};
+pub use queues::{
+    BlockReason, Blocked, FetchPlan, MEASURED_MINUTES, OverviewView, PlanTier, QueueState,
+    QueuesView, SCHEDULED_SAMPLE, SHARD_COUNT_PAGES, class_of_limit,
+};
+pub use sample::{MetricsSample, QueueSample, SAMPLE_HEADS, TenantSample};
+pub use tenant::{RerouteState, RuleState, TENANT_SET_SCAN, TenantQueue, TenantView};
+pub use windows::{WindowPage, WindowRow};
+
+/// The operator's handle on fairjob's state: views and actions, over one
+/// connection (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct Inspector {
+    broker: RedisBroker,
+}
+
+impl Inspector {
+    /// Connects to Redis for inspection only (the CLI's commands).
+    pub async fn connect(url: &str, options: ConnectOptions) -> Result<Inspector> {
+        Ok(Inspector {
+            broker: RedisBroker::connect(url, options).await?,
+        })
+    }
+
+    /// Inspects through an existing connection.
+    pub(crate) fn new(broker: RedisBroker) -> Inspector {
+        Inspector { broker }
+    }
+
+    /// The server, without credentials.
+    pub fn redis_display(&self) -> &str {
+        self.broker.redis_display()
+    }
+
+    /// Redis's clock, in float seconds.
+    pub async fn time(&self) -> Result<f64> {
+        self.broker.time().await
+    }
+
+    /// One PING's round trip.
+    pub async fn ping(&self) -> Result<std::time::Duration> {
+        self.broker.ping().await
+    }
+
+    /// Every queue's size, the sets, the counters and the workers.
+    pub async fn overview(&self) -> Result<Overview> {
+        self.broker.overview().await
+    }
+
+    /// The classes workers published, by name.
+    pub async fn classes(&self) -> Result<Vec<ClassInfo>> {
+        self.broker.classes().await
+    }
+
+    /// Every queue's name, the sharded ones, and whether there were more
+    /// than [`MAX_QUEUES`].
+    pub async fn queue_names(
+        &self,
+    ) -> Result<(Vec<String>, std::collections::BTreeSet<String>, bool)> {
+        self.broker.queue_names().await
+    }
+
+    /// The paused queues.
+    pub async fn paused_queues(&self) -> Result<Vec<String>> {
+        self.broker.paused_queues().await
+    }
+
+    /// Waits over the last `minutes` minutes per queue (of `tenant` when
+    /// given; `Some(None)`: jobs without a tenant).
+    pub async fn waits(
+        &self,
+        queues: &[String],
+        tenant: Option<Option<&str>>,
+        minutes: u64,
+    ) -> Result<Vec<WaitSummary>> {
+        self.broker.waits(queues, tenant, minutes).await
+    }
+
+    /// The tenants that waited longest over the last `minutes` minutes.
+    pub async fn longest_waits(
+        &self,
+        queues: &[String],
+        minutes: u64,
+        n: usize,
+    ) -> Result<Vec<LongWait>> {
+        self.broker.longest_waits(queues, minutes, n).await
+    }
+
+    /// Tenants seen in `queues` over the last `minutes` minutes whose name
+    /// contains `needle`, longest wait first, at most `n`.
+    pub async fn recent_tenants(
+        &self,
+        queues: &[String],
+        minutes: u64,
+        needle: &str,
+        n: usize,
+    ) -> Result<Vec<LongWait>> {
+        self.broker.recent_tenants(queues, minutes, needle, n).await
+    }
+
+    /// Jobs finished per queue per minute over the last `minutes` minutes.
+    pub async fn throughput(&self, queues: &[String], minutes: u64) -> Result<Throughput> {
+        self.broker.throughput(queues, minutes).await
+    }
+
+    /// One page of a sharded queue's tenants.
+    pub async fn shard_view(&self, queue: &str, page: Page) -> Result<ShardView> {
+        self.broker.shard_view(queue, page).await
+    }
+
+    /// The given tenants of a sharded queue, with the queue's defaults.
+    pub async fn shard_tenants(&self, queue: &str, tenants: &[Option<&str>]) -> Result<ShardView> {
+        self.broker.shard_tenants(queue, tenants).await
+    }
+
+    /// One page of slot-limited keys with their state.
+    pub async fn limits(&self, page: Page) -> Result<LimitPage> {
+        self.broker.limits(page).await
+    }
+
+    /// One slot-limited key with its first `n` holders and waiters.
+    pub async fn limit_detail(&self, full_key: &str, n: usize) -> Result<LimitDetail> {
+        self.broker.limit_detail(full_key, n).await
+    }
+
+    /// One page of live worker processes with their running jobs.
+    pub async fn processes(&self, page: Page) -> Result<ProcessPage> {
+        self.broker.processes(page).await
+    }
+
+    /// Pauses `queue`: workers stop fetching it; jobs can still be enqueued.
+    pub async fn pause_queue(&self, queue: &str) -> Result<()> {
+        self.broker.pause_queue(queue).await
+    }
+
+    /// Resumes a paused queue and wakes its idle workers.
+    pub async fn resume_queue(&self, queue: &str) -> Result<()> {
+        self.broker.resume_queue(queue).await
+    }
+
+    /// Applies `action` to entries of `set`, each given by its exact bytes
+    /// (at most [`MAX_BULK`] per call).
+    pub async fn act_on_entries(
+        &self,
+        set: JobSet,
+        action: SetAction,
+        entries: &[Vec<u8>],
+    ) -> Result<Acted> {
+        self.broker.act_on_entries(set, action, entries).await
+    }
+
+    /// Sends a worker process one of Sidekiq's remote signals (quiet, stop),
+    /// as Sidekiq's Web UI does.
+    pub async fn signal_process(&self, identity: &str, signal: ProcessSignal) -> Result<()> {
+        self.broker.signal_process(identity, signal).await
+    }
+
+    /// Changes a sharded queue's settings for `tenant` (`None`: the default).
+    pub async fn set_shard_policy(
+        &self,
+        queue: &str,
+        tenant: Option<&str>,
+        policy: ShardPolicy,
+    ) -> Result<()> {
+        self.broker.set_shard_policy(queue, tenant, policy).await
+    }
+
+    /// Sets a sharded queue's running limit (cap) for a tenant (`None`: the
+    /// default); `limit` `None` removes it.
+    pub async fn set_shard_limit(
+        &self,
+        queue: &str,
+        tenant: Option<&str>,
+        limit: Option<u32>,
+    ) -> Result<()> {
+        self.broker.set_shard_limit(queue, tenant, limit).await
+    }
+
+    /// Sets a slot-limited key's limit (`None`: back to the declared
+    /// `default`) and releases waiters into the new free slots; returns how
+    /// many were released.
+    pub async fn set_slot_limit(
+        &self,
+        full_key: &str,
+        limit: Option<u32>,
+        default: u32,
+    ) -> Result<u64> {
+        crate::limit::set_limit(&self.broker, full_key, limit, default).await
+    }
+}
+
+/// When a job was enqueued, from its raw payload (`enqueued_at`, else
+/// `created_at`): the start of its wait.
+fn enqueued_at(raw: &[u8]) -> Option<f64> {
+    let p = crate::wire::Payload::parse_slice(raw).ok()?;
+    p.timestamp("enqueued_at")
+        .or_else(|| p.timestamp("created_at"))
+}
