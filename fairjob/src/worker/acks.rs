@@ -23,7 +23,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Shared;
-use crate::broker::{AckRecord, Finished};
+use crate::broker::{AckRecord, FinishReply};
 use crate::error::Error;
 
 /// Acks one call carries at most (a dozen commands each), so that no script
@@ -39,7 +39,7 @@ pub(crate) struct PendingAck {
     pub record: AckRecord,
     pub token: String,
     pub tenant: String,
-    pub done: oneshot::Sender<Result<Finished, Arc<Error>>>,
+    pub done: oneshot::Sender<Result<FinishReply, Arc<Error>>>,
 }
 
 /// The sending side, kept in [`Shared`].
@@ -87,14 +87,14 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Pen
         });
         let results = futures_util::future::join_all(calls).await;
         // Each ack's outcome, in the batch's order.
-        let mut outcomes: Vec<Result<Finished, Arc<Error>>> = Vec::with_capacity(batch.len());
+        let mut outcomes: Vec<Result<FinishReply, Arc<Error>>> = Vec::with_capacity(batch.len());
         for (group, result) in groups.iter().zip(results) {
             match result {
                 Ok(fenced) => outcomes.extend((0..group.len()).map(|i| {
                     Ok(if fenced.get(i) == Some(&true) {
-                        Finished::Fenced
+                        FinishReply::Fenced
                     } else {
-                        Finished::Done
+                        FinishReply::Done
                     })
                 })),
                 Err(e) => {

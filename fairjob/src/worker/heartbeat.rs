@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Shared, backoff_sleep};
 use std::collections::HashSet;
 
-use crate::broker::{Beat, Finish, Finished, SlotHold, Token};
+use crate::broker::{Beat, Finish, FinishReply, SlotHold, Token};
 use crate::wire::now_f64;
 
 /// At start-up: warn unless `maxmemory-policy` is `noeviction`.
@@ -181,7 +181,7 @@ async fn orphans(shared: &Shared, suspects: &mut HashSet<String>) -> crate::Resu
                 slot.as_ref(),
             )
             .await?;
-        if done == Finished::Done {
+        if done == FinishReply::Done {
             requeued += 1;
         }
     }

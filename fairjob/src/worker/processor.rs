@@ -15,7 +15,7 @@ use super::acks::PendingAck;
 use super::middleware::{ServerMiddleware, ServerNext};
 use super::retry::{self, Outcome};
 use super::{Running, Shared, backoff_sleep};
-use crate::broker::{Acquired, Finish, Finished, Reserved, SlotHold, Token};
+use crate::broker::{Acquired, Finish, FinishReply, Reserved, SlotHold, Token};
 use crate::error::JobError;
 #[cfg(feature = "testing")]
 use crate::job::Registry;
@@ -407,8 +407,8 @@ pub(crate) async fn finish(
             }
         };
         match written {
-            Ok(Finished::Done | Finished::OwnerAlive) => return false,
-            Ok(Finished::Fenced) => {
+            Ok(FinishReply::Done | FinishReply::OwnerAlive) => return false,
+            Ok(FinishReply::Fenced) => {
                 tracing::warn!(token = %token.raw, "stale completion fenced: the job was recovered from this worker after its lease expired");
                 ::metrics::counter!(metrics::FENCED_TOTAL).increment(1);
                 return true;

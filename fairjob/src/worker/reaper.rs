@@ -14,7 +14,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
-use crate::broker::{Finish, Finished, SlotHold, Token};
+use crate::broker::{Finish, FinishReply, SlotHold, Token};
 use crate::limit;
 use crate::wire::{Payload, fields, malformed_entry, now_f64};
 
@@ -150,7 +150,7 @@ async fn recover(shared: &Shared, identity: &str) -> crate::Result<usize> {
                 slot.as_ref(),
             )
             .await?;
-        if done == Finished::Done {
+        if done == FinishReply::Done {
             recovered += 1;
             ::metrics::counter!(crate::metrics::RECOVERED_TOTAL).increment(1);
             tracing::warn!(dead_worker = identity, job.queue = %token.queue, "recovered a job from a dead worker");
