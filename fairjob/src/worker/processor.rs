@@ -1,6 +1,6 @@
 //! Running one fetched job, top to bottom: parse → decode and look up its type
 //! → take a concurrency slot (or park) → the user's server middleware →
-//! `perform` → an [`Outcome`] → finish (ack / retry / dead). A job leaves its
+//! `perform` → an [`Outcome`] → its exit (`exit.rs`: ack / retry / dead). A job leaves its
 //! worker's in-progress record exactly once. Panics are failures, not dead
 //! workers; a payload that is not a job goes to `dead` with its bytes.
 
@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt;
 use tracing::Instrument;
 
-use super::acks::PendingAck;
+use super::exit::{self, Exit};
 use super::middleware::{ServerMiddleware, ServerNext};
 use super::retry::{self, Outcome};
-use super::{Running, Shared, backoff_sleep};
-use crate::broker::{Acquired, Finish, FinishReply, Reserved, SlotHold, Token};
+use super::{Running, Shared};
+use crate::broker::{Acquired, Reserved, Token};
 use crate::error::JobError;
 #[cfg(feature = "testing")]
 use crate::job::Registry;
@@ -218,7 +218,7 @@ async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
     } else {
         Some(permit)
     };
-    if finish(shared, &token, outcome, slot.as_ref()).await {
+    if exit::finish(shared, &token, outcome.into(), slot.as_ref()).await {
         label = metrics::Outcome::Fenced;
     }
     drop(permit);
@@ -343,91 +343,6 @@ fn panicked(panic: Box<dyn std::any::Any + Send>) -> JobError {
     JobError::retry(format!("job panicked: {msg}")).with_class("Panic")
 }
 
-/// Leaves the in-progress record, retrying Redis errors with backoff until done
-/// or the worker stops (then the entry stays and the reaper recovers it later).
-/// True when the completion was fenced (the job had been recovered from this
-/// worker).
-pub(crate) async fn finish(
-    shared: &Shared,
-    token: &Token,
-    outcome: Outcome,
-    slot: Option<&SlotHold>,
-) -> bool {
-    let mut attempt = 0u32;
-    // The ack of a tenant-sharded queue's job goes with others in one call
-    // (worker/acks.rs).
-    let batched = match (&outcome, slot, &shared.acks) {
-        (Outcome::Ack, None, Some(tx)) => shared
-            .client
-            .broker()
-            .shard_ack_record(&shared.identity, token)
-            .map(|record| (tx, record)),
-        _ => None,
-    };
-    loop {
-        let written = match &batched {
-            Some((tx, record)) => {
-                let (done, written) = tokio::sync::oneshot::channel();
-                let pending = PendingAck {
-                    record: record.clone(),
-                    token: token.raw.clone(),
-                    tenant: token.tenant.clone().unwrap_or_default(),
-                    done,
-                };
-                if tx.send(pending).is_err() {
-                    // The ack task is gone: the worker is abandoning Redis work.
-                    return false;
-                }
-                match written.await {
-                    Ok(result) => result,
-                    Err(_) => return false,
-                }
-            }
-            None => {
-                let action = match &outcome {
-                    Outcome::Ack => Finish::Ack,
-                    Outcome::Retry(p, d) => Finish::Retry {
-                        payload: p,
-                        delay: *d,
-                    },
-                    Outcome::Dead(p) => Finish::Dead { payload: p },
-                };
-                shared
-                    .client
-                    .broker()
-                    .finish(
-                        &shared.identity,
-                        token,
-                        action,
-                        shared.client.clock_offset(),
-                        slot,
-                    )
-                    .await
-                    .map_err(Arc::new)
-            }
-        };
-        match written {
-            Ok(FinishReply::Done | FinishReply::OwnerAlive) => return false,
-            Ok(FinishReply::Fenced) => {
-                tracing::warn!(token = %token.raw, "stale completion fenced: the job was recovered from this worker after its lease expired");
-                ::metrics::counter!(metrics::FENCED_TOTAL).increment(1);
-                return true;
-            }
-            Err(e) => {
-                attempt += 1;
-                shared.redis_trouble("finish", &e);
-                if shared.abandon.is_cancelled() {
-                    return false;
-                }
-                tokio::select! {
-                    _ = backoff_sleep(attempt) => {}
-                    _ = shared.abandon.cancelled() => return false,
-                }
-            }
-        }
-    }
-}
-
 async fn bury_malformed(shared: &Shared, token: &Token, raw: &[u8], reason: &str) {
     tracing::error!(job.queue = %token.queue, reason, "malformed payload moved to dead");
     shared
@@ -435,7 +350,7 @@ async fn bury_malformed(shared: &Shared, token: &Token, raw: &[u8], reason: &str
         .failed
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let entry = malformed_entry(raw, &token.queue, reason);
-    let label = if finish(shared, token, Outcome::Dead(entry), None).await {
+    let label = if exit::finish(shared, token, Exit::Dead(entry), None).await {
         metrics::Outcome::Fenced
     } else {
         metrics::Outcome::Dead
@@ -447,32 +362,3 @@ async fn bury_malformed(shared: &Shared, token: &Token, raw: &[u8], reason: &str
         None,
     );
 }
-
-/// Puts the unfinished jobs of a shutdown back at the front of their queues.
-pub(crate) async fn requeue(shared: &Shared, unfinished: Vec<Running>) {
-    for job in unfinished {
-        // The bytes Redis held (to_json keeps them when unedited).
-        let raw = job.cx.payload().to_json();
-        match shared
-            .client
-            .broker()
-            .finish(
-                &shared.identity,
-                job.cx.token(),
-                Finish::Front { payload: &raw },
-                0,
-                job.slot.as_ref(),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, job.jid = job.cx.jid(), "could not requeue; it stays in progress and is recovered after the lease");
-                return;
-            }
-        }
-    }
-}
-
-/// How long a requeue at shutdown may take before the worker gives up on Redis.
-pub(crate) const REQUEUE_TIMEOUT: Duration = Duration::from_secs(3);
