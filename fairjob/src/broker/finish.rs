@@ -45,9 +45,9 @@ pub(crate) struct AckRecord {
     pub queue: String,
 }
 
-/// How a finish (or a recovery) ended.
+/// The reply of a finish (or a recovery) script: how the job's move ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finished {
+pub enum FinishReply {
     /// The job left the record as asked.
     Done,
     /// The token was gone: the job had been recovered elsewhere. Nothing
@@ -66,7 +66,7 @@ impl RedisBroker {
         action: Finish<'_>,
         clock_offset: i64,
         slot: Option<&SlotHold>,
-    ) -> Result<Finished> {
+    ) -> Result<FinishReply> {
         self.finish_guarded(identity, token, action, clock_offset, slot, false)
             .await
     }
@@ -135,7 +135,7 @@ impl RedisBroker {
         action: Finish<'_>,
         clock_offset: i64,
         slot: Option<&SlotHold>,
-    ) -> Result<Finished> {
+    ) -> Result<FinishReply> {
         self.finish_guarded(identity, token, action, clock_offset, slot, true)
             .await
     }
@@ -148,7 +148,7 @@ impl RedisBroker {
         clock_offset: i64,
         slot: Option<&SlotHold>,
         only_if_dead: bool,
-    ) -> Result<Finished> {
+    ) -> Result<FinishReply> {
         if token.is_sharded() || self.is_cluster() {
             return self
                 .finish_split(identity, token, action, clock_offset, slot, only_if_dead)
@@ -165,9 +165,9 @@ impl RedisBroker {
                 .await?;
             if removed == 0 {
                 self.count("fenced", 1).await?;
-                return Ok(Finished::Fenced);
+                return Ok(FinishReply::Fenced);
             }
-            return Ok(Finished::Done);
+            return Ok(FinishReply::Done);
         }
         let mut inv = FINISH.call();
         inv.key(self.keys.inflight(identity))
@@ -202,9 +202,9 @@ impl RedisBroker {
         }
         let done: i64 = self.invoke(&inv).await?;
         Ok(match done {
-            1 => Finished::Done,
-            2 => Finished::OwnerAlive,
-            _ => Finished::Fenced,
+            1 => FinishReply::Done,
+            2 => FinishReply::OwnerAlive,
+            _ => FinishReply::Fenced,
         })
     }
 
@@ -224,7 +224,7 @@ impl RedisBroker {
         clock_offset: i64,
         slot: Option<&SlotHold>,
         only_if_dead: bool,
-    ) -> Result<Finished> {
+    ) -> Result<FinishReply> {
         let sk = self.keys.shard(&token.queue);
         if only_if_dead {
             // The reaper saw the lease gone; look again just before the move (a
@@ -233,7 +233,7 @@ impl RedisBroker {
                 .query(redis::cmd("EXISTS").arg(self.keys.lease(identity)))
                 .await?;
             if alive {
-                return Ok(Finished::OwnerAlive);
+                return Ok(FinishReply::OwnerAlive);
             }
         }
         let written = match &action {
@@ -287,12 +287,12 @@ impl RedisBroker {
                 self.zset_remove(set, payload).await?;
             }
             self.count("fenced", 1).await?;
-            return Ok(Finished::Fenced);
+            return Ok(FinishReply::Fenced);
         }
         if let Some(hold) = slot {
             self.release_slot(identity, token, hold).await?;
         }
-        Ok(Finished::Done)
+        Ok(FinishReply::Done)
     }
 
     /// Releases the slot a job held, after the job left its record: one

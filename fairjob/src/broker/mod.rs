@@ -49,7 +49,7 @@ pub use fetch::Reserved;
 #[doc(hidden)]
 pub use fetch::ShardQueue;
 pub(crate) use finish::AckRecord;
-pub use finish::{Finish, Finished};
+pub use finish::{Finish, FinishReply};
 pub use keys::{Keys, LimitKeys, ShardKeys};
 #[cfg(feature = "testing")]
 pub(crate) use memory::{Entry, MemoryStore, PushObserver, Waiting};

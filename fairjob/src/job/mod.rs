@@ -20,8 +20,8 @@ use serde_json::value::RawValue;
 pub use context::JobContext;
 pub(crate) use context::JobParts;
 pub use enqueue::Enqueue;
-pub(crate) use registry::Prepared;
 pub use registry::{JobRegistration, Registry};
+pub(crate) use registry::{Prepared, SlotRequest};
 
 use crate::client::Client;
 use crate::error::{Error, JobError, Result};

@@ -91,7 +91,7 @@ impl Sim {
             .finish("sim", &token, Finish::Ack, 0, None)
             .await
             .unwrap();
-        assert_eq!(done, crate::broker::Finished::Done);
+        assert_eq!(done, crate::broker::FinishReply::Done);
     }
 
     fn running_of(&self, tenant: &str) -> usize {

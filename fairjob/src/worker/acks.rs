@@ -23,7 +23,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Shared;
-use crate::broker::{AckRecord, Finished};
+use crate::broker::{AckRecord, FinishReply, Token};
 use crate::error::Error;
 
 /// Acks one call carries at most (a dozen commands each), so that no script
@@ -33,13 +33,16 @@ const MAX_CALL: usize = 32;
 /// Acks gathered into one batch at most.
 const MAX_BATCH: usize = 512;
 
+/// How one ack's write ended, for its job's task.
+type Written = Result<FinishReply, Arc<Error>>;
+
 /// One job's ack waiting to be written: its record, its token and (encoded)
 /// tenant, and where the outcome goes.
 pub(crate) struct PendingAck {
-    pub record: AckRecord,
-    pub token: String,
-    pub tenant: String,
-    pub done: oneshot::Sender<Result<Finished, Arc<Error>>>,
+    record: AckRecord,
+    token: String,
+    tenant: String,
+    done: oneshot::Sender<Written>,
 }
 
 /// The sending side, kept in [`Shared`].
@@ -48,6 +51,21 @@ pub(crate) type AckSender = mpsc::UnboundedSender<PendingAck>;
 /// A new channel for the ack task.
 pub(crate) fn channel() -> (AckSender, mpsc::UnboundedReceiver<PendingAck>) {
     mpsc::unbounded_channel()
+}
+
+/// Hands the ack of `token` (held in `record`) to the ack task and waits for
+/// it to be written. `None` when the task is gone (the worker is abandoning
+/// Redis work).
+pub(crate) async fn submit(tx: &AckSender, record: AckRecord, token: &Token) -> Option<Written> {
+    let (done, written) = oneshot::channel();
+    let pending = PendingAck {
+        record,
+        token: token.raw.clone(),
+        tenant: token.tenant.clone().unwrap_or_default(),
+        done,
+    };
+    tx.send(pending).ok()?;
+    written.await.ok()
 }
 
 /// Writes acks in batches until the worker abandons Redis work (the end of
@@ -87,14 +105,14 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Pen
         });
         let results = futures_util::future::join_all(calls).await;
         // Each ack's outcome, in the batch's order.
-        let mut outcomes: Vec<Result<Finished, Arc<Error>>> = Vec::with_capacity(batch.len());
+        let mut outcomes: Vec<Written> = Vec::with_capacity(batch.len());
         for (group, result) in groups.iter().zip(results) {
             match result {
                 Ok(fenced) => outcomes.extend((0..group.len()).map(|i| {
                     Ok(if fenced.get(i) == Some(&true) {
-                        Finished::Fenced
+                        FinishReply::Fenced
                     } else {
-                        Finished::Done
+                        FinishReply::Done
                     })
                 })),
                 Err(e) => {

@@ -12,10 +12,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::exit::{self, Exit};
 use super::{Shared, backoff_sleep};
 use std::collections::HashSet;
 
-use crate::broker::{Beat, Finish, Finished, SlotHold, Token};
+use crate::broker::{Beat, FinishReply, SlotHold, Token};
 use crate::wire::now_f64;
 
 /// At start-up: warn unless `maxmemory-policy` is `noeviction`.
@@ -172,16 +173,8 @@ async fn orphans(shared: &Shared, suspects: &mut HashSet<String>) -> crate::Resu
         let slot = slots
             .get(&token.raw)
             .and_then(|v| SlotHold::from_record(&shared.identity, &token.raw, v));
-        let done = broker
-            .finish(
-                &shared.identity,
-                &token,
-                Finish::Front { payload: &payload },
-                0,
-                slot.as_ref(),
-            )
-            .await?;
-        if done == Finished::Done {
+        let done = exit::write(shared, &token, &Exit::Front(payload), slot.as_ref()).await?;
+        if done == FinishReply::Done {
             requeued += 1;
         }
     }

@@ -4,8 +4,10 @@
 //!
 //! - `builder.rs`: [`WorkerBuilder`]; `runtime.rs`: [`Worker`] and shutdown;
 //!   `handle.rs`: [`WorkerHandle`] and OS signals;
-//! - `fetch.rs`: the fetch loop; `processor.rs`: one job from parse to finish;
-//!   `retry.rs`: Sidekiq's retry rules (pure); `middleware.rs`: the server chain;
+//! - `fetch.rs`: the fetch loop; `processor.rs`: one job from parse to its
+//!   end; `retry.rs`: Sidekiq's retry rules (pure); `middleware.rs`: the
+//!   server chain; `exit.rs`: every write that ends a fetched job (ack, retry,
+//!   dead, requeue, recovery), one broker call each;
 //! - `heartbeat.rs`, `reaper.rs`, `scheduler.rs`: the background loops;
 //!   `stats.rs`: wait statistics gathered in memory, flushed by the heartbeat;
 //!   `sampler.rs`: the gauges read from Redis, set by one process at a time;
@@ -15,7 +17,8 @@
 //! A fetched job moves atomically (one `fetch.lua` call, or `shard_fetch.lua`
 //! for a tenant-sharded queue, whose record lives in the queue's cluster slot)
 //! into this process's in-progress record and leaves it only through
-//! `finish.lua` (`shard_finish.lua`): ack, retry, dead, or back to its queue.
+//! `exit.rs` (`finish.lua`, `shard_finish.lua`, or a batch of acks): ack,
+//! retry, dead, or back to its queue.
 //! The process holds a lease that its heartbeat renews; when the lease of some
 //! process expires, a reaper returns that process's jobs to their queues. Idle
 //! workers block on wake-up tokens that fairjob clients push with every job,
@@ -26,6 +29,7 @@
 
 mod acks;
 mod builder;
+mod exit;
 mod fetch;
 mod handle;
 mod heartbeat;

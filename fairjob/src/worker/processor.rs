@@ -1,25 +1,29 @@
-//! Running one fetched job, top to bottom: parse → decode and look up its type
-//! → take a concurrency slot (or park) → the user's server middleware →
-//! `perform` → an [`Outcome`] → finish (ack / retry / dead). A job leaves its
-//! worker's in-progress record exactly once. Panics are failures, not dead
-//! workers; a payload that is not a job goes to `dead` with its bytes.
+//! Running one fetched job, as named steps: parse → start → execute (decode
+//! and look up its type, take a concurrency slot or park, the user's server
+//! middleware around `perform` within its timeout) → report → an [`Outcome`]
+//! (pure, `retry.rs`) → exit (`exit.rs`: the one write of ack / retry /
+//! dead). A job leaves its worker's in-progress record exactly once. Panics
+//! are failures, not dead workers; a payload that is not a job goes to `dead`
+//! with its bytes.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::acks::PendingAck;
+use super::exit::{self, Exit};
 use super::middleware::{ServerMiddleware, ServerNext};
 use super::retry::{self, Outcome};
-use super::{Running, Shared, backoff_sleep};
-use crate::broker::{Acquired, Finish, Finished, Reserved, SlotHold, Token};
+use super::{Running, Shared};
+use crate::broker::{Acquired, Reserved, SlotHold, Token};
 use crate::error::JobError;
 #[cfg(feature = "testing")]
 use crate::job::Registry;
-use crate::job::{JobContext, JobParts, Prepared};
+use crate::job::{JobContext, JobParts, Prepared, SlotRequest};
 use crate::limit;
 use crate::metrics;
 use crate::wire::{Payload, malformed_entry};
@@ -40,27 +44,34 @@ pub(crate) async fn process(shared: Arc<Shared>, reserved: Reserved, permit: Per
         tracing::error!(token, "fetch returned a token fairjob cannot read");
         return;
     };
-    // 1. Parse.
-    if raw.len() > shared.config.max_payload_bytes {
-        let reason = format!(
-            "payload is {} bytes, above the worker's maximum of {} bytes",
-            raw.len(),
-            shared.config.max_payload_bytes
-        );
-        drop(permit);
-        bury_malformed(&shared, &token, &raw, &reason).await;
-        return;
-    }
-    let payload = match Payload::parse_slice(&raw) {
-        Ok(p) => p,
-        Err(m) => {
+    let payload = match parse(&shared, &raw) {
+        Ok(payload) => payload,
+        Err(reason) => {
             drop(permit);
-            bury_malformed(&shared, &token, &raw, &m.0).await;
+            bury_malformed(&shared, &token, &raw, &reason).await;
             return;
         }
     };
     drop(raw);
-    let span = tracing::info_span!(
+    let span = span(&token, &payload);
+    run(&shared, token, payload, permit).instrument(span).await;
+}
+
+/// The job's payload, or why it is not one (too large, or not a job).
+fn parse(shared: &Shared, raw: &[u8]) -> Result<Payload, String> {
+    let max = shared.config.max_payload_bytes;
+    if raw.len() > max {
+        return Err(format!(
+            "payload is {} bytes, above the worker's maximum of {max} bytes",
+            raw.len()
+        ));
+    }
+    Payload::parse_slice(raw).map_err(|m| m.0)
+}
+
+/// The span of the job's run, with its class, jid, queue and tenant.
+fn span(token: &Token, payload: &Payload) -> tracing::Span {
+    tracing::info_span!(
         "fairjob.perform",
         job.class = %payload.class(),
         job.jid = %payload.jid(),
@@ -69,117 +80,178 @@ pub(crate) async fn process(shared: Arc<Shared>, reserved: Reserved, permit: Per
         attempt = tracing::field::Empty,
         outcome = tracing::field::Empty,
         elapsed_ms = tracing::field::Empty,
-    );
-    run(&shared, token, payload, permit).instrument(span).await;
+    )
 }
 
 /// A permit of the worker's concurrency semaphore.
 pub(crate) type Permit = tokio::sync::OwnedSemaphorePermit;
 
+/// The job's run as named steps: start → execute (resolve, take a slot,
+/// perform) → report → outcome → end (the one write) → record the end.
 async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
-    let span = tracing::Span::current();
     // Cancelled at shutdown (the worker's token) or when this run times out.
     let cancel = shared.job_cancel.child_token();
+    let cx = start(shared, token.clone(), payload, &cancel);
+    let Some(ran) = execute(shared, &cx, &cancel).await else {
+        return; // parked in the lock-wait list, or taken back meanwhile
+    };
+    report(shared, &cx, &ran.result);
+    let outcome = retry::outcome(cx.payload(), &ran.result);
+    let label = end(shared, &token, &ran, outcome, permit).await;
+    record_end(shared, &cx, label, ran.performed);
+}
+
+/// What running a job came to: its result, the slot it held, and how long
+/// `perform` ran (when it did).
+struct Ran {
+    result: Result<(), JobError>,
+    slot: Option<SlotHold>,
+    performed: Option<Duration>,
+}
+
+impl Ran {
+    /// A job that failed before `perform`.
+    fn failed(e: JobError) -> Self {
+        Ran {
+            result: Err(e),
+            slot: None,
+            performed: None,
+        }
+    }
+}
+
+/// The job's context, on the span and in the log.
+fn start(
+    shared: &Shared,
+    token: Token,
+    payload: Payload,
+    cancel: &CancellationToken,
+) -> JobContext {
     let cx = JobContext::new(JobParts {
         payload,
-        token: token.clone(),
+        token,
         cancel: cancel.clone(),
         client: shared.client.clone(),
     });
-    span.record("attempt", cx.attempt());
+    tracing::Span::current().record("attempt", cx.attempt());
     tracing::debug!("start");
-    // How long `perform` ran, when it did.
-    let mut performed: Option<Duration> = None;
-    // 2. Decode into its type (an unknown class or bad args is a failure).
-    let (result, slot) = match shared.registry.prepare(cx.payload()) {
-        Err(e) => (Err(e), None),
-        Ok(job) => {
-            // 3. A concurrency slot, or the lock-wait list.
-            let slot = match &job.slot {
-                None => Ok(None),
-                Some(req) => {
-                    match limit::acquire(
-                        shared.client.broker(),
-                        &shared.identity,
-                        &token,
-                        cx.payload(),
-                        &req.full_key,
-                        req.limit,
-                    )
-                    .await
-                    {
-                        Ok(Acquired::Slot(hold)) => Ok(Some(hold)),
-                        Ok(Acquired::Parked) => {
-                            span.record("outcome", "parked");
-                            tracing::debug!(key = %req.full_key, "no free slot: parked in the lock-wait list");
-                            return;
-                        }
-                        Ok(Acquired::Lost) => {
-                            span.record("outcome", "lost");
-                            tracing::warn!(
-                                key = %req.full_key,
-                                "the job was recovered by another worker before it took its slot; not run here"
-                            );
-                            return;
-                        }
-                        Err(e) => Err(JobError::retry(format!(
-                            "cannot take a slot of `{}`: {e}",
-                            req.full_key
-                        ))
-                        .with_class("SlotError")),
-                    }
-                }
-            };
-            match slot {
-                Err(e) => (Err(e), None),
-                Ok(slot) => {
-                    record_wait(shared, &token, cx.payload());
-                    // 4. The user's middleware around `perform`.
-                    shared.running.lock().expect("running lock").insert(
-                        token.raw.clone(),
-                        Running {
-                            cx: cx.clone(),
-                            slot,
-                        },
-                    );
-                    let timeout = job.timeout.or(shared.config.job_timeout);
-                    let run = through_chain(shared.chain.clone(), job, cx.clone());
-                    let started = Instant::now();
-                    let result = match timeout {
-                        None => run.await,
-                        Some(limit) => within(limit, &cancel, run).await,
-                    };
-                    performed = Some(started.elapsed());
-                    let slot = shared
-                        .running
-                        .lock()
-                        .expect("running lock")
-                        .remove(&token.raw)
-                        .and_then(|r| r.slot);
-                    (result, slot)
-                }
-            }
-        }
+    cx
+}
+
+/// Resolves the job's type (an unknown class or bad args is a failure),
+/// takes its concurrency slot and performs it. `None` when the job is no
+/// longer this run's: parked for a slot, or recovered by another worker.
+async fn execute(shared: &Shared, cx: &JobContext, cancel: &CancellationToken) -> Option<Ran> {
+    let job = match shared.registry.prepare(cx.payload()) {
+        Ok(job) => job,
+        Err(e) => return Some(Ran::failed(e)),
     };
+    let slot = match &job.slot {
+        None => None,
+        Some(req) => match acquire(shared, cx, req).await? {
+            Ok(hold) => Some(hold),
+            Err(e) => return Some(Ran::failed(e)),
+        },
+    };
+    Some(perform(shared, job, cx, cancel, slot).await)
+}
+
+/// Takes a slot of the job's concurrency limit. `None` when the job was
+/// parked in the lock-wait list or recovered meanwhile; a Redis error is a
+/// failure of the job.
+async fn acquire(
+    shared: &Shared,
+    cx: &JobContext,
+    req: &SlotRequest,
+) -> Option<Result<SlotHold, JobError>> {
+    let span = tracing::Span::current();
+    let acquired = limit::acquire(
+        shared.client.broker(),
+        &shared.identity,
+        cx.token(),
+        cx.payload(),
+        &req.full_key,
+        req.limit,
+    )
+    .await;
+    match acquired {
+        Ok(Acquired::Slot(hold)) => Some(Ok(hold)),
+        Ok(Acquired::Parked) => {
+            span.record("outcome", "parked");
+            tracing::debug!(key = %req.full_key, "no free slot: parked in the lock-wait list");
+            None
+        }
+        Ok(Acquired::Lost) => {
+            span.record("outcome", "lost");
+            tracing::warn!(
+                key = %req.full_key,
+                "the job was recovered by another worker before it took its slot; not run here"
+            );
+            None
+        }
+        Err(e) => Some(Err(JobError::retry(format!(
+            "cannot take a slot of `{}`: {e}",
+            req.full_key
+        ))
+        .with_class("SlotError"))),
+    }
+}
+
+/// Runs the user's middleware around `perform`, within the job's timeout,
+/// with the job in the running set (the heartbeat's work record).
+async fn perform(
+    shared: &Shared,
+    job: Prepared,
+    cx: &JobContext,
+    cancel: &CancellationToken,
+    slot: Option<SlotHold>,
+) -> Ran {
+    record_wait(shared, cx.token(), cx.payload());
+    let key = &cx.token().raw;
+    let running = Running {
+        cx: cx.clone(),
+        slot,
+    };
+    shared
+        .running
+        .lock()
+        .expect("running lock")
+        .insert(key.clone(), running);
+    let timeout = job.timeout.or(shared.config.job_timeout);
+    let run = through_chain(shared.chain.clone(), job, cx.clone());
+    let started = Instant::now();
+    let result = match timeout {
+        None => run.await,
+        Some(limit) => within(limit, cancel, run).await,
+    };
+    let performed = Some(started.elapsed());
+    let slot = shared
+        .running
+        .lock()
+        .expect("running lock")
+        .remove(key)
+        .and_then(|r| r.slot);
+    Ran {
+        result,
+        slot,
+        performed,
+    }
+}
+
+/// Counts the result and logs a failure, with the job's fields on the event
+/// itself (the span is off when the filter is warn or above).
+fn report(shared: &Shared, cx: &JobContext, result: &Result<(), JobError>) {
+    let span = tracing::Span::current();
     span.record("elapsed_ms", cx.elapsed().as_millis() as u64);
-    // 5. The outcome.
-    let stats = &shared.stats;
-    stats
-        .processed
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    match &result {
+    shared.stats.processed.fetch_add(1, Ordering::Relaxed);
+    match result {
         Ok(()) => {
             span.record("outcome", "ok");
             tracing::debug!("done");
         }
         Err(e) => {
-            stats
-                .failed
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            shared.stats.failed.fetch_add(1, Ordering::Relaxed);
             span.record("outcome", "failed");
-            // The job's fields on the event itself: the span is off when the
-            // filter is warn or above.
-            let p = cx.payload();
             tracing::warn!(
                 job.class = cx.class(),
                 job.jid = cx.jid(),
@@ -187,7 +259,7 @@ async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
                 tenant = cx.tenant().unwrap_or(""),
                 error_class = e.class(),
                 error = e.message(),
-                retry_count = p.retry_count(),
+                retry_count = cx.payload().retry_count(),
                 "job failed"
             );
         }
@@ -197,37 +269,63 @@ async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
             .waits
             .lock()
             .expect("waits lock")
-            .finished(&token.queue, result.is_err());
+            .finished(&cx.token().queue, result.is_err());
     }
-    let outcome = retry::outcome(cx.payload(), &result);
-    let mut label = match (&result, &outcome) {
-        (Ok(()), _) => metrics::Outcome::Success,
-        (Err(_), Outcome::Retry(..)) => metrics::Outcome::Retry,
-        (Err(_), Outcome::Dead(_)) => metrics::Outcome::Dead,
-        (Err(_), Outcome::Ack) => metrics::Outcome::Discarded,
-    };
-    // 6. Finish. A plain queue's job without a slot gives its permit back
-    // now, so the next job starts while this one's end is on its way. A job
-    // Redis counts (its tenant's running jobs, a held slot) keeps its permit
-    // until the write that ends it has released that count: a fetch in
-    // between would see the count still taken and pass over the tenant
-    // (floors and caps would be served late).
-    let permit = if slot.is_none() && !token.is_sharded() {
+}
+
+/// Writes the job's end ([`exit::finish`]) and returns its label for the
+/// series. A plain queue's job without a slot gives its permit back first,
+/// so the next job starts while this one's end is on its way. A job Redis
+/// counts (its tenant's running jobs, a held slot) keeps its permit until
+/// the write that ends it has released that count: a fetch in between would
+/// see the count still taken and pass over the tenant (floors and caps would
+/// be served late).
+async fn end(
+    shared: &Shared,
+    token: &Token,
+    ran: &Ran,
+    outcome: Outcome,
+    permit: Permit,
+) -> metrics::Outcome {
+    let label = label(&ran.result, &outcome);
+    let permit = if ran.slot.is_none() && !token.is_sharded() {
         drop(permit);
         None
     } else {
         Some(permit)
     };
-    if finish(shared, &token, outcome, slot.as_ref()).await {
-        label = metrics::Outcome::Fenced;
-    }
+    let fenced = exit::finish(shared, token, outcome.into(), ran.slot.as_ref()).await;
     drop(permit);
+    if fenced {
+        metrics::Outcome::Fenced
+    } else {
+        label
+    }
+}
+
+/// Adds the job's end to this process's per-job series.
+fn record_end(
+    shared: &Shared,
+    cx: &JobContext,
+    label: metrics::Outcome,
+    performed: Option<Duration>,
+) {
     let class = shared.class_label(cx.class());
     shared
         .series
         .lock()
         .expect("series lock")
-        .finished(class, &token.queue, label, performed);
+        .finished(class, cx.queue(), label, performed);
+}
+
+/// The series label of a run's result and outcome.
+fn label(result: &Result<(), JobError>, outcome: &Outcome) -> metrics::Outcome {
+    match (result, outcome) {
+        (Ok(()), _) => metrics::Outcome::Success,
+        (Err(_), Outcome::Retry(..)) => metrics::Outcome::Retry,
+        (Err(_), Outcome::Dead(_)) => metrics::Outcome::Dead,
+        (Err(_), Outcome::Ack) => metrics::Outcome::Discarded,
+    }
 }
 
 /// Counts how long the job waited from its (latest) enqueue to this start.
@@ -259,7 +357,7 @@ fn record_wait(shared: &Shared, token: &Token, payload: &Payload) {
 /// drops it as a `Timeout` failure (retried like any failure).
 async fn within(
     limit: Duration,
-    cancel: &tokio_util::sync::CancellationToken,
+    cancel: &CancellationToken,
     job: impl std::future::Future<Output = Result<(), JobError>>,
 ) -> Result<(), JobError> {
     tokio::pin!(job);
@@ -343,99 +441,11 @@ fn panicked(panic: Box<dyn std::any::Any + Send>) -> JobError {
     JobError::retry(format!("job panicked: {msg}")).with_class("Panic")
 }
 
-/// Leaves the in-progress record, retrying Redis errors with backoff until done
-/// or the worker stops (then the entry stays and the reaper recovers it later).
-/// True when the completion was fenced (the job had been recovered from this
-/// worker).
-pub(crate) async fn finish(
-    shared: &Shared,
-    token: &Token,
-    outcome: Outcome,
-    slot: Option<&SlotHold>,
-) -> bool {
-    let mut attempt = 0u32;
-    // The ack of a tenant-sharded queue's job goes with others in one call
-    // (worker/acks.rs).
-    let batched = match (&outcome, slot, &shared.acks) {
-        (Outcome::Ack, None, Some(tx)) => shared
-            .client
-            .broker()
-            .shard_ack_record(&shared.identity, token)
-            .map(|record| (tx, record)),
-        _ => None,
-    };
-    loop {
-        let written = match &batched {
-            Some((tx, record)) => {
-                let (done, written) = tokio::sync::oneshot::channel();
-                let pending = PendingAck {
-                    record: record.clone(),
-                    token: token.raw.clone(),
-                    tenant: token.tenant.clone().unwrap_or_default(),
-                    done,
-                };
-                if tx.send(pending).is_err() {
-                    // The ack task is gone: the worker is abandoning Redis work.
-                    return false;
-                }
-                match written.await {
-                    Ok(result) => result,
-                    Err(_) => return false,
-                }
-            }
-            None => {
-                let action = match &outcome {
-                    Outcome::Ack => Finish::Ack,
-                    Outcome::Retry(p, d) => Finish::Retry {
-                        payload: p,
-                        delay: *d,
-                    },
-                    Outcome::Dead(p) => Finish::Dead { payload: p },
-                };
-                shared
-                    .client
-                    .broker()
-                    .finish(
-                        &shared.identity,
-                        token,
-                        action,
-                        shared.client.clock_offset(),
-                        slot,
-                    )
-                    .await
-                    .map_err(Arc::new)
-            }
-        };
-        match written {
-            Ok(Finished::Done | Finished::OwnerAlive) => return false,
-            Ok(Finished::Fenced) => {
-                tracing::warn!(token = %token.raw, "stale completion fenced: the job was recovered from this worker after its lease expired");
-                ::metrics::counter!(metrics::FENCED_TOTAL).increment(1);
-                return true;
-            }
-            Err(e) => {
-                attempt += 1;
-                shared.redis_trouble("finish", &e);
-                if shared.abandon.is_cancelled() {
-                    return false;
-                }
-                tokio::select! {
-                    _ = backoff_sleep(attempt) => {}
-                    _ = shared.abandon.cancelled() => return false,
-                }
-            }
-        }
-    }
-}
-
 async fn bury_malformed(shared: &Shared, token: &Token, raw: &[u8], reason: &str) {
     tracing::error!(job.queue = %token.queue, reason, "malformed payload moved to dead");
-    shared
-        .stats
-        .failed
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    shared.stats.failed.fetch_add(1, Ordering::Relaxed);
     let entry = malformed_entry(raw, &token.queue, reason);
-    let label = if finish(shared, token, Outcome::Dead(entry), None).await {
+    let label = if exit::finish(shared, token, Exit::Dead(entry), None).await {
         metrics::Outcome::Fenced
     } else {
         metrics::Outcome::Dead
@@ -447,32 +457,3 @@ async fn bury_malformed(shared: &Shared, token: &Token, raw: &[u8], reason: &str
         None,
     );
 }
-
-/// Puts the unfinished jobs of a shutdown back at the front of their queues.
-pub(crate) async fn requeue(shared: &Shared, unfinished: Vec<Running>) {
-    for job in unfinished {
-        // The bytes Redis held (to_json keeps them when unedited).
-        let raw = job.cx.payload().to_json();
-        match shared
-            .client
-            .broker()
-            .finish(
-                &shared.identity,
-                job.cx.token(),
-                Finish::Front { payload: &raw },
-                0,
-                job.slot.as_ref(),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, job.jid = job.cx.jid(), "could not requeue; it stays in progress and is recovered after the lease");
-                return;
-            }
-        }
-    }
-}
-
-/// How long a requeue at shutdown may take before the worker gives up on Redis.
-pub(crate) const REQUEUE_TIMEOUT: Duration = Duration::from_secs(3);

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
-use crate::broker::{Finish, Finished, SlotHold, Token};
+use super::exit::{self, Exit};
+use crate::broker::{FinishReply, SlotHold, Token};
 use crate::limit;
 use crate::wire::{Payload, fields, malformed_entry, now_f64};
 
@@ -96,16 +97,17 @@ async fn heal(shared: &Shared) -> crate::Result<()> {
     Ok(())
 }
 
-/// The payload a recovered job goes back with, and whether it goes to `dead`.
-fn interrupted(shared: &Shared, token: &Token, raw: &[u8]) -> (String, bool) {
+/// Where a recovered job goes, with its payload: back to the front of its
+/// queue, or to `dead` once it has been interrupted too often (or is not a job).
+fn interrupted(shared: &Shared, token: &Token, raw: &[u8]) -> Exit {
     let mut p = match Payload::parse_slice(raw) {
         Ok(p) => p,
-        Err(m) => return (malformed_entry(raw, &token.queue, &m.0), true),
+        Err(m) => return Exit::Dead(malformed_entry(raw, &token.queue, &m.0)),
     };
     let n = p.get::<u32>(fields::INTERRUPTED_COUNT).unwrap_or(0) + 1;
     p.set(fields::INTERRUPTED_COUNT, n);
     if n < shared.config.max_interruptions.max(1) {
-        return (p.to_json(), false);
+        return Exit::Front(p.to_json());
     }
     p.set("error_class", "Interrupted");
     p.set(
@@ -115,7 +117,7 @@ fn interrupted(shared: &Shared, token: &Token, raw: &[u8]) -> (String, bool) {
     p.set("dead_reason", "interrupted");
     p.set("failed_at", now_f64());
     tracing::error!(job.class = %p.class(), job.jid = %p.jid(), job.queue = %token.queue, n, "job keeps killing its workers: moved to dead (interrupted)");
-    (p.to_json(), true)
+    Exit::Dead(p.to_json())
 }
 
 async fn recover(shared: &Shared, identity: &str) -> crate::Result<usize> {
@@ -132,25 +134,12 @@ async fn recover(shared: &Shared, identity: &str) -> crate::Result<usize> {
             );
             continue;
         };
-        let (payload, dead) = interrupted(shared, &token, &raw);
-        let action = if dead {
-            Finish::Dead { payload: &payload }
-        } else {
-            Finish::Front { payload: &payload }
-        };
+        let exit = interrupted(shared, &token, &raw);
         let slot = slots
             .get(&token.raw)
             .and_then(|v| SlotHold::from_record(identity, &token.raw, v));
-        let done = broker
-            .recover(
-                identity,
-                &token,
-                action,
-                shared.client.clock_offset(),
-                slot.as_ref(),
-            )
-            .await?;
-        if done == Finished::Done {
+        let done = exit::recover(shared, identity, &token, &exit, slot.as_ref()).await?;
+        if done == FinishReply::Done {
             recovered += 1;
             ::metrics::counter!(crate::metrics::RECOVERED_TOTAL).increment(1);
             tracing::warn!(dead_worker = identity, job.queue = %token.queue, "recovered a job from a dead worker");

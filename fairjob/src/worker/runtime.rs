@@ -16,8 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::handle::{WorkerHandle, install_signals};
 use super::middleware::ServerMiddleware;
 use super::{
-    Running, Shared, Stats, WorkerBuilder, acks, fetch, heartbeat, processor, reaper, sampler,
-    scheduler,
+    Running, Shared, Stats, WorkerBuilder, acks, exit, fetch, heartbeat, reaper, sampler, scheduler,
 };
 use crate::client::Client;
 use crate::config::WorkerConfig;
@@ -214,11 +213,8 @@ async fn shutdown(shared: &Shared, jobs: &mut JoinSet<()>) {
             "shutdown timeout: cancelling and requeueing unfinished jobs"
         );
         shared.job_cancel.cancel();
-        let _ = tokio::time::timeout(
-            processor::REQUEUE_TIMEOUT,
-            processor::requeue(shared, unfinished),
-        )
-        .await;
+        let _ =
+            tokio::time::timeout(exit::REQUEUE_TIMEOUT, exit::requeue(shared, unfinished)).await;
         shared.abandon.cancel();
         // Give cancelled jobs a moment to notice, then stop them.
         let _ = tokio::time::timeout(Duration::from_millis(500), async {

@@ -1,0 +1,179 @@
+//! One exit for a fetched job. Every way a job leaves an in-progress record is
+//! an [`Exit`], and this file holds every write of one: a job this worker ran
+//! ([`finish`], which retries Redis errors), its unfinished jobs at shutdown
+//! ([`requeue`]), the orphans its heartbeat finds in its own records
+//! ([`write`]) and a dead worker's jobs the reaper takes back ([`recover`]).
+//! Each exit is exactly one broker call, fenced by the job's token:
+//!
+//! | exit | broker call |
+//! |------|-------------|
+//! | `Ack` of a tenant-sharded queue's job holding no slot, acks batched | the ack task (`acks.rs`, one `ack_many` per batch and queue) |
+//! | `Ack` | `finish(Finish::Ack)` |
+//! | `Retry` | `finish(Finish::Retry)` |
+//! | `Dead` | `finish(Finish::Dead)` (the reaper: `recover`) |
+//! | `Front` | `finish(Finish::Front)` (the reaper: `recover`) |
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::retry::Outcome;
+use super::{Running, Shared, acks, backoff_sleep};
+use crate::broker::{Finish, FinishReply, SlotHold, Token};
+use crate::error::{Error, Result};
+use crate::metrics;
+
+/// How a fetched job leaves its worker's in-progress record.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Exit {
+    /// Done (or failed in a way Sidekiq does not keep).
+    Ack,
+    /// To `retry` with this payload, due after this delay.
+    Retry(String, Duration),
+    /// To `dead` with this payload.
+    Dead(String),
+    /// Back to the front of its queue with this payload: unfinished at
+    /// shutdown, an orphan of this worker's records, a dead worker's job.
+    Front(String),
+}
+
+impl From<Outcome> for Exit {
+    fn from(outcome: Outcome) -> Self {
+        match outcome {
+            Outcome::Ack => Exit::Ack,
+            Outcome::Retry(payload, delay) => Exit::Retry(payload, delay),
+            Outcome::Dead(payload) => Exit::Dead(payload),
+        }
+    }
+}
+
+impl Exit {
+    /// The broker's step for this exit.
+    fn step(&self) -> Finish<'_> {
+        match self {
+            Exit::Ack => Finish::Ack,
+            Exit::Retry(payload, delay) => Finish::Retry {
+                payload,
+                delay: *delay,
+            },
+            Exit::Dead(payload) => Finish::Dead { payload },
+            Exit::Front(payload) => Finish::Front { payload },
+        }
+    }
+}
+
+/// Writes the end of a job this worker ran, retrying Redis errors with
+/// backoff until done or the worker abandons Redis work (then the entry stays
+/// and the reaper recovers it later). True when the write was fenced (the job
+/// had been recovered from this worker).
+pub(crate) async fn finish(
+    shared: &Shared,
+    token: &Token,
+    exit: Exit,
+    slot: Option<&SlotHold>,
+) -> bool {
+    let mut attempt = 0u32;
+    loop {
+        let Some(written) = send(shared, token, &exit, slot).await else {
+            // The ack task is gone: the worker is abandoning Redis work.
+            return false;
+        };
+        match written {
+            Ok(FinishReply::Done | FinishReply::OwnerAlive) => return false,
+            Ok(FinishReply::Fenced) => {
+                tracing::warn!(token = %token.raw, "stale completion fenced: the job was recovered from this worker after its lease expired");
+                ::metrics::counter!(metrics::FENCED_TOTAL).increment(1);
+                return true;
+            }
+            Err(e) => {
+                attempt += 1;
+                shared.redis_trouble("finish", &e);
+                if shared.abandon.is_cancelled() {
+                    return false;
+                }
+                tokio::select! {
+                    _ = backoff_sleep(attempt) => {}
+                    _ = shared.abandon.cancelled() => return false,
+                }
+            }
+        }
+    }
+}
+
+/// One attempt at the one call that ends a job this worker ran: a
+/// tenant-sharded queue's ack (of a job holding no slot) goes to the ack
+/// task to be written with others; every other exit is one [`write`].
+/// `None` when the ack task is gone.
+async fn send(
+    shared: &Shared,
+    token: &Token,
+    exit: &Exit,
+    slot: Option<&SlotHold>,
+) -> Option<std::result::Result<FinishReply, Arc<Error>>> {
+    if let (Exit::Ack, None, Some(tx)) = (exit, slot, &shared.acks)
+        && let Some(record) = shared
+            .client
+            .broker()
+            .shard_ack_record(&shared.identity, token)
+    {
+        return acks::submit(tx, record, token).await;
+    }
+    Some(write(shared, token, exit, slot).await.map_err(Arc::new))
+}
+
+/// Ends a job in this worker's own in-progress record: one `finish` call.
+pub(crate) async fn write(
+    shared: &Shared,
+    token: &Token,
+    exit: &Exit,
+    slot: Option<&SlotHold>,
+) -> Result<FinishReply> {
+    shared
+        .client
+        .broker()
+        .finish(
+            &shared.identity,
+            token,
+            exit.step(),
+            shared.client.clock_offset(),
+            slot,
+        )
+        .await
+}
+
+/// Ends a job in dead worker `identity`'s record (the reaper): one `recover`
+/// call, done only if that worker's lease is still gone.
+pub(crate) async fn recover(
+    shared: &Shared,
+    identity: &str,
+    token: &Token,
+    exit: &Exit,
+    slot: Option<&SlotHold>,
+) -> Result<FinishReply> {
+    shared
+        .client
+        .broker()
+        .recover(
+            identity,
+            token,
+            exit.step(),
+            shared.client.clock_offset(),
+            slot,
+        )
+        .await
+}
+
+/// Puts the unfinished jobs of a shutdown back at the front of their queues;
+/// at the first Redis error the rest stay in progress for the reaper.
+pub(crate) async fn requeue(shared: &Shared, unfinished: Vec<Running>) {
+    for job in unfinished {
+        // The bytes Redis held (to_json keeps them when unedited).
+        let exit = Exit::Front(job.cx.payload().to_json());
+        if let Err(e) = write(shared, job.cx.token(), &exit, job.slot.as_ref()).await {
+            tracing::warn!(error = %e, job.jid = job.cx.jid(), "could not requeue; it stays in progress and is recovered after the lease");
+            return;
+        }
+    }
+}
+
+/// How long a requeue at shutdown may take before the worker gives up on Redis.
+pub(crate) const REQUEUE_TIMEOUT: Duration = Duration::from_secs(3);
