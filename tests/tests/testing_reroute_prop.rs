@@ -2,7 +2,10 @@
 //! real Redis: random sequences of pushes (two job types, tenants, no tenant,
 //! explicit queues, re-pushes of earlier jids) and clock moves go through a
 //! `Fake` and through a client on a private redis-server, and every push must
-//! land in the same queue on both.
+//! land in the same queue on both. Before each new job of a tenant, the
+//! tenant view (`fairjob::inspect`) says which queue the tenant's next job
+//! gets; the push must land there too: the view, the fake and `push.lua`
+//! state one rule.
 //!
 //! Clock moves are 1000 s and the windows 1500 s and 10500 s, so no entry is
 //! ever within 500 s of a window's edge: the few real seconds the test takes
@@ -144,6 +147,17 @@ async fn check(url: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
             Op::Repush(_) => continue,
         };
         let class = payload.class();
+        let rules = fairjob::fair::rules_of(&payload);
+        let predicted = match (op, payload.tenant()) {
+            (Op::Push { pinned: false, .. }, Some(tenant)) if !rules.is_empty() => Some(
+                real.inspector()
+                    .reroute_state(&class, &payload.queue(), &rules, &tenant)
+                    .await
+                    .unwrap()
+                    .next_queue,
+            ),
+            _ => None,
+        };
         real.push(PushJob::new(payload.clone())).await.unwrap();
         fake.client().push(PushJob::new(payload)).await.unwrap();
         let after = lengths(&mut conn, &ns).await;
@@ -166,6 +180,18 @@ async fn check(url: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
             grew[0],
             ops
         );
+        if let Some(predicted) = predicted {
+            prop_assert_eq!(
+                predicted.as_str(),
+                grew[0],
+                "op {} ({:?}): the tenant view said {} and Redis pushed to {}; ops {:?}",
+                i,
+                op,
+                predicted,
+                grew[0],
+                ops
+            );
+        }
     }
     Ok(())
 }

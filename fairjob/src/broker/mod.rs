@@ -1,21 +1,73 @@
-//! Redis, and only Redis: the one module that names the Redis client.
+//! Redis, and only Redis: the driver, the one module that names the Redis
+//! client. It changes state (one script per atomic change, its reply decoded
+//! into an enum next to the call) and reads raw, bounded facts (`read`); it
+//! does not explain them: the views operators see are built above the policy
+//! modules, in [`crate::inspect`].
 //!
-//! - `conn`: the connection (`Conn`), connecting, redaction, TLS, and the
-//!   blocking `Waiter` idle workers sleep on;
-//! - [`keys`]: every key name;
-//! - `scripts`: the `.lua` files, one per state change;
-//! - one file per kind of state change, each with one typed function per
-//!   script whose reply is decoded into an enum next to the call: `push`
-//!   (enqueue, schedule), `fetch`, `finish` (ack, retry, dead, requeue,
-//!   recovery), `slots`, `shards`, `process` (leases, heartbeats, the reaper's
-//!   reads), `promote` (the scheduler);
-//! - [`admin`]: bounded, typed read views for the CLI, the dashboard and metrics;
-//! - `memory` (feature `testing`): the in-memory backend of fairjob's testing
-//!   mode, which `push` and `schedule` write to instead of Redis; every other
-//!   command fails there with [`Error::NotInTestingMode`].
+//! Layer 2: it knows Sidekiq's wire format and nothing of job types,
+//! middleware or tenants' rules; callers hand it prepared strings.
 //!
-//! Layer 2: it knows Sidekiq's wire format and nothing of job types, middleware
-//! or tenants' rules; callers hand it prepared strings.
+//! # The contract
+//!
+//! Every operation of [`RedisBroker`], by concern (the file that holds it in
+//! brackets). "Script" names the `.lua` file under `scripts/` that makes the
+//! change atomically; reads name their commands.
+//!
+//! | operation | changes or reads | script or commands | reply |
+//! |---|---|---|---|
+//! | **connection** (`mod.rs`, `conn/`) | | | |
+//! | `connect` | opens the shared connection (node or cluster, TLS), checks it | `HELLO`/`AUTH`, `PING` | `RedisBroker` |
+//! | `connection`, `waiter`, `primaries`, `is_cluster` | the shared handle; a blocking waiter on wake-up lists; the cluster's primaries | `BLPOP`, `CLUSTER NODES` | `Conn`, `Waiter`, `Option<Vec<Node>>` |
+//! | `time`, `ping` | Redis's clock; one round trip | `TIME`, `PING` | `f64`, `Duration` |
+//! | `wake` | pushes a wake-up token (kept at one) | `LPUSH`+`LTRIM` | `()` |
+//! | **enqueue** (`push.rs`) | | | |
+//! | `push` | registers reroute windows, picks the queue, pushes (plain list, sharded inbox), wakes | `push.lua` (`window.lua` on a cluster) | `Vec<Pushed>` |
+//! | `schedule` | adds payloads to `schedule` | `schedule.lua` | `()` |
+//! | `zset_add`, `zset_remove` | one payload into / out of `retry` or `dead` | `schedule.lua`, `ZREM` | `()` |
+//! | **fetch** (`fetch.rs`) | | | |
+//! | `fetch_plain`, `fetch_plain_alone`, `fetch_plain_after_wait` | moves jobs from plain queues into the worker's in-progress record | `fetch.lua` (behind `BLPOP`) | `Vec<(usize, Reserved)>` |
+//! | `fetch_shard` | sorts a sharded queue's inbox, dispatches by stride order, records running counts | `shard_fetch.lua` | `Vec<Reserved>` |
+//! | **end of a job** (`finish.rs`) | | | |
+//! | `finish` | ack, retry, dead or requeue of one job, fenced by its token | `finish.lua`, `shard_finish.lua`, `front.lua` | `FinishReply` |
+//! | `ack_many` | acks a batch of one sharded queue's jobs | `shard_ack_many.lua` | `Vec<bool>` |
+//! | `recover` | the reaper's `finish` of a dead worker's job, only while its lease is gone | `finish.lua`, `front.lua` | `FinishReply` |
+//! | `release_slot`, `deliver_released` | frees a slot; releases its waiters to their queues | `slot_release.lua`, `front.lua` | `()` |
+//! | **slots** (`slots.rs`) | | | |
+//! | `slot_acquire` | takes a slot of a fetched job or parks it in the lock-wait list | `slot_acquire.lua`, `slot_take.lua` | `Acquired` |
+//! | `set_slot_limit` | a key's runtime limit; releases waiters into new slots | `slot_set.lua` | released `u64` |
+//! | **tenant shards** (`shards.rs`) | | | |
+//! | `set_shard_policy`, `set_shard_limit` | a tenant's (or the default) weight, floor, cap; re-checks runnability | `shard_policy.lua` | `()` |
+//! | `migrate_shard_ring` | moves a 0.1 round-robin ring to fair-share structures | `shard_policy.lua` | `u64` |
+//! | **processes and leases** (`process.rs`) | | | |
+//! | `register_worker`, `forget_worker`, `leave_processes` | fairjob's worker record; Sidekiq's `processes` | `SADD`/`SREM`/`DEL` | `()` |
+//! | `renew_lease`, `try_reaper_lock`, `sampler_lease` | the process lease; the reaper's and the sampler's locks | `lease.lua`, `SET NX PX`, `sampler_lease.lua` | `bool` |
+//! | `beat` | Sidekiq's process and work hashes, stats; returns a remote signal | pipeline (`HSET`, `EXPIRE`, `RPOP`) | `Option<String>` |
+//! | `publish_classes` | the classes a worker runs (for views without job types) | `HSET` | `()` |
+//! | `workers_alive`, `inflight_entries`, `inflight_tokens`, `inflight_payload`, `slot_records`, `in_progress`, `sampler` | the reaper's and reconciler's reads | `SMEMBERS`, `EXISTS`, `HGETALL`, `HGET`, `HLEN` | rows |
+//! | **scheduler** (`promote.rs`) | | | |
+//! | `promote` | claims due entries of `schedule`/`retry` under a lease | `promote.lua` | payloads |
+//! | `drop_claim`, `bury_claimed` | ends a claim; moves a bad entry to `dead` | `ZREM`, `schedule.lua` | `()` |
+//! | **self-healing** (`reconcile.rs`) | | | |
+//! | `reconcile_shard`, `reconcile_slots` | recounts running jobs; drops slots no record holds | `shard_reconcile.lua`, `reclaim.lua`, `slot_forget.lua` | `Healed` |
+//! | **operators' actions** (`actions.rs`) | | | |
+//! | `act_on_entries` | retry now, delete, kill, add to queue on `retry`/`schedule`/`dead` entries | `ZREM` + `LPUSH`/`ZADD` per entry | `Acted` |
+//! | `pause_queue`, `resume_queue`, `signal_process` | paused set; Sidekiq's remote signals | `SADD`/`SREM`, `LPUSH` | `()` |
+//! | **statistics** (`stats.rs`) | | | |
+//! | `stats_writes` | wait histograms and processed/failed per minute, in the heartbeat's pipeline | `HINCRBY`, `ZADD`, `EXPIRE` | — |
+//! | **raw reads** (`read/`) | | | |
+//! | `overview`, `totals`, `queue_names`, `queue_heads`, `scheduled_head`, `eviction_policy` | queue sizes and oldest entries, set sizes, counters | `SMEMBERS`, `LLEN`, `LINDEX`, `ZCARD`, `GET`, `CONFIG GET` | rows |
+//! | `set_size`, `set_range`, `set_members_at`, `set_scan_step` | `retry`/`schedule`/`dead` | `ZCARD`, `ZRANGE`, `ZSCAN` | members with scores |
+//! | `shard_view`, `shard_tenants`, `shard_heads`, `shard_running`, `shard_pending_step`, `shard_tenant_count` | a sharded queue's tenants and settings | `SSCAN`, `LLEN`, `HGET`, `ZSCORE`, `ZRANK` | `ShardView`, rows |
+//! | `limits`, `limit_detail`, `slot_waiters`, `limit_keys_step` | slot-limited keys, holders, waiters | `SSCAN`, `GET`, `ZCARD`, `LRANGE` | `LimitPage`, `LimitDetail` |
+//! | `processes` | Sidekiq's process records and work hashes | `SSCAN`, `HMGET`, `HGETALL` | `ProcessPage` |
+//! | `waits`, `longest_waits`, `recent_tenants`, `throughput` | wait histograms, finished counts per minute | `HMGET`, `ZREVRANGE` | `WaitSummary`, `Throughput` |
+//! | `window_counts`, `window_scores_at`, `window_keys_step` | reroute windows | `ZCOUNT`, `ZRANGE BYSCORE`, `SCAN` | counts, scores |
+//! | `list_len`, `list_from_tail`, `tenant_lists_step`, `walk_total` | lists, for explain's bounded walk | `LLEN`, `LRANGE`, `SSCAN` | entries |
+//! | `classes`, `key_len`, `key_ttl` | published classes; any key's size and TTL | `HSCAN`, `TYPE`+`*LEN`, `TTL` | rows |
+//!
+//! `memory` (feature `testing`) is the in-memory backend of fairjob's
+//! testing mode, which `push` and `schedule` write to instead of Redis;
+//! every other operation fails there with [`Error::NotInTestingMode`].
 
 mod actions;
 mod conn;

@@ -258,7 +258,7 @@ impl Client {
     /// The operator's views and actions over this client's connection (the
     /// dashboard and the CLI read through it).
     pub fn inspector(&self) -> crate::inspect::Inspector {
-        crate::inspect::Inspector::new(self.inner.broker.clone())
+        crate::inspect::Inspector::new(self.inner.broker.clone(), self.clock_offset())
     }
 
     /// The settings this client was built with.

@@ -47,6 +47,9 @@ pub use windows::{WindowPage, WindowRow};
 #[derive(Debug, Clone)]
 pub struct Inspector {
     broker: RedisBroker,
+    /// Seconds added to Redis's clock, as the client that made this
+    /// inspector adds them to its pushes (see `Client::set_clock_offset`).
+    clock_offset: i64,
 }
 
 impl Inspector {
@@ -54,12 +57,17 @@ impl Inspector {
     pub async fn connect(url: &str, options: ConnectOptions) -> Result<Inspector> {
         Ok(Inspector {
             broker: RedisBroker::connect(url, options).await?,
+            clock_offset: 0,
         })
     }
 
-    /// Inspects through an existing connection.
-    pub(crate) fn new(broker: RedisBroker) -> Inspector {
-        Inspector { broker }
+    /// Inspects through an existing connection, judging time-based rules
+    /// (reroute windows) with the same clock offset as the client's pushes.
+    pub(crate) fn new(broker: RedisBroker, clock_offset: i64) -> Inspector {
+        Inspector {
+            broker,
+            clock_offset,
+        }
     }
 
     /// The server, without credentials.
@@ -67,9 +75,10 @@ impl Inspector {
         self.broker.redis_display()
     }
 
-    /// Redis's clock, in float seconds.
+    /// Redis's clock (plus the client's clock offset), in float seconds:
+    /// the `now` every view is judged at.
     pub async fn time(&self) -> Result<f64> {
-        self.broker.time().await
+        Ok(self.broker.time().await? + self.clock_offset as f64)
     }
 
     /// One PING's round trip.

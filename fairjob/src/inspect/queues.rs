@@ -24,7 +24,7 @@ use crate::wire::Payload;
 /// Tenants one page of a sharded queue's counts reads.
 const SHARD_COUNT_PAGE: usize = 100;
 
-/// Pages of [`SHARD_COUNT_PAGE`] tenants a sharded queue's counts read at most.
+/// Pages of 100 tenants a sharded queue's counts read at most.
 pub const SHARD_COUNT_PAGES: usize = 5;
 
 /// Scheduled jobs (next due first) whose queues the overview attributes.
@@ -117,7 +117,7 @@ pub struct OverviewView {
     pub now: f64,
     /// Per queue.
     pub queues: Vec<QueueState>,
-    /// Whether more queues exist than [`MAX_QUEUES`].
+    /// Whether more queues exist than [`MAX_QUEUES`](super::MAX_QUEUES).
     pub queues_truncated: bool,
     /// `schedule` size.
     pub scheduled: u64,

@@ -63,7 +63,7 @@ impl Inspector {
     /// One sample for the metrics sampler (see the module doc for its bounds).
     pub async fn metrics_sample(&self) -> Result<MetricsSample> {
         let (names, sharded, _) = self.queue_names().await?;
-        let now = self.broker.time().await?;
+        let now = self.time().await?;
         let heads = self.broker.queue_heads(&names).await?;
         let age = |raw: &[u8]| enqueued_at(raw).map(|t| (now - t).max(0.0));
         let mut queues = Vec::with_capacity(names.len());

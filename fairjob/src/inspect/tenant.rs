@@ -107,7 +107,7 @@ impl Inspector {
         rules: &[WireRule],
         tenant: &str,
     ) -> Result<RerouteState> {
-        let now = self.broker.time().await?.floor() as i64;
+        let now = self.time().await?.floor() as i64;
         let key = self.broker.keys().fair_window(class, tenant, base_queue);
         let max_window = reroute_window(rules, DEFAULT_MAX_WINDOW.as_secs());
         let windows: Vec<u64> = rules.iter().map(|r| rule_window(r, max_window)).collect();

@@ -44,7 +44,7 @@ impl Inspector {
         cursor: u64,
         count: usize,
     ) -> Result<WindowPage> {
-        let now = self.broker.time().await?.floor() as i64;
+        let now = self.time().await?.floor() as i64;
         let (next, found) = self
             .broker
             .window_keys_step(class, base_queue, cursor, count.clamp(1, 10_000))
