@@ -5,44 +5,58 @@
 //! [`Opener`] of the blocking ones. Credentials stay out of every message:
 //! [`redacted`] for logs, `scrub` for the errors the Redis client writes.
 
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::{AsyncConnectionConfig, IntoConnectionInfo};
+use serde::{Deserialize, Serialize};
 
 use super::tls::Tls;
 #[cfg(feature = "tls")]
 use super::tls::{install_tls_provider, tls_failure};
 use super::{Backend, Conn};
 use crate::error::{Error, Result};
+use crate::wire::duration::human;
 
-/// How to reach Redis.
-#[derive(Clone)]
+/// How to reach Redis. In the settings' serde form (a [`ClientConfig`], a
+/// worker's TOML file) these keys sit flat beside the others, durations as
+/// humantime text (`"5s"`); a key left out keeps its default.
+///
+/// [`ClientConfig`]: crate::config::ClientConfig
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ConnectOptions {
     /// Key prefix (`ns:`), as redis-namespace did for Sidekiq.
     pub namespace: Option<String>,
     /// How long one command may take before it fails (default 5 s).
+    #[serde(with = "human")]
     pub response_timeout: Duration,
     /// How long connecting may take (default 5 s).
+    #[serde(with = "human")]
     pub connect_timeout: Duration,
-    /// The reroute window key format (the gem's by default).
+    /// The reroute window key format, the gem's `enqueues_key` (placeholders
+    /// `%<job_class>s`, `%<fair_tenant>s`, `%<queue>s`); the gem's by default.
     pub fair_key_format: Option<String>,
     /// Connect in Redis Cluster mode even with one seed (it is detected
     /// otherwise: `cluster_enabled:1`); a server not in cluster mode is then an error.
     pub cluster: bool,
-    /// Replicas every push waits for (Redis `WAIT`); 0 = none.
+    /// After each push, wait until this many replicas have the write (Redis
+    /// `WAIT`); the push fails if they don't within `wait_timeout`. 0 (the
+    /// default) waits for none.
     pub wait_replicas: u32,
-    /// How long a push waits for them.
+    /// How long a push waits for its replicas (default 1 s).
+    #[serde(with = "human")]
     pub wait_timeout: Duration,
-    /// A PEM file of the CA certificate(s) that signed the server's
-    /// certificate, for a `rediss://` URL (the system's roots when unset).
+    /// For a `rediss://` URL: a PEM file of the CA certificate(s) that signed
+    /// the server's certificate (`REDIS_TLS_CA`); the system's root
+    /// certificates when unset.
     pub tls_ca_file: Option<PathBuf>,
-    /// A PEM client certificate (chain) for mutual TLS; with `tls_key_file`.
+    /// Mutual TLS: a PEM client certificate (chain) (`REDIS_TLS_CERT`), with
+    /// `tls_key_file`.
     pub tls_cert_file: Option<PathBuf>,
-    /// The PEM private key of `tls_cert_file`.
+    /// Mutual TLS: the client certificate's PEM private key (`REDIS_TLS_KEY`).
     pub tls_key_file: Option<PathBuf>,
 }
 
@@ -60,23 +74,6 @@ impl Default for ConnectOptions {
             tls_cert_file: None,
             tls_key_file: None,
         }
-    }
-}
-
-impl fmt::Debug for ConnectOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ConnectOptions")
-            .field("namespace", &self.namespace)
-            .field("response_timeout", &self.response_timeout)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("fair_key_format", &self.fair_key_format)
-            .field("cluster", &self.cluster)
-            .field("wait_replicas", &self.wait_replicas)
-            .field("wait_timeout", &self.wait_timeout)
-            .field("tls_ca_file", &self.tls_ca_file)
-            .field("tls_cert_file", &self.tls_cert_file)
-            .field("tls_key_file", &self.tls_key_file)
-            .finish()
     }
 }
 
