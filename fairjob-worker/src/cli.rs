@@ -541,26 +541,26 @@ fn load_config(global: &Global, r: &RunArgs) -> Result<WorkerConfig> {
         c.client.redis = Some(v.clone());
     }
     if let Some(v) = &global.namespace {
-        c.client.namespace = Some(v.clone());
+        c.client.connect.namespace = Some(v.clone());
     }
-    c.client.cluster |= global.cluster;
+    c.client.connect.cluster |= global.cluster;
     if let Some(v) = &global.tls_ca {
-        c.client.tls_ca_file = Some(v.clone());
+        c.client.connect.tls_ca_file = Some(v.clone());
     }
     if let Some(v) = &global.tls_cert {
-        c.client.tls_cert_file = Some(v.clone());
+        c.client.connect.tls_cert_file = Some(v.clone());
     }
     if let Some(v) = &global.tls_key {
-        c.client.tls_key_file = Some(v.clone());
+        c.client.connect.tls_key_file = Some(v.clone());
     }
     if let Some(v) = global.wait_replicas {
-        c.client.wait_replicas = v;
+        c.client.connect.wait_replicas = v;
     }
     if let Some(v) = global.wait_timeout {
-        c.client.wait_timeout = v;
+        c.client.connect.wait_timeout = v;
     }
     if let Some(v) = &r.fair_key_format {
-        c.client.fair_key_format = Some(v.clone());
+        c.client.connect.fair_key_format = Some(v.clone());
     }
     if !r.queues.is_empty() {
         c.queues = r.queues.clone();
@@ -657,7 +657,7 @@ mod tests {
         assert_eq!(c.concurrency, 7);
         assert_eq!(c.timeout, Duration::from_secs(10));
         assert_eq!(c.queues, vec!["a,2".to_owned(), "b,1".to_owned()]);
-        assert_eq!(c.client.namespace.as_deref(), Some("app"));
+        assert_eq!(c.client.connect.namespace.as_deref(), Some("app"));
         let c = config_of(&[
             "worker",
             "-Q",
@@ -698,9 +698,18 @@ mod tests {
             "--tls-key",
             "/etc/me.key",
         ]);
-        assert_eq!(c.client.tls_ca_file, Some(PathBuf::from("/etc/ca.pem")));
-        assert_eq!(c.client.tls_cert_file, Some(PathBuf::from("/etc/me.pem")));
-        assert_eq!(c.client.tls_key_file, Some(PathBuf::from("/etc/me.key")));
+        assert_eq!(
+            c.client.connect.tls_ca_file,
+            Some(PathBuf::from("/etc/ca.pem"))
+        );
+        assert_eq!(
+            c.client.connect.tls_cert_file,
+            Some(PathBuf::from("/etc/me.pem"))
+        );
+        assert_eq!(
+            c.client.connect.tls_key_file,
+            Some(PathBuf::from("/etc/me.key"))
+        );
         let dir = std::env::temp_dir().join(format!("fairjob-cli-tls-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("w.toml");
@@ -716,9 +725,18 @@ mod tests {
             "--tls-ca",
             "/b/ca.pem",
         ]);
-        assert_eq!(c.client.tls_ca_file, Some(PathBuf::from("/b/ca.pem")));
-        assert_eq!(c.client.tls_cert_file, Some(PathBuf::from("/a/c.pem")));
-        assert_eq!(c.client.tls_key_file, Some(PathBuf::from("/a/c.key")));
+        assert_eq!(
+            c.client.connect.tls_ca_file,
+            Some(PathBuf::from("/b/ca.pem"))
+        );
+        assert_eq!(
+            c.client.connect.tls_cert_file,
+            Some(PathBuf::from("/a/c.pem"))
+        );
+        assert_eq!(
+            c.client.connect.tls_key_file,
+            Some(PathBuf::from("/a/c.key"))
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -1,5 +1,5 @@
-//! Settings, in one place: [`ClientConfig`] (how to reach Redis, key layout,
-//! reroute windows, payload limits) and [`WorkerConfig`], which contains one, so
+//! Settings, in one place: [`ClientConfig`] (the Redis URL, how to reach it
+//! as the broker's [`ConnectOptions`], reroute windows, payload limits) and [`WorkerConfig`], which contains one, so
 //! the worker's own client (promotions, jobs enqueued from jobs, the CLI's
 //! commands) counts in the same windows as the application's.
 //!
@@ -13,12 +13,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
-use crate::broker::ConnectOptions;
+pub use crate::broker::ConnectOptions;
 use crate::error::{Error, Result};
 use crate::fair::DEFAULT_MAX_WINDOW;
 use crate::queues::QueueSpec;
+pub use crate::wire::duration::parse_duration;
+use crate::wire::duration::{human, human_opt};
 
 /// The default Redis URL.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -26,23 +28,17 @@ pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 /// The client's default maximum payload size: 1 MiB.
 pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024;
 
-/// Everything a [`Client`](crate::Client) needs.
+/// Everything a [`Client`](crate::Client) needs: the Redis URL, how to reach
+/// it ([`ConnectOptions`], whose keys sit flat beside these in the serde form),
+/// and what the client itself enforces.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClientConfig {
     /// Redis URL (`REDIS_URL`); [`DEFAULT_REDIS_URL`] when unset.
     pub redis: Option<String>,
-    /// Key prefix (`ns:`), as redis-namespace did for Sidekiq.
-    pub namespace: Option<String>,
-    /// How long connecting may take (default 5s).
-    #[serde(with = "human")]
-    pub connect_timeout: Duration,
-    /// How long one command may take (default 5s).
-    #[serde(with = "human")]
-    pub response_timeout: Duration,
-    /// The reroute window key format, the gem's `enqueues_key` (placeholders
-    /// `%<job_class>s`, `%<fair_tenant>s`, `%<queue>s`); the gem's by default.
-    pub fair_key_format: Option<String>,
+    /// Namespace, timeouts, cluster mode, replicas to wait for, TLS files.
+    #[serde(flatten)]
+    pub connect: ConnectOptions,
     /// The reroute window kept per tenant (default 1 day, as the gem); raised
     /// automatically to the longest `per` of a job's rules.
     #[serde(with = "human")]
@@ -52,43 +48,16 @@ pub struct ClientConfig {
     /// Queues that are tenant-sharded (besides those declared by
     /// `#[job(shard_by_tenant)]` and those workers announce in Redis).
     pub sharded_queues: Vec<String>,
-    /// Connect in Redis Cluster mode even with one seed URL (detected
-    /// otherwise; a server not in cluster mode is then an error).
-    pub cluster: bool,
-    /// After each push, wait until this many replicas have the write (Redis
-    /// `WAIT`); the push fails if they don't within `wait_timeout`. 0 (the
-    /// default) waits for none.
-    pub wait_replicas: u32,
-    /// How long a push waits for its replicas (default 1 s).
-    #[serde(with = "human")]
-    pub wait_timeout: Duration,
-    /// For a `rediss://` URL: a PEM file of the CA certificate(s) that signed
-    /// the server's certificate (`REDIS_TLS_CA`); the system's root
-    /// certificates when unset.
-    pub tls_ca_file: Option<PathBuf>,
-    /// Mutual TLS: a PEM client certificate (`REDIS_TLS_CERT`), with `tls_key_file`.
-    pub tls_cert_file: Option<PathBuf>,
-    /// Mutual TLS: the client certificate's PEM private key (`REDIS_TLS_KEY`).
-    pub tls_key_file: Option<PathBuf>,
 }
 
 impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             redis: None,
-            namespace: None,
-            connect_timeout: Duration::from_secs(5),
-            response_timeout: Duration::from_secs(5),
-            fair_key_format: None,
+            connect: ConnectOptions::default(),
             max_throttling_window: DEFAULT_MAX_WINDOW,
             max_payload_bytes: DEFAULT_MAX_PAYLOAD,
             sharded_queues: Vec::new(),
-            cluster: false,
-            wait_replicas: 0,
-            wait_timeout: Duration::from_secs(1),
-            tls_ca_file: None,
-            tls_cert_file: None,
-            tls_key_file: None,
         }
     }
 }
@@ -99,19 +68,11 @@ impl ClientConfig {
         self.redis.as_deref().unwrap_or(DEFAULT_REDIS_URL)
     }
 
-    /// The broker's connection options.
+    /// The broker's connection options (an empty namespace is none).
     pub fn connect_options(&self) -> ConnectOptions {
         ConnectOptions {
-            namespace: self.namespace.clone().filter(|n| !n.is_empty()),
-            response_timeout: self.response_timeout,
-            connect_timeout: self.connect_timeout,
-            fair_key_format: self.fair_key_format.clone(),
-            cluster: self.cluster,
-            wait_replicas: self.wait_replicas,
-            wait_timeout: self.wait_timeout,
-            tls_ca_file: self.tls_ca_file.clone(),
-            tls_cert_file: self.tls_cert_file.clone(),
-            tls_key_file: self.tls_key_file.clone(),
+            namespace: self.connect.namespace.clone().filter(|n| !n.is_empty()),
+            ..self.connect.clone()
         }
     }
 }
@@ -284,6 +245,10 @@ impl WorkerConfig {
 }
 
 /// The flat form of [`WorkerConfig`] in a TOML file: client keys beside worker keys.
+/// The connection's keys are spelled out here rather than taken with
+/// `#[serde(flatten)]` (as [`ClientConfig`] does): a flattened field is read
+/// from a buffer, so a TOML error in it would lose its line and its key's name.
+/// The defaults still come from [`WorkerConfig::default`], written once.
 #[derive(Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct WorkerConfigFile {
@@ -294,10 +259,6 @@ struct WorkerConfigFile {
     #[serde(with = "human")]
     response_timeout: Duration,
     fair_key_format: Option<String>,
-    #[serde(with = "human")]
-    max_throttling_window: Duration,
-    max_enqueue_bytes: usize,
-    sharded_queues: Vec<String>,
     cluster: bool,
     wait_replicas: u32,
     #[serde(with = "human")]
@@ -305,6 +266,10 @@ struct WorkerConfigFile {
     tls_ca_file: Option<PathBuf>,
     tls_cert_file: Option<PathBuf>,
     tls_key_file: Option<PathBuf>,
+    #[serde(with = "human")]
+    max_throttling_window: Duration,
+    max_enqueue_bytes: usize,
+    sharded_queues: Vec<String>,
     queues: Vec<String>,
     tiers: Vec<Vec<String>>,
     concurrency: usize,
@@ -346,21 +311,33 @@ impl Default for WorkerConfigFile {
 impl From<WorkerConfig> for WorkerConfigFile {
     fn from(w: WorkerConfig) -> Self {
         let c = w.client;
+        let ConnectOptions {
+            namespace,
+            response_timeout,
+            connect_timeout,
+            fair_key_format,
+            cluster,
+            wait_replicas,
+            wait_timeout,
+            tls_ca_file,
+            tls_cert_file,
+            tls_key_file,
+        } = c.connect;
         WorkerConfigFile {
             redis: c.redis,
-            namespace: c.namespace,
-            connect_timeout: c.connect_timeout,
-            response_timeout: c.response_timeout,
-            fair_key_format: c.fair_key_format,
+            namespace,
+            connect_timeout,
+            response_timeout,
+            fair_key_format,
+            cluster,
+            wait_replicas,
+            wait_timeout,
+            tls_ca_file,
+            tls_cert_file,
+            tls_key_file,
             max_throttling_window: c.max_throttling_window,
             max_enqueue_bytes: c.max_payload_bytes,
             sharded_queues: c.sharded_queues,
-            cluster: c.cluster,
-            wait_replicas: c.wait_replicas,
-            wait_timeout: c.wait_timeout,
-            tls_ca_file: c.tls_ca_file,
-            tls_cert_file: c.tls_cert_file,
-            tls_key_file: c.tls_key_file,
             queues: w.queues,
             tiers: w.tiers,
             concurrency: w.concurrency,
@@ -391,19 +368,21 @@ impl From<WorkerConfigFile> for WorkerConfig {
         WorkerConfig {
             client: ClientConfig {
                 redis: f.redis,
-                namespace: f.namespace,
-                connect_timeout: f.connect_timeout,
-                response_timeout: f.response_timeout,
-                fair_key_format: f.fair_key_format,
+                connect: ConnectOptions {
+                    namespace: f.namespace,
+                    response_timeout: f.response_timeout,
+                    connect_timeout: f.connect_timeout,
+                    fair_key_format: f.fair_key_format,
+                    cluster: f.cluster,
+                    wait_replicas: f.wait_replicas,
+                    wait_timeout: f.wait_timeout,
+                    tls_ca_file: f.tls_ca_file,
+                    tls_cert_file: f.tls_cert_file,
+                    tls_key_file: f.tls_key_file,
+                },
                 max_throttling_window: f.max_throttling_window,
                 max_payload_bytes: f.max_enqueue_bytes,
                 sharded_queues: f.sharded_queues,
-                cluster: f.cluster,
-                wait_replicas: f.wait_replicas,
-                wait_timeout: f.wait_timeout,
-                tls_ca_file: f.tls_ca_file,
-                tls_cert_file: f.tls_cert_file,
-                tls_key_file: f.tls_key_file,
             },
             queues: f.queues,
             tiers: f.tiers,
@@ -432,79 +411,20 @@ impl From<WorkerConfigFile> for WorkerConfig {
     }
 }
 
-/// Parses a humantime duration, or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration> {
-    let s = s.trim();
-    if let Ok(secs) = s.parse::<f64>()
-        && secs >= 0.0
-    {
-        return Ok(Duration::from_secs_f64(secs));
-    }
-    humantime::parse_duration(s).map_err(|e| Error::Config(format!("invalid duration `{s}`: {e}")))
-}
-
-mod human {
-    use super::*;
-
-    pub(super) fn serialize<S: Serializer>(
-        d: &Duration,
-        s: S,
-    ) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*d).to_string())
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> std::result::Result<Duration, D::Error> {
-        let s = String::deserialize(d)?;
-        parse_duration(&s).map_err(serde::de::Error::custom)
-    }
-}
-
-mod human_opt {
-    use super::*;
-
-    pub(super) fn serialize<S: Serializer>(
-        d: &Option<Duration>,
-        s: S,
-    ) -> std::result::Result<S::Ok, S::Error> {
-        match d {
-            Some(d) => s.serialize_some(&humantime::format_duration(*d).to_string()),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> std::result::Result<Option<Duration>, D::Error> {
-        match Option::<String>::deserialize(d)? {
-            Some(s) => parse_duration(&s)
-                .map(Some)
-                .map_err(serde::de::Error::custom),
-            None => Ok(None),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_accept_humantime_and_seconds() {
-        assert_eq!(parse_duration("25s").unwrap(), Duration::from_secs(25));
-        assert_eq!(parse_duration("1m 30s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
-        assert!(parse_duration("1 fortnight").is_err());
-    }
 
     #[test]
     fn config_round_trips_through_serde_flat() {
         let c = WorkerConfig {
             queues: vec!["default,4".into(), "slow,1".into()],
             client: ClientConfig {
-                namespace: Some("app".into()),
-                fair_key_format: Some("w:%<job_class>s:%<fair_tenant>s".into()),
+                connect: ConnectOptions {
+                    namespace: Some("app".into()),
+                    fair_key_format: Some("w:%<job_class>s:%<fair_tenant>s".into()),
+                    ..ConnectOptions::default()
+                },
                 ..ClientConfig::default()
             },
             ..WorkerConfig::default()
@@ -513,6 +433,8 @@ mod tests {
         assert!(json.contains(r#""timeout":"25s""#), "{json}");
         assert!(json.contains(r#""namespace":"app""#), "{json}");
         assert!(!json.contains(r#""client""#), "{json}");
+        assert!(!json.contains(r#""connect""#), "{json}");
+        assert!(json.contains(r#""wait_timeout":"1s""#), "{json}");
         let back: WorkerConfig = serde_json::from_str(&json).unwrap();
         assert_eq!(back, c);
         let err = serde_json::from_str::<WorkerConfig>(r#"{"concurency":3}"#).unwrap_err();
@@ -522,6 +444,22 @@ mod tests {
         assert_eq!(partial.client.redis.as_deref(), Some("redis://h:1"));
         assert_eq!(partial.concurrency, 3);
         assert_eq!(partial.lease, Duration::from_secs(30));
+        let client: ClientConfig =
+            serde_json::from_str(r#"{"namespace":"","connect_timeout":"2s","cluster":true}"#)
+                .unwrap();
+        assert_eq!(client.connect.connect_timeout, Duration::from_secs(2));
+        assert!(client.connect.cluster);
+        assert_eq!(client.max_payload_bytes, DEFAULT_MAX_PAYLOAD);
+        assert_eq!(
+            client.connect_options(),
+            ConnectOptions {
+                connect_timeout: Duration::from_secs(2),
+                cluster: true,
+                ..ConnectOptions::default()
+            }
+        );
+        let err = serde_json::from_str::<ClientConfig>(r#"{"namspace":"x"}"#).unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
     }
 
     #[test]

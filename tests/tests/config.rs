@@ -2,7 +2,7 @@
 //! the window format, namespace and Redis URL the application uses reach the
 //! jobs a worker enqueues; the heartbeat reports what it measured.
 
-use fairjob::config::{ClientConfig, WorkerConfig};
+use fairjob::config::{ClientConfig, ConnectOptions, WorkerConfig};
 use fairjob::prelude::*;
 use fairjob_tests::jobs::{SpawnJob, TJob};
 use fairjob_tests::{Redis, eventually, namespace, queues, spawn};
@@ -54,7 +54,10 @@ async fn the_worker_connects_to_the_configs_redis() {
     let config = WorkerConfig {
         client: ClientConfig {
             redis: Some(server.url()),
-            namespace: Some(namespace()),
+            connect: ConnectOptions {
+                namespace: Some(namespace()),
+                ..ConnectOptions::default()
+            },
             ..ClientConfig::default()
         },
         ..WorkerConfig::default()

@@ -70,7 +70,7 @@ impl fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientBuilder")
             .field("redis", &redacted(self.config.redis_url()))
-            .field("namespace", &self.config.namespace)
+            .field("namespace", &self.config.connect.namespace)
             .field("middleware", &self.chain.len())
             .finish()
     }
@@ -96,19 +96,19 @@ impl ClientBuilder {
     /// Prefixes every key with `namespace:`.
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         let ns = namespace.into();
-        self.config.namespace = (!ns.is_empty()).then_some(ns);
+        self.config.connect.namespace = (!ns.is_empty()).then_some(ns);
         self
     }
 
     /// Per-command timeout (default 5 s).
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.config.response_timeout = timeout;
+        self.config.connect.response_timeout = timeout;
         self
     }
 
     /// Connect timeout (default 5 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.config.connect_timeout = timeout;
+        self.config.connect.connect_timeout = timeout;
         self
     }
 
@@ -141,7 +141,7 @@ impl ClientBuilder {
     /// cluster mode is then an error). Several seeds:
     /// `redis://a:7000,redis://b:7001` (or `redis://:pw@a:7000,b:7001`).
     pub fn cluster(mut self, cluster: bool) -> Self {
-        self.config.cluster = cluster;
+        self.config.connect.cluster = cluster;
         self
     }
 
@@ -154,8 +154,8 @@ impl ClientBuilder {
     /// just before it; with it, a push that succeeded survives the failover of
     /// its primary to one of those replicas. See the README's "Redis Cluster".
     pub fn wait_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.config.wait_replicas = replicas;
-        self.config.wait_timeout = timeout;
+        self.config.connect.wait_replicas = replicas;
+        self.config.connect.wait_timeout = timeout;
         self
     }
 
@@ -168,7 +168,7 @@ impl ClientBuilder {
     /// fails the connect with [`Error::Tls`]. See the
     /// README's "TLS".
     pub fn tls_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.config.tls_ca_file = Some(path.into());
+        self.config.connect.tls_ca_file = Some(path.into());
         self
     }
 
@@ -180,15 +180,15 @@ impl ClientBuilder {
         cert_path: impl Into<PathBuf>,
         key_path: impl Into<PathBuf>,
     ) -> Self {
-        self.config.tls_cert_file = Some(cert_path.into());
-        self.config.tls_key_file = Some(key_path.into());
+        self.config.connect.tls_cert_file = Some(cert_path.into());
+        self.config.connect.tls_key_file = Some(key_path.into());
         self
     }
 
     /// The reroute window key format, the gem's `enqueues_key` (placeholders
     /// `%<job_class>s`, `%<fair_tenant>s`, `%<queue>s`).
     pub fn fair_key_format(mut self, format: impl Into<String>) -> Self {
-        self.config.fair_key_format = Some(format.into());
+        self.config.connect.fair_key_format = Some(format.into());
         self
     }
 

@@ -95,7 +95,7 @@ impl WorkerBuilder {
     /// For a `rediss://` URL: trust the CA certificate(s) in this PEM file;
     /// see [`ClientBuilder::tls_ca_file`].
     pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.config.client.tls_ca_file = Some(path.into());
+        self.config.client.connect.tls_ca_file = Some(path.into());
         self
     }
 
@@ -106,15 +106,15 @@ impl WorkerBuilder {
         cert_path: impl Into<std::path::PathBuf>,
         key_path: impl Into<std::path::PathBuf>,
     ) -> Self {
-        self.config.client.tls_cert_file = Some(cert_path.into());
-        self.config.client.tls_key_file = Some(key_path.into());
+        self.config.client.connect.tls_cert_file = Some(cert_path.into());
+        self.config.client.connect.tls_key_file = Some(key_path.into());
         self
     }
 
     /// Key prefix.
     pub fn namespace(mut self, ns: impl Into<String>) -> Self {
         let ns = ns.into();
-        self.config.client.namespace = (!ns.is_empty()).then_some(ns);
+        self.config.client.connect.namespace = (!ns.is_empty()).then_some(ns);
         self
     }
 
@@ -189,7 +189,7 @@ impl WorkerBuilder {
 
     /// The reroute window key format (as [`ClientBuilder::fair_key_format`]).
     pub fn fair_key_format(mut self, format: impl Into<String>) -> Self {
-        self.config.client.fair_key_format = Some(format.into());
+        self.config.client.connect.fair_key_format = Some(format.into());
         self
     }
 
