@@ -13,10 +13,10 @@ use fairjob::broker::JobSet;
 
 use crate::error::WebError;
 use crate::security::{self, Caller};
-use crate::state::Shared;
+use crate::state::WebState;
 use crate::views::{self, get, num, parse_pairs};
 
-type S = State<Arc<Shared>>;
+type S = State<Arc<WebState>>;
 type C = Extension<Caller>;
 
 fn query(uri: &Uri) -> Vec<(String, String)> {
@@ -114,7 +114,7 @@ pub(crate) async fn limits(State(s): S, uri: Uri) -> Result<Response, WebError> 
     ))
 }
 
-async fn jobs(s: &Shared, set: JobSet, uri: &Uri) -> Result<Response, WebError> {
+async fn jobs(s: &WebState, set: JobSet, uri: &Uri) -> Result<Response, WebError> {
     let q = query(uri);
     let filter = views::job_filter(&q);
     Ok(json(
@@ -144,7 +144,7 @@ pub(crate) async fn busy(State(s): S, uri: Uri) -> Result<Response, WebError> {
 }
 
 fn form(
-    s: &Shared,
+    s: &WebState,
     caller: &Caller,
     headers: &HeaderMap,
     body: &Bytes,

@@ -20,13 +20,13 @@ use fairjob::broker::admin::{
 
 use crate::error::WebError;
 use crate::security::{self, Caller};
-use crate::state::Shared;
+use crate::state::WebState;
 use crate::views::{
     self, bars_svg, count, cut, dur, get, histogram_svg, ms, num, parse_pairs, pct, share_svg,
     split_svg, time, url_component,
 };
 
-type S = State<Arc<Shared>>;
+type S = State<Arc<WebState>>;
 type C = Extension<Caller>;
 
 /// One navigation link.
@@ -61,7 +61,7 @@ const NAV: &[(&str, &str)] = &[
     ("/explain", "Explain"),
 ];
 
-fn chrome(s: &Shared, caller: &Caller, active: &str, query: &[(String, String)]) -> Chrome {
+fn chrome(s: &WebState, caller: &Caller, active: &str, query: &[(String, String)]) -> Chrome {
     Chrome {
         base: caller.base.clone(),
         csrf: caller.csrf.clone(),
@@ -85,7 +85,7 @@ fn chrome(s: &Shared, caller: &Caller, active: &str, query: &[(String, String)])
 /// The query pairs, and whether this is a live refresh (checked against
 /// the minimum interval).
 fn query(
-    s: &Shared,
+    s: &WebState,
     caller: &Caller,
     uri: &Uri,
 ) -> Result<(Vec<(String, String)>, bool), WebError> {
@@ -1002,7 +1002,7 @@ fn filter_query(f: &fairjob::broker::admin::JobFilter) -> String {
 
 /// `GET /retries`, `/scheduled`, `/dead` (`?class=&tenant=&queue=&error=&cursor=`).
 pub(crate) async fn jobs(
-    s: &Shared,
+    s: &WebState,
     caller: &Caller,
     set: JobSet,
     uri: &Uri,
@@ -1261,7 +1261,7 @@ pub(crate) async fn logout(
 
 /// Checks a POST (origin, CSRF, actions enabled) and parses its form.
 fn post_form(
-    s: &Shared,
+    s: &WebState,
     caller: &Caller,
     headers: &HeaderMap,
     body: &Bytes,
@@ -1337,7 +1337,7 @@ pub(crate) async fn post_busy(
 }
 
 async fn post_jobs(
-    s: &Shared,
+    s: &WebState,
     caller: &Caller,
     set: JobSet,
     headers: &HeaderMap,

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use rand::Rng;
 
 use crate::error::WebError;
-use crate::state::{MAX_SESSIONS, Session, Shared};
+use crate::state::{MAX_SESSIONS, Session, WebState};
 
 /// The session cookie.
 pub(crate) const COOKIE: &str = "fairjob_session";
@@ -83,7 +83,7 @@ fn base_of(original: &str, seen: &str) -> String {
         .to_owned()
 }
 
-impl Shared {
+impl WebState {
     /// A new session (logged in or not); returns its id.
     pub(crate) fn new_session(&self, authed: bool) -> (String, String) {
         let id = random_hex();
@@ -154,7 +154,7 @@ fn with_headers(mut resp: Response, static_file: bool) -> Response {
 /// The guard every route passes: finds the mount point, checks the token,
 /// gives a browser its session, and adds the security headers.
 pub(crate) async fn guard(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<WebState>>,
     OriginalUri(original): OriginalUri,
     mut req: Request,
     next: Next,
@@ -215,7 +215,7 @@ pub(crate) async fn guard(
 /// The checks of every POST: from the dashboard's own origin, and either
 /// the bearer token or the session's CSRF token.
 pub(crate) fn check_post(
-    shared: &Shared,
+    shared: &WebState,
     caller: &Caller,
     headers: &HeaderMap,
     csrf: Option<&str>,
@@ -269,7 +269,7 @@ pub(crate) fn check_post(
 }
 
 /// Actions must be enabled.
-pub(crate) fn check_actions(shared: &Shared) -> Result<(), WebError> {
+pub(crate) fn check_actions(shared: &WebState) -> Result<(), WebError> {
     if !shared.config.actions {
         return Err(WebError::Forbidden(
             "actions are disabled: the dashboard is read-only (enable them with --web-actions or \
@@ -282,7 +282,7 @@ pub(crate) fn check_actions(shared: &Shared) -> Result<(), WebError> {
 
 /// A live refresh of `page` by this session: refused when sooner than the
 /// minimum interval after the last one.
-pub(crate) fn check_live(shared: &Shared, caller: &Caller, page: &str) -> Result<(), WebError> {
+pub(crate) fn check_live(shared: &WebState, caller: &Caller, page: &str) -> Result<(), WebError> {
     let Some(id) = &caller.session else {
         return Ok(());
     };
@@ -305,7 +305,7 @@ pub(crate) fn check_live(shared: &Shared, caller: &Caller, page: &str) -> Result
 
 /// `POST /login`: the token for a logged-in session cookie.
 pub(crate) fn login(
-    shared: &Shared,
+    shared: &WebState,
     caller: &Caller,
     headers: &HeaderMap,
     form: &[(String, String)],
@@ -343,7 +343,7 @@ pub(crate) fn login(
 
 /// `POST /logout`.
 pub(crate) fn logout(
-    shared: &Shared,
+    shared: &WebState,
     caller: &Caller,
     headers: &HeaderMap,
     form: &[(String, String)],

@@ -27,8 +27,8 @@ pub(crate) struct Session {
     pub last_live: HashMap<String, Instant>,
 }
 
-/// State shared by every request.
-pub(crate) struct Shared {
+/// The dashboard's state, shared by every request (the worker has its own `Shared`).
+pub(crate) struct WebState {
     pub client: Client,
     pub config: WebConfig,
     pub sessions: Mutex<HashMap<String, Session>>,

@@ -16,7 +16,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_perc
 use serde::Serialize;
 
 use crate::error::WebError;
-use crate::state::Shared;
+use crate::state::WebState;
 
 /// Bytes kept as they are in a URL component.
 const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
@@ -78,7 +78,7 @@ pub(crate) fn num<T: std::str::FromStr>(
     }
 }
 
-impl Shared {
+impl WebState {
     pub(crate) fn broker(&self) -> &RedisBroker {
         self.client.broker()
     }
@@ -103,13 +103,13 @@ impl Shared {
 }
 
 /// The overview.
-pub(crate) async fn overview(s: &Shared) -> Result<OverviewView, WebError> {
+pub(crate) async fn overview(s: &WebState) -> Result<OverviewView, WebError> {
     let classes = s.classes().await?;
     Ok(s.broker().dashboard_overview(&classes).await?)
 }
 
 /// The queues page.
-pub(crate) async fn queues(s: &Shared) -> Result<QueuesView, WebError> {
+pub(crate) async fn queues(s: &WebState) -> Result<QueuesView, WebError> {
     let classes = s.classes().await?;
     Ok(s.broker().queues_view(&classes).await?)
 }
@@ -122,7 +122,7 @@ pub(crate) struct TenantsView {
     pub tenants: Vec<fairjob::broker::admin::LongWait>,
 }
 
-pub(crate) async fn tenants(s: &Shared, q: &str) -> Result<TenantsView, WebError> {
+pub(crate) async fn tenants(s: &WebState, q: &str) -> Result<TenantsView, WebError> {
     let (names, _, _) = s.broker().queue_names().await?;
     let minutes = fairjob::broker::admin::MAX_MINUTES;
     let tenants = s
@@ -137,7 +137,7 @@ pub(crate) async fn tenants(s: &Shared, q: &str) -> Result<TenantsView, WebError
 }
 
 /// One tenant (`sets`: with its entries in `retry` and `dead`, a bounded scan).
-pub(crate) async fn tenant(s: &Shared, tenant: &str, sets: bool) -> Result<TenantView, WebError> {
+pub(crate) async fn tenant(s: &WebState, tenant: &str, sets: bool) -> Result<TenantView, WebError> {
     let classes = s.classes().await?;
     let mut v = s.broker().tenant_view(tenant, &classes, sets).await?;
     s.redact_page(&mut v.retries);
@@ -147,7 +147,7 @@ pub(crate) async fn tenant(s: &Shared, tenant: &str, sets: bool) -> Result<Tenan
 
 /// Explain one job.
 pub(crate) async fn explain(
-    s: &Shared,
+    s: &WebState,
     jid: &str,
     tenant: Option<&str>,
     cursor: Option<&str>,
@@ -165,7 +165,7 @@ pub(crate) async fn explain(
 }
 
 /// A sharded queue, a page of its tenants.
-pub(crate) async fn shards(s: &Shared, queue: &str, cursor: u64) -> Result<ShardView, WebError> {
+pub(crate) async fn shards(s: &WebState, queue: &str, cursor: u64) -> Result<ShardView, WebError> {
     Ok(s.broker()
         .shard_view(
             queue,
@@ -187,7 +187,7 @@ pub(crate) struct LimitsView {
 }
 
 pub(crate) async fn limits(
-    s: &Shared,
+    s: &WebState,
     cursor: u64,
     key: Option<&str>,
 ) -> Result<LimitsView, WebError> {
@@ -231,7 +231,7 @@ pub(crate) async fn limits(
 
 /// A set of jobs: a page, or a filtered scan step.
 pub(crate) async fn jobs(
-    s: &Shared,
+    s: &WebState,
     set: JobSet,
     filter: &JobFilter,
     cursor: u64,
@@ -245,7 +245,7 @@ pub(crate) async fn jobs(
 }
 
 /// The worker processes and their running jobs.
-pub(crate) async fn busy(s: &Shared, cursor: u64) -> Result<ProcessPage, WebError> {
+pub(crate) async fn busy(s: &WebState, cursor: u64) -> Result<ProcessPage, WebError> {
     let mut page = s
         .broker()
         .processes(Page {
@@ -411,7 +411,7 @@ pub(crate) fn job_filter(pairs: &[(String, String)]) -> JobFilter {
 /// selected ones (`action` with `key`s), or on all matching the filter
 /// (`all=<action>`, at most 1,000 per call).
 pub(crate) async fn act_jobs(
-    s: &Shared,
+    s: &WebState,
     set: JobSet,
     pairs: &[(String, String)],
 ) -> Result<Done, WebError> {
@@ -475,7 +475,7 @@ pub(crate) async fn act_jobs(
 }
 
 /// `POST /queues`: `action=pause|resume`, `queue`.
-pub(crate) async fn act_queue(s: &Shared, pairs: &[(String, String)]) -> Result<Done, WebError> {
+pub(crate) async fn act_queue(s: &WebState, pairs: &[(String, String)]) -> Result<Done, WebError> {
     let queue = get(pairs, "queue").ok_or_else(|| WebError::BadRequest("no queue".into()))?;
     match get(pairs, "action") {
         Some("pause") => {
@@ -515,7 +515,7 @@ fn setting<T: std::str::FromStr>(
 /// `POST /shards/{queue}`: a tenant's (or the defaults') weight, floor, cap,
 /// through the client's `shard_policy`.
 pub(crate) async fn act_shards(
-    s: &Shared,
+    s: &WebState,
     queue: &str,
     pairs: &[(String, String)],
 ) -> Result<Done, WebError> {
@@ -560,7 +560,7 @@ pub(crate) async fn act_shards(
 
 /// `POST /limits`: `key`, `limit` (a number, 0 pauses; `default` goes back
 /// to the declared limit).
-pub(crate) async fn act_limit(s: &Shared, pairs: &[(String, String)]) -> Result<Done, WebError> {
+pub(crate) async fn act_limit(s: &WebState, pairs: &[(String, String)]) -> Result<Done, WebError> {
     let key = get(pairs, "key").ok_or_else(|| WebError::BadRequest("no key".into()))?;
     let limit = match get(pairs, "limit") {
         None | Some("default") => None,
@@ -584,7 +584,7 @@ pub(crate) async fn act_limit(s: &Shared, pairs: &[(String, String)]) -> Result<
 }
 
 /// `POST /busy`: `identity`, `signal=quiet|stop`.
-pub(crate) async fn act_busy(s: &Shared, pairs: &[(String, String)]) -> Result<Done, WebError> {
+pub(crate) async fn act_busy(s: &WebState, pairs: &[(String, String)]) -> Result<Done, WebError> {
     use fairjob::broker::ProcessSignal;
     let identity =
         get(pairs, "identity").ok_or_else(|| WebError::BadRequest("no identity".into()))?;
