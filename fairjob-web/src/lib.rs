@@ -44,6 +44,7 @@ mod api;
 mod assets;
 mod config;
 mod error;
+pub mod fmt;
 mod pages;
 mod routes;
 mod security;
@@ -55,6 +56,10 @@ use std::net::SocketAddr;
 
 pub use config::WebConfig;
 pub use error::WebError;
+
+/// Rows on one page of a dashboard list (tenants, shards, slot-limit keys,
+/// worker processes); the JSON twins page the same way.
+pub const PAGE_ROWS: usize = 100;
 
 /// The dashboard's routes on `client`, ready to serve or to nest
 /// (`app.nest("/fairjob", fairjob_web::router(client, config))`).

@@ -15,15 +15,16 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use fairjob::broker::JobSet;
 use fairjob::broker::admin::{
     JobEntry, LongWait, MEASURED_MINUTES, RECENT_MINUTES, SCHEDULED_SAMPLE, SHARD_COUNT_PAGES,
-    SHARE_MINUTES, WEB_PAGE,
+    SHARE_MINUTES,
 };
 
+use crate::PAGE_ROWS;
 use crate::error::WebError;
+use crate::fmt::{duration_or_dash, format_count, millis_or_dash, percent, shorten, time_or_dash};
 use crate::security::{self, Caller};
 use crate::state::WebState;
 use crate::views::{
-    self, bars_svg, count, cut, dur, get, histogram_svg, ms, num, parse_pairs, pct, share_svg,
-    split_svg, time, url_component,
+    self, bars_svg, get, histogram_svg, num, parse_pairs, share_svg, split_svg, url_component,
 };
 
 type S = State<Arc<WebState>>;
@@ -78,7 +79,7 @@ fn chrome(s: &WebState, caller: &Caller, active: &str, query: &[(String, String)
             .collect(),
         version: env!("CARGO_PKG_VERSION"),
         redis: s.broker().redis_display().to_owned(),
-        message: get(query, "msg").map(|m| cut(m, 300)),
+        message: get(query, "msg").map(|m| shorten(m, 300)),
     }
 }
 
@@ -154,7 +155,7 @@ fn wait_lines(waits: &[LongWait]) -> Vec<WaitLine> {
                 tenant,
                 href,
                 queue: w.queue.clone(),
-                max: ms(Some(w.max_ms)),
+                max: millis_or_dash(Some(w.max_ms)),
             }
         })
         .collect()
@@ -189,37 +190,37 @@ pub(crate) async fn overview(
         warnings: v.warnings.clone(),
         cards: vec![
             Card {
-                value: count(v.processed),
+                value: format_count(v.processed),
                 label: "processed",
                 href: "/",
             },
             Card {
-                value: count(v.failed),
+                value: format_count(v.failed),
                 label: "failed",
                 href: "/",
             },
             Card {
-                value: count(v.busy),
+                value: format_count(v.busy),
                 label: "busy",
                 href: "/busy",
             },
             Card {
-                value: count(v.processes),
+                value: format_count(v.processes),
                 label: "processes",
                 href: "/busy",
             },
             Card {
-                value: count(v.scheduled),
+                value: format_count(v.scheduled),
                 label: "scheduled",
                 href: "/scheduled",
             },
             Card {
-                value: count(v.retries),
+                value: format_count(v.retries),
                 label: "retries",
                 href: "/retries",
             },
             Card {
-                value: count(v.dead),
+                value: format_count(v.dead),
                 label: "dead",
                 href: "/dead",
             },
@@ -234,28 +235,28 @@ pub(crate) async fn overview(
                 anchor: url_component(&q.name),
                 sharded: q.sharded,
                 paused: q.paused,
-                size: format!("{}{}", count(q.size), plus(q.exact)),
-                runnable: format!("{}{}", count(q.runnable), plus(q.exact)),
+                size: format!("{}{}", format_count(q.size), plus(q.exact)),
+                runnable: format!("{}{}", format_count(q.runnable), plus(q.exact)),
                 blocked: q
                     .blocked
                     .iter()
                     .map(|b| BlockedLine {
-                        count: count(b.jobs),
+                        count: format_count(b.jobs),
                         label: b.reason.label(),
                     })
                     .collect(),
                 split: split_svg(q.runnable, q.blocked_total(), 90),
-                oldest: dur(q.oldest_secs),
-                done_1m: count(q.processed_1m),
-                failed_1m: count(q.failed_1m),
-                done_1h: count(q.processed_1h),
-                failed_1h: count(q.failed_1h),
+                oldest: duration_or_dash(q.oldest_secs),
+                done_1m: format_count(q.processed_1m),
+                failed_1m: format_count(q.failed_1m),
+                done_1h: format_count(q.processed_1h),
+                failed_1h: format_count(q.failed_1h),
             })
             .collect(),
         truncated: v.queues_truncated,
         waits: wait_lines(&v.longest_waits),
         recent: RECENT_MINUTES,
-        shard_cap: SHARD_COUNT_PAGES * WEB_PAGE,
+        shard_cap: SHARD_COUNT_PAGES * PAGE_ROWS,
         scheduled_sample: SCHEDULED_SAMPLE,
     };
     if live {
@@ -324,10 +325,10 @@ pub(crate) async fn queues(
                     anchor: url_component(&q.name),
                     sharded: q.sharded,
                     paused: q.paused,
-                    size: count(q.size),
-                    latency: dur(q.oldest_secs),
-                    planned: planned.map_or_else(|| "not fetched".to_owned(), pct),
-                    measured: pct(measured),
+                    size: format_count(q.size),
+                    latency: duration_or_dash(q.oldest_secs),
+                    planned: planned.map_or_else(|| "not fetched".to_owned(), percent),
+                    measured: percent(measured),
                     chart: share_svg(planned.unwrap_or(0.0), measured, 120),
                     declared: v
                         .declared
@@ -364,9 +365,9 @@ pub(crate) async fn queues(
                                 w.to_string()
                             },
                             share: if i == 0 {
-                                pct(*share)
+                                percent(*share)
                             } else {
-                                format!("{} when tiers above are empty", pct(*share))
+                                format!("{} when tiers above are empty", percent(*share))
                             },
                         })
                     })
@@ -478,16 +479,16 @@ fn entry_lines(rows: &[JobEntry]) -> Vec<EntryLine> {
             class: e.class.clone(),
             queue: e.queue.clone(),
             error: error_text(e),
-            at: time(e.at),
+            at: time_or_dash(e.at),
         })
         .collect()
 }
 
 fn error_text(e: &JobEntry) -> String {
     match (&e.error_class, &e.error_message) {
-        (Some(c), Some(m)) => cut(&format!("{c}: {m}"), 200),
+        (Some(c), Some(m)) => shorten(&format!("{c}: {m}"), 200),
         (Some(c), None) => c.clone(),
-        (None, Some(m)) => cut(m, 200),
+        (None, Some(m)) => shorten(m, 200),
         (None, None) => String::new(),
     }
 }
@@ -518,13 +519,13 @@ pub(crate) async fn tenant(
     let (q, live) = query(&s, &caller, &uri)?;
     // The retry/dead scans are not part of the live refresh.
     let v = views::tenant(&s, &tenant, !live).await?;
-    let opt = |x: Option<u64>| x.map_or_else(|| "-".to_owned(), count);
+    let opt = |x: Option<u64>| x.map_or_else(|| "-".to_owned(), format_count);
     let note = |p: &fairjob::broker::admin::JobPage| {
         format!(
             "{} found among the first {} of {} entries.",
             p.rows.len(),
-            count(p.scanned.unwrap_or(0)),
-            count(p.total)
+            format_count(p.scanned.unwrap_or(0)),
+            format_count(p.total)
         )
     };
     let page = TenantPage {
@@ -552,10 +553,10 @@ pub(crate) async fn tenant(
                 rotation: t
                     .rotation
                     .map_or_else(|| "-".to_owned(), |r| format!("#{r}")),
-                started: count(t.wait.started),
-                p50: ms(t.wait.p50_ms),
-                p95: ms(t.wait.p95_ms),
-                max: ms(t.wait.max_ms),
+                started: format_count(t.wait.started),
+                p50: millis_or_dash(t.wait.p50_ms),
+                p95: millis_or_dash(t.wait.p95_ms),
+                max: millis_or_dash(t.wait.max_ms),
                 histogram: histogram_svg(&t.wait.histogram.buckets, 120, 24),
             })
             .collect(),
@@ -568,7 +569,11 @@ pub(crate) async fn tenant(
                 next_queue: r.next_queue.clone(),
                 back: match r.back_in {
                     Some(secs) if r.next_queue != r.base_queue => {
-                        format!("; back to {} in {}", r.base_queue, dur(Some(secs as f64)))
+                        format!(
+                            "; back to {} in {}",
+                            r.base_queue,
+                            duration_or_dash(Some(secs as f64))
+                        )
                     }
                     _ => String::new(),
                 },
@@ -577,13 +582,13 @@ pub(crate) async fn tenant(
                     .iter()
                     .map(|x| RuleLine {
                         queue: x.queue.clone(),
-                        count: count(x.count),
-                        threshold: count(x.threshold),
-                        per: dur(Some(x.per as f64)),
+                        count: format_count(x.count),
+                        threshold: format_count(x.threshold),
+                        per: duration_or_dash(Some(x.per as f64)),
                         matches: x.matches,
                         clears: x
                             .clears_in
-                            .map_or_else(|| "-".to_owned(), |c| dur(Some(c as f64))),
+                            .map_or_else(|| "-".to_owned(), |c| duration_or_dash(Some(c as f64))),
                     })
                     .collect(),
             })
@@ -678,8 +683,8 @@ pub(crate) async fn explain(
         )
         .await?;
         page.found = e.found;
-        page.scanned = count(e.scanned);
-        page.total = count(e.total.max(e.scanned));
+        page.scanned = format_count(e.scanned);
+        page.total = format_count(e.total.max(e.scanned));
         page.more = e.next.as_ref().map(|n| {
             let mut href = format!("jid={}&cursor={}", url_component(&jid), url_component(n));
             if let Some(t) = &tenant {
@@ -694,8 +699,8 @@ pub(crate) async fn explain(
                 queue: j.queue.clone(),
                 tenant,
                 tenant_href,
-                args: cut(&j.args, 2_000),
-                enqueued: j.enqueued_at.map_or_else(|| "-".to_owned(), time),
+                args: shorten(&j.args, 2_000),
+                enqueued: j.enqueued_at.map_or_else(|| "-".to_owned(), time_or_dash),
                 retries: j
                     .retry_count
                     .map_or_else(|| "0".to_owned(), |r| r.to_string()),
@@ -753,10 +758,10 @@ pub(crate) async fn shards(
         c: chrome(&s, &caller, "/queues", &q),
         href: url_component(&queue),
         queue: queue.clone(),
-        tenants: count(v.tenants),
-        runnable: count(v.runnable),
-        inbox: count(v.inbox),
-        dispatched: count(v.dispatched),
+        tenants: format_count(v.tenants),
+        runnable: format_count(v.runnable),
+        inbox: format_count(v.inbox),
+        dispatched: format_count(v.dispatched),
         share_minutes: SHARE_MINUTES,
         defaults: format!(
             "{} / {} / {}",
@@ -780,8 +785,8 @@ pub(crate) async fn shards(
                     tenant,
                     href,
                     raw: r.tenant.clone(),
-                    pending: count(r.pending),
-                    running: count(r.running),
+                    pending: format_count(r.pending),
+                    running: format_count(r.running),
                     weight: r.weight.map_or_else(
                         || format!("{} (default)", v.default_weight.unwrap_or(1.0)),
                         |w| w.to_string(),
@@ -801,7 +806,7 @@ pub(crate) async fn shards(
                         |o| format!("#{o}{}", if r.under_floor { " (floor)" } else { "" }),
                     ),
                     share: if v.dispatched > 0 {
-                        pct(r.dispatched as f64 / v.dispatched as f64)
+                        percent(r.dispatched as f64 / v.dispatched as f64)
                     } else {
                         "-".to_owned()
                     },
@@ -908,7 +913,7 @@ pub(crate) async fn limits(
                         class: h.class.clone().unwrap_or_default(),
                         tenant: h.tenant.clone().unwrap_or_default(),
                         identity: h.identity.clone(),
-                        since: time(h.since_ms as f64 / 1000.0),
+                        since: time_or_dash(h.since_ms as f64 / 1000.0),
                     })
                     .collect(),
                 waiters: d
@@ -1044,7 +1049,7 @@ pub(crate) async fn jobs(
         ),
         title,
         set: set.name(),
-        total: count(v.total),
+        total: format_count(v.total),
         when_label,
         f_class: filter.class.clone().unwrap_or_default(),
         f_tenant: filter.tenant.clone().unwrap_or_default(),
@@ -1053,8 +1058,8 @@ pub(crate) async fn jobs(
         filtered: !filter.is_empty(),
         // A filtered listing is a scan: run on request, never on refresh.
         live: filter.is_empty() && cursor == 0,
-        scanned: v.scanned.map(count),
-        from: count(cursor),
+        scanned: v.scanned.map(format_count),
+        from: format_count(cursor),
         next_query: v.next.map(|n| format!("{fq}cursor={n}")),
         prev_query: (cursor > 0).then(|| fq.trim_end_matches('&').to_owned()),
         back: fq.trim_end_matches('&').to_owned(),
@@ -1083,14 +1088,14 @@ pub(crate) async fn jobs(
                 let (tenant, tenant_href) = tenant_label(&e.tenant);
                 JobLine {
                     key: e.key.clone(),
-                    at: time(e.at),
+                    at: time_or_dash(e.at),
                     class: e.class.clone(),
                     jid: e.jid.clone(),
                     jid_href: url_component(&e.jid),
                     tenant,
                     tenant_href,
                     queue: e.queue.clone(),
-                    args: cut(&e.args, 300),
+                    args: shorten(&e.args, 300),
                     error: error_text(e),
                     retries: match e.retry_count {
                         Some(r) => format!("{r} of {}", e.max_retries),
@@ -1171,8 +1176,8 @@ pub(crate) async fn busy(
             .map(|p| ProcLine {
                 identity: p.identity.clone(),
                 tag: p.tag.clone(),
-                started: time(p.started_at),
-                beat: format!("{} ago", dur(Some(now - p.beat))),
+                started: time_or_dash(p.started_at),
+                beat: format!("{} ago", duration_or_dash(Some(now - p.beat))),
                 busy: format!("{} / {}", p.busy, p.concurrency),
                 rss: format!("{} MB", p.rss_kb / 1024),
                 queues: p.queues.join(", "),
@@ -1193,8 +1198,8 @@ pub(crate) async fn busy(
                     jid_href: url_component(&j.jid),
                     tenant,
                     tenant_href,
-                    elapsed: dur(Some(now - j.run_at)),
-                    args: cut(&j.args, 300),
+                    elapsed: duration_or_dash(Some(now - j.run_at)),
+                    args: shorten(&j.args, 300),
                 }
             })
             .collect(),

@@ -6,15 +6,15 @@
 
 use std::fmt::Write as _;
 
-use fairjob::broker::admin::format::{format_count, format_duration, format_time};
 use fairjob::broker::admin::{
     ClassInfo, Explanation, JobFilter, JobPage, LimitDetail, LimitPage, OverviewView, Page,
-    ProcessPage, QueuesView, ShardView, TenantView, WEB_PAGE,
+    ProcessPage, QueuesView, ShardView, TenantView,
 };
 use fairjob::broker::{JobSet, RedisBroker};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde::Serialize;
 
+use crate::PAGE_ROWS;
 use crate::error::WebError;
 use crate::state::WebState;
 
@@ -127,7 +127,7 @@ pub(crate) async fn tenants(s: &WebState, q: &str) -> Result<TenantsView, WebErr
     let minutes = fairjob::broker::admin::MAX_MINUTES;
     let tenants = s
         .broker()
-        .recent_tenants(&names, minutes, q, WEB_PAGE)
+        .recent_tenants(&names, minutes, q, PAGE_ROWS)
         .await?;
     Ok(TenantsView {
         query: q.to_owned(),
@@ -171,7 +171,7 @@ pub(crate) async fn shards(s: &WebState, queue: &str, cursor: u64) -> Result<Sha
             queue,
             Page {
                 cursor,
-                count: WEB_PAGE,
+                count: PAGE_ROWS,
             },
         )
         .await?)
@@ -195,12 +195,12 @@ pub(crate) async fn limits(
     let page = b
         .limits(Page {
             cursor,
-            count: WEB_PAGE,
+            count: PAGE_ROWS,
         })
         .await?;
     let mut details = Vec::new();
     match key {
-        Some(k) => details.push(b.limit_detail(k, WEB_PAGE).await?),
+        Some(k) => details.push(b.limit_detail(k, PAGE_ROWS).await?),
         None => {
             for row in page
                 .rows
@@ -250,7 +250,7 @@ pub(crate) async fn busy(s: &WebState, cursor: u64) -> Result<ProcessPage, WebEr
         .broker()
         .processes(Page {
             cursor,
-            count: WEB_PAGE,
+            count: PAGE_ROWS,
         })
         .await?;
     for p in &mut page.rows {
@@ -259,48 +259,6 @@ pub(crate) async fn busy(s: &WebState, cursor: u64) -> Result<ProcessPage, WebEr
         }
     }
     Ok(page)
-}
-
-// ---- display helpers (the templates get strings) ----
-
-/// `17 min`, or `-`.
-pub(crate) fn dur(secs: Option<f64>) -> String {
-    secs.map_or_else(|| "-".to_owned(), format_duration)
-}
-
-/// A wait in ms for people, or `-`.
-pub(crate) fn ms(ms: Option<u64>) -> String {
-    ms.map_or_else(|| "-".to_owned(), |m| format_duration(m as f64 / 1000.0))
-}
-
-/// `1,204`.
-pub(crate) fn count(n: u64) -> String {
-    format_count(n)
-}
-
-/// `2026-11-22 12:04:05 UTC`, or `-` for 0.
-pub(crate) fn time(epoch: f64) -> String {
-    if epoch <= 0.0 {
-        "-".to_owned()
-    } else {
-        format_time(epoch)
-    }
-}
-
-/// `42.0%`.
-pub(crate) fn pct(share: f64) -> String {
-    format!("{:.1}%", share * 100.0)
-}
-
-/// Text cut to `max` characters (with an ellipsis).
-pub(crate) fn cut(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_owned()
-    } else {
-        let mut out: String = s.chars().take(max).collect();
-        out.push('…');
-        out
-    }
 }
 
 // ---- server-rendered SVG (numbers and fixed strings only; no data text) ----

@@ -45,6 +45,7 @@ const ABOVE: &[(&str, &[(&str, u8)])] = &[
             ("error", 0),
             ("config", 0),
             ("state", 0),
+            ("fmt", 0),
             ("security", 1),
             ("views", 1),
             ("assets", 1),
