@@ -12,15 +12,16 @@ use axum::response::{IntoResponse, Response};
 use fairjob::broker::JobSet;
 
 use crate::error::WebError;
+use crate::params::Params;
 use crate::security::{self, Caller};
 use crate::state::WebState;
-use crate::views::{self, get, num, parse_pairs};
+use crate::{act, load};
 
 type S = State<Arc<WebState>>;
 type C = Extension<Caller>;
 
-fn query(uri: &Uri) -> Vec<(String, String)> {
-    parse_pairs(uri.query().unwrap_or(""))
+fn query(uri: &Uri) -> Params {
+    Params::parse(uri.query().unwrap_or(""))
 }
 
 fn json<T: serde::Serialize>(v: T) -> Response {
@@ -59,36 +60,38 @@ pub(crate) async fn readyz(State(s): S) -> Response {
 
 /// `GET /api/`.
 pub(crate) async fn overview(State(s): S) -> Result<Response, WebError> {
-    Ok(json(views::overview(&s).await?))
+    Ok(json(load::overview(&s).await?))
 }
 
 /// `GET /api/queues`.
 pub(crate) async fn queues(State(s): S) -> Result<Response, WebError> {
-    Ok(json(views::queues(&s).await?))
+    Ok(json(load::queues(&s).await?))
 }
 
 /// `GET /api/tenants?q=`.
 pub(crate) async fn tenants(State(s): S, uri: Uri) -> Result<Response, WebError> {
     let q = query(&uri);
-    Ok(json(views::tenants(&s, get(&q, "q").unwrap_or("")).await?))
+    Ok(json(load::tenants(&s, q.value("q").unwrap_or("")).await?))
 }
 
 /// `GET /api/tenants/{tenant}`.
 pub(crate) async fn tenant(State(s): S, Path(tenant): Path<String>) -> Result<Response, WebError> {
-    Ok(json(views::tenant(&s, &tenant, true).await?))
+    Ok(json(load::tenant(&s, &tenant, true).await?))
 }
 
 /// `GET /api/explain?jid=&tenant=&cursor=&budget=`.
 pub(crate) async fn explain(State(s): S, uri: Uri) -> Result<Response, WebError> {
     let q = query(&uri);
-    let jid = get(&q, "jid").ok_or_else(|| WebError::BadRequest("`jid` is required".into()))?;
+    let jid = q
+        .value("jid")
+        .ok_or_else(|| WebError::BadRequest("`jid` is required".into()))?;
     Ok(json(
-        views::explain(
+        load::explain(
             &s,
             jid,
-            get(&q, "tenant"),
-            get(&q, "cursor"),
-            num(&q, "budget")?,
+            q.value("tenant"),
+            q.value("cursor"),
+            q.number("budget")?,
         )
         .await?,
     ))
@@ -102,7 +105,7 @@ pub(crate) async fn shards(
 ) -> Result<Response, WebError> {
     let q = query(&uri);
     Ok(json(
-        views::shards(&s, &queue, num(&q, "cursor")?.unwrap_or(0)).await?,
+        load::shards(&s, &queue, q.number("cursor")?.unwrap_or(0)).await?,
     ))
 }
 
@@ -110,15 +113,15 @@ pub(crate) async fn shards(
 pub(crate) async fn limits(State(s): S, uri: Uri) -> Result<Response, WebError> {
     let q = query(&uri);
     Ok(json(
-        views::limits(&s, num(&q, "cursor")?.unwrap_or(0), get(&q, "key")).await?,
+        load::limits(&s, q.number("cursor")?.unwrap_or(0), q.value("key")).await?,
     ))
 }
 
 async fn jobs(s: &WebState, set: JobSet, uri: &Uri) -> Result<Response, WebError> {
     let q = query(uri);
-    let filter = views::job_filter(&q);
+    let filter = load::job_filter(&q);
     Ok(json(
-        views::jobs(s, set, &filter, num(&q, "cursor")?.unwrap_or(0)).await?,
+        load::jobs(s, set, &filter, q.number("cursor")?.unwrap_or(0)).await?,
     ))
 }
 
@@ -139,7 +142,7 @@ pub(crate) async fn dead(State(s): S, uri: Uri) -> Result<Response, WebError> {
 pub(crate) async fn busy(State(s): S, uri: Uri) -> Result<Response, WebError> {
     let q = query(&uri);
     Ok(json(
-        views::busy(&s, num(&q, "cursor")?.unwrap_or(0)).await?,
+        load::busy(&s, q.number("cursor")?.unwrap_or(0)).await?,
     ))
 }
 
@@ -148,9 +151,9 @@ fn form(
     caller: &Caller,
     headers: &HeaderMap,
     body: &Bytes,
-) -> Result<Vec<(String, String)>, WebError> {
-    let f = parse_pairs(&String::from_utf8_lossy(body));
-    security::check_post(s, caller, headers, get(&f, "csrf"))?;
+) -> Result<Params, WebError> {
+    let f = Params::parse(&String::from_utf8_lossy(body));
+    security::check_post(s, caller, headers, f.value("csrf"))?;
     security::check_actions(s)?;
     Ok(f)
 }
@@ -163,7 +166,7 @@ pub(crate) async fn post_queues(
     b: Bytes,
 ) -> Result<Response, WebError> {
     let f = form(&s, &c, &h, &b)?;
-    Ok(json(views::act_queue(&s, &f).await?))
+    Ok(json(act::on_queue(&s, &f).await?))
 }
 /// `POST /api/shards/{queue}`.
 pub(crate) async fn post_shards(
@@ -174,7 +177,7 @@ pub(crate) async fn post_shards(
     b: Bytes,
 ) -> Result<Response, WebError> {
     let f = form(&s, &c, &h, &b)?;
-    Ok(json(views::act_shards(&s, &queue, &f).await?))
+    Ok(json(act::on_shards(&s, &queue, &f).await?))
 }
 /// `POST /api/limits`.
 pub(crate) async fn post_limits(
@@ -184,7 +187,7 @@ pub(crate) async fn post_limits(
     b: Bytes,
 ) -> Result<Response, WebError> {
     let f = form(&s, &c, &h, &b)?;
-    Ok(json(views::act_limit(&s, &f).await?))
+    Ok(json(act::on_limit(&s, &f).await?))
 }
 /// `POST /api/busy`.
 pub(crate) async fn post_busy(
@@ -194,7 +197,7 @@ pub(crate) async fn post_busy(
     b: Bytes,
 ) -> Result<Response, WebError> {
     let f = form(&s, &c, &h, &b)?;
-    Ok(json(views::act_busy(&s, &f).await?))
+    Ok(json(act::on_process(&s, &f).await?))
 }
 /// `POST /api/retries`.
 pub(crate) async fn post_retries(
@@ -204,7 +207,7 @@ pub(crate) async fn post_retries(
     b: Bytes,
 ) -> Result<Response, WebError> {
     let f = form(&s, &c, &h, &b)?;
-    Ok(json(views::act_jobs(&s, JobSet::Retry, &f).await?))
+    Ok(json(act::on_jobs(&s, JobSet::Retry, &f).await?))
 }
 /// `POST /api/scheduled`.
 pub(crate) async fn post_scheduled(
@@ -214,7 +217,7 @@ pub(crate) async fn post_scheduled(
     b: Bytes,
 ) -> Result<Response, WebError> {
     let f = form(&s, &c, &h, &b)?;
-    Ok(json(views::act_jobs(&s, JobSet::Scheduled, &f).await?))
+    Ok(json(act::on_jobs(&s, JobSet::Scheduled, &f).await?))
 }
 /// `POST /api/dead`.
 pub(crate) async fn post_dead(
@@ -224,5 +227,5 @@ pub(crate) async fn post_dead(
     b: Bytes,
 ) -> Result<Response, WebError> {
     let f = form(&s, &c, &h, &b)?;
-    Ok(json(views::act_jobs(&s, JobSet::Dead, &f).await?))
+    Ok(json(act::on_jobs(&s, JobSet::Dead, &f).await?))
 }

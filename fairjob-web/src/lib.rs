@@ -40,16 +40,20 @@
 //! `config`, `state` (0) → `security`, `views`, `assets` (1) → `pages`, `api`
 //! (2) → `routes` (3).
 
+mod act;
 mod api;
 mod assets;
+mod charts;
 mod config;
 mod error;
+mod escape;
 pub mod fmt;
+mod load;
 mod pages;
+mod params;
 mod routes;
 mod security;
 mod state;
-mod views;
 
 use std::future::Future;
 use std::net::SocketAddr;

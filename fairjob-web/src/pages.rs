@@ -19,13 +19,13 @@ use fairjob::broker::admin::{
 };
 
 use crate::PAGE_ROWS;
+use crate::charts::{bars_svg, histogram_svg, share_svg, split_svg};
 use crate::error::WebError;
 use crate::fmt::{duration_or_dash, format_count, millis_or_dash, percent, shorten, time_or_dash};
+use crate::params::{Params, url_component};
 use crate::security::{self, Caller};
 use crate::state::WebState;
-use crate::views::{
-    self, bars_svg, get, histogram_svg, num, parse_pairs, share_svg, split_svg, url_component,
-};
+use crate::{act, load};
 
 type S = State<Arc<WebState>>;
 type C = Extension<Caller>;
@@ -62,7 +62,7 @@ const NAV: &[(&str, &str)] = &[
     ("/explain", "Explain"),
 ];
 
-fn chrome(s: &WebState, caller: &Caller, active: &str, query: &[(String, String)]) -> Chrome {
+fn chrome(s: &WebState, caller: &Caller, active: &str, query: &Params) -> Chrome {
     Chrome {
         base: caller.base.clone(),
         csrf: caller.csrf.clone(),
@@ -79,19 +79,15 @@ fn chrome(s: &WebState, caller: &Caller, active: &str, query: &[(String, String)
             .collect(),
         version: env!("CARGO_PKG_VERSION"),
         redis: s.broker().redis_display().to_owned(),
-        message: get(query, "msg").map(|m| shorten(m, 300)),
+        message: query.value("msg").map(|m| shorten(m, 300)),
     }
 }
 
 /// The query pairs, and whether this is a live refresh (checked against
 /// the minimum interval).
-fn query(
-    s: &WebState,
-    caller: &Caller,
-    uri: &Uri,
-) -> Result<(Vec<(String, String)>, bool), WebError> {
-    let pairs = parse_pairs(uri.query().unwrap_or(""));
-    let live = get(&pairs, "fragment") == Some("live");
+fn query(s: &WebState, caller: &Caller, uri: &Uri) -> Result<(Params, bool), WebError> {
+    let pairs = Params::parse(uri.query().unwrap_or(""));
+    let live = pairs.value("fragment") == Some("live");
     if live {
         security::check_live(s, caller, uri.path())?;
     }
@@ -183,7 +179,7 @@ pub(crate) async fn overview(
     uri: Uri,
 ) -> Result<Response, WebError> {
     let (q, live) = query(&s, &caller, &uri)?;
-    let v = views::overview(&s).await?;
+    let v = load::overview(&s).await?;
     let plus = |exact: bool| if exact { "" } else { "+" };
     let page = OverviewPage {
         c: chrome(&s, &caller, "/", &q),
@@ -310,7 +306,7 @@ pub(crate) async fn queues(
     uri: Uri,
 ) -> Result<Response, WebError> {
     let (q, live) = query(&s, &caller, &uri)?;
-    let v = views::queues(&s).await?;
+    let v = load::queues(&s).await?;
     let page = QueuesPage {
         c: chrome(&s, &caller, "/queues", &q),
         queues: v
@@ -402,8 +398,8 @@ pub(crate) async fn tenants(
     uri: Uri,
 ) -> Result<Response, WebError> {
     let (q, live) = query(&s, &caller, &uri)?;
-    let needle = get(&q, "q").unwrap_or("").to_owned();
-    let v = views::tenants(&s, &needle).await?;
+    let needle = q.value("q").unwrap_or("").to_owned();
+    let v = load::tenants(&s, &needle).await?;
     let page = TenantsPage {
         c: chrome(&s, &caller, "/tenants", &q),
         exact: (!needle.is_empty()).then(|| url_component(&needle)),
@@ -518,7 +514,7 @@ pub(crate) async fn tenant(
 ) -> Result<Response, WebError> {
     let (q, live) = query(&s, &caller, &uri)?;
     // The retry/dead scans are not part of the live refresh.
-    let v = views::tenant(&s, &tenant, !live).await?;
+    let v = load::tenant(&s, &tenant, !live).await?;
     let opt = |x: Option<u64>| x.map_or_else(|| "-".to_owned(), format_count);
     let note = |p: &fairjob::broker::admin::JobPage| {
         format!(
@@ -659,8 +655,8 @@ pub(crate) async fn explain(
     uri: Uri,
 ) -> Result<Response, WebError> {
     let (q, _) = query(&s, &caller, &uri)?;
-    let jid = get(&q, "jid").unwrap_or("").to_owned();
-    let tenant = get(&q, "tenant").map(str::to_owned);
+    let jid = q.value("jid").unwrap_or("").to_owned();
+    let tenant = q.value("tenant").map(str::to_owned);
     let mut page = ExplainPage {
         c: chrome(&s, &caller, "/explain", &q),
         asked: !jid.is_empty(),
@@ -674,12 +670,12 @@ pub(crate) async fn explain(
         job: None,
     };
     if !jid.is_empty() {
-        let e = views::explain(
+        let e = load::explain(
             &s,
             &jid,
             tenant.as_deref(),
-            get(&q, "cursor"),
-            num(&q, "budget")?,
+            q.value("cursor"),
+            q.number("budget")?,
         )
         .await?;
         page.found = e.found;
@@ -752,8 +748,8 @@ pub(crate) async fn shards(
     uri: Uri,
 ) -> Result<Response, WebError> {
     let (q, live) = query(&s, &caller, &uri)?;
-    let cursor = num(&q, "cursor")?.unwrap_or(0);
-    let v = views::shards(&s, &queue, cursor).await?;
+    let cursor = q.number("cursor")?.unwrap_or(0);
+    let v = load::shards(&s, &queue, cursor).await?;
     let page = ShardsPage {
         c: chrome(&s, &caller, "/queues", &q),
         href: url_component(&queue),
@@ -874,7 +870,7 @@ pub(crate) async fn limits(
     uri: Uri,
 ) -> Result<Response, WebError> {
     let (q, live) = query(&s, &caller, &uri)?;
-    let v = views::limits(&s, num(&q, "cursor")?.unwrap_or(0), get(&q, "key")).await?;
+    let v = load::limits(&s, q.number("cursor")?.unwrap_or(0), q.value("key")).await?;
     let limit_of = |key: &str, set: Option<u32>| match set {
         Some(l) => l.to_string(),
         None => v.defaults.iter().find(|(k, _)| k == key).map_or_else(
@@ -1013,9 +1009,9 @@ pub(crate) async fn jobs(
     uri: &Uri,
 ) -> Result<Response, WebError> {
     let (q, live) = query(s, caller, uri)?;
-    let filter = views::job_filter(&q);
-    let cursor = num(&q, "cursor")?.unwrap_or(0);
-    let v = views::jobs(s, set, &filter, cursor).await?;
+    let filter = load::job_filter(&q);
+    let cursor = q.number("cursor")?.unwrap_or(0);
+    let v = load::jobs(s, set, &filter, cursor).await?;
     let fq = filter_query(&filter);
     let (title, when_label) = match set {
         JobSet::Retry => ("Retries", "next retry"),
@@ -1166,7 +1162,7 @@ pub(crate) async fn busy(
     uri: Uri,
 ) -> Result<Response, WebError> {
     let (q, live) = query(&s, &caller, &uri)?;
-    let v = views::busy(&s, num(&q, "cursor")?.unwrap_or(0)).await?;
+    let v = load::busy(&s, q.number("cursor")?.unwrap_or(0)).await?;
     let now = s.broker().time().await?;
     let page = BusyPage {
         c: chrome(&s, &caller, "/busy", &q),
@@ -1231,11 +1227,11 @@ pub(crate) async fn login_form(
     if s.config.token.is_none() {
         return Ok(Redirect::to(&format!("{}/", caller.base)).into_response());
     }
-    let q = parse_pairs(uri.query().unwrap_or(""));
+    let q = Params::parse(uri.query().unwrap_or(""));
     render(&LoginPage {
         base: caller.base.clone(),
         csrf: caller.csrf.clone(),
-        next: get(&q, "next").unwrap_or("").to_owned(),
+        next: q.value("next").unwrap_or("").to_owned(),
         version: env!("CARGO_PKG_VERSION"),
     })
 }
@@ -1247,7 +1243,7 @@ pub(crate) async fn login(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, WebError> {
-    let form = parse_pairs(&String::from_utf8_lossy(&body));
+    let form = Params::parse(&String::from_utf8_lossy(&body));
     security::login(&s, &caller, &headers, &form)
 }
 
@@ -1258,7 +1254,7 @@ pub(crate) async fn logout(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, WebError> {
-    let form = parse_pairs(&String::from_utf8_lossy(&body));
+    let form = Params::parse(&String::from_utf8_lossy(&body));
     security::logout(&s, &caller, &headers, &form)
 }
 
@@ -1270,9 +1266,9 @@ fn post_form(
     caller: &Caller,
     headers: &HeaderMap,
     body: &Bytes,
-) -> Result<Vec<(String, String)>, WebError> {
-    let form = parse_pairs(&String::from_utf8_lossy(body));
-    security::check_post(s, caller, headers, get(&form, "csrf"))?;
+) -> Result<Params, WebError> {
+    let form = Params::parse(&String::from_utf8_lossy(body));
+    security::check_post(s, caller, headers, form.value("csrf"))?;
     security::check_actions(s)?;
     Ok(form)
 }
@@ -1295,7 +1291,7 @@ pub(crate) async fn post_queues(
     body: Bytes,
 ) -> Result<Response, WebError> {
     let form = post_form(&s, &caller, &headers, &body)?;
-    let d = views::act_queue(&s, &form).await?;
+    let d = act::on_queue(&s, &form).await?;
     Ok(back(&caller, "/queues", "", &d.message))
 }
 
@@ -1308,7 +1304,7 @@ pub(crate) async fn post_shards(
     body: Bytes,
 ) -> Result<Response, WebError> {
     let form = post_form(&s, &caller, &headers, &body)?;
-    let d = views::act_shards(&s, &queue, &form).await?;
+    let d = act::on_shards(&s, &queue, &form).await?;
     Ok(back(
         &caller,
         &format!("/shards/{}", url_component(&queue)),
@@ -1325,7 +1321,7 @@ pub(crate) async fn post_limits(
     body: Bytes,
 ) -> Result<Response, WebError> {
     let form = post_form(&s, &caller, &headers, &body)?;
-    let d = views::act_limit(&s, &form).await?;
+    let d = act::on_limit(&s, &form).await?;
     Ok(back(&caller, "/limits", "", &d.message))
 }
 
@@ -1337,7 +1333,7 @@ pub(crate) async fn post_busy(
     body: Bytes,
 ) -> Result<Response, WebError> {
     let form = post_form(&s, &caller, &headers, &body)?;
-    let d = views::act_busy(&s, &form).await?;
+    let d = act::on_process(&s, &form).await?;
     Ok(back(&caller, "/busy", "", &d.message))
 }
 
@@ -1349,11 +1345,11 @@ async fn post_jobs(
     body: &Bytes,
 ) -> Result<Response, WebError> {
     let form = post_form(s, caller, headers, body)?;
-    let d = views::act_jobs(s, set, &form).await?;
+    let d = act::on_jobs(s, set, &form).await?;
     // Back to the same filters (re-encoded from the form, nothing else kept).
     let keep: Vec<String> = ["class", "tenant", "queue", "error"]
         .iter()
-        .filter_map(|k| get(&form, k).map(|v| format!("{k}={}", url_component(v))))
+        .filter_map(|k| form.value(k).map(|v| format!("{k}={}", url_component(v))))
         .collect();
     Ok(back(
         caller,

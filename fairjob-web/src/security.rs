@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use rand::Rng;
 
 use crate::error::WebError;
+use crate::params::Params;
 use crate::state::{MAX_SESSIONS, Session, WebState};
 
 /// The session cookie.
@@ -182,7 +183,7 @@ pub(crate) async fn guard(
                 .map_or_else(|| path.clone(), |p| p.as_str().to_owned());
             let target = format!(
                 "{base}/login?next={}",
-                crate::views::url_component(&next_url)
+                crate::params::url_component(&next_url)
             );
             Redirect::to(&target).into_response()
         };
@@ -308,14 +309,13 @@ pub(crate) fn login(
     shared: &WebState,
     caller: &Caller,
     headers: &HeaderMap,
-    form: &[(String, String)],
+    form: &Params,
 ) -> Result<Response, WebError> {
-    let field = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    check_post(shared, caller, headers, field("csrf"))?;
+    check_post(shared, caller, headers, form.raw("csrf"))?;
     let Some(token) = &shared.config.token else {
         return Ok(Redirect::to(&format!("{}/", caller.base)).into_response());
     };
-    if !same_secret(token, field("token").unwrap_or("")) {
+    if !same_secret(token, form.raw("token").unwrap_or("")) {
         tracing::warn!("dashboard login with a wrong token");
         return Ok((StatusCode::UNAUTHORIZED, "wrong token").into_response());
     }
@@ -323,7 +323,7 @@ pub(crate) fn login(
         shared.end_session(old);
     }
     let (id, _) = shared.new_session(true);
-    let next = field("next").unwrap_or("");
+    let next = form.raw("next").unwrap_or("");
     // Only back into the dashboard (no open redirect).
     let target = if next.starts_with(&format!("{}/", caller.base))
         && !next.starts_with("//")
@@ -346,13 +346,9 @@ pub(crate) fn logout(
     shared: &WebState,
     caller: &Caller,
     headers: &HeaderMap,
-    form: &[(String, String)],
+    form: &Params,
 ) -> Result<Response, WebError> {
-    let csrf = form
-        .iter()
-        .find(|(n, _)| n == "csrf")
-        .map(|(_, v)| v.as_str());
-    check_post(shared, caller, headers, csrf)?;
+    check_post(shared, caller, headers, form.raw("csrf"))?;
     if let Some(id) = &caller.session {
         shared.end_session(id);
     }
