@@ -51,6 +51,7 @@ pub mod fmt;
 mod load;
 mod pages;
 mod params;
+mod request;
 mod routes;
 mod security;
 mod state;

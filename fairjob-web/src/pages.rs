@@ -19,10 +19,12 @@ use fairjob::broker::admin::{
 };
 
 use crate::PAGE_ROWS;
+use crate::act::Done;
 use crate::charts::{bars_svg, histogram_svg, share_svg, split_svg};
 use crate::error::WebError;
 use crate::fmt::{duration_or_dash, format_count, millis_or_dash, percent, shorten, time_or_dash};
 use crate::params::{Params, url_component};
+use crate::request::CheckedForm;
 use crate::security::{self, Caller};
 use crate::state::WebState;
 use crate::{act, load};
@@ -1258,128 +1260,74 @@ pub(crate) async fn logout(
     security::logout(&s, &caller, &headers, &form)
 }
 
-// ---- actions ----
+// ---- actions: the form checked by `CheckedForm`, one call, then back ----
 
-/// Checks a POST (origin, CSRF, actions enabled) and parses its form.
-fn post_form(
-    s: &WebState,
-    caller: &Caller,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> Result<Params, WebError> {
-    let form = Params::parse(&String::from_utf8_lossy(body));
-    security::check_post(s, caller, headers, form.value("csrf"))?;
-    security::check_actions(s)?;
-    Ok(form)
-}
-
-fn back(caller: &Caller, path: &str, query: &str, message: &str) -> Response {
+/// A 303 back to `path?query` with the action's message.
+fn back(caller: &Caller, path: &str, query: &str, done: &Done) -> Response {
     let sep = if query.is_empty() { "" } else { "&" };
     Redirect::to(&format!(
         "{}{path}?{query}{sep}msg={}",
         caller.base,
-        url_component(message)
+        url_component(&done.message)
     ))
     .into_response()
 }
 
 /// `POST /queues`.
-pub(crate) async fn post_queues(
-    State(s): S,
-    Extension(caller): C,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, WebError> {
-    let form = post_form(&s, &caller, &headers, &body)?;
-    let d = act::on_queue(&s, &form).await?;
-    Ok(back(&caller, "/queues", "", &d.message))
+pub(crate) async fn post_queues(form: CheckedForm) -> Result<Response, WebError> {
+    let done = act::on_queue(&form.state, &form.fields).await?;
+    Ok(back(&form.caller, "/queues", "", &done))
 }
 
 /// `POST /shards/{queue}`.
 pub(crate) async fn post_shards(
-    State(s): S,
-    Extension(caller): C,
     Path(queue): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    form: CheckedForm,
 ) -> Result<Response, WebError> {
-    let form = post_form(&s, &caller, &headers, &body)?;
-    let d = act::on_shards(&s, &queue, &form).await?;
-    Ok(back(
-        &caller,
-        &format!("/shards/{}", url_component(&queue)),
-        "",
-        &d.message,
-    ))
+    let done = act::on_shards(&form.state, &queue, &form.fields).await?;
+    let path = format!("/shards/{}", url_component(&queue));
+    Ok(back(&form.caller, &path, "", &done))
 }
 
 /// `POST /limits`.
-pub(crate) async fn post_limits(
-    State(s): S,
-    Extension(caller): C,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, WebError> {
-    let form = post_form(&s, &caller, &headers, &body)?;
-    let d = act::on_limit(&s, &form).await?;
-    Ok(back(&caller, "/limits", "", &d.message))
+pub(crate) async fn post_limits(form: CheckedForm) -> Result<Response, WebError> {
+    let done = act::on_limit(&form.state, &form.fields).await?;
+    Ok(back(&form.caller, "/limits", "", &done))
 }
 
 /// `POST /busy`.
-pub(crate) async fn post_busy(
-    State(s): S,
-    Extension(caller): C,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, WebError> {
-    let form = post_form(&s, &caller, &headers, &body)?;
-    let d = act::on_process(&s, &form).await?;
-    Ok(back(&caller, "/busy", "", &d.message))
+pub(crate) async fn post_busy(form: CheckedForm) -> Result<Response, WebError> {
+    let done = act::on_process(&form.state, &form.fields).await?;
+    Ok(back(&form.caller, "/busy", "", &done))
 }
 
-async fn post_jobs(
-    s: &WebState,
-    caller: &Caller,
-    set: JobSet,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> Result<Response, WebError> {
-    let form = post_form(s, caller, headers, body)?;
-    let d = act::on_jobs(s, set, &form).await?;
-    // Back to the same filters (re-encoded from the form, nothing else kept).
+/// An action on a set, then back to the same filters (re-encoded from the
+/// form, nothing else kept).
+async fn post_jobs(set: JobSet, form: CheckedForm) -> Result<Response, WebError> {
+    let done = act::on_jobs(&form.state, set, &form.fields).await?;
     let keep: Vec<String> = ["class", "tenant", "queue", "error"]
         .iter()
-        .filter_map(|k| form.value(k).map(|v| format!("{k}={}", url_component(v))))
+        .filter_map(|k| {
+            form.fields
+                .value(k)
+                .map(|v| format!("{k}={}", url_component(v)))
+        })
         .collect();
-    Ok(back(
-        caller,
-        &format!("/{}", set.name()),
-        &keep.join("&"),
-        &d.message,
-    ))
+    let path = format!("/{}", set.name());
+    Ok(back(&form.caller, &path, &keep.join("&"), &done))
 }
 
-pub(crate) async fn post_retries(
-    State(s): S,
-    Extension(c): C,
-    h: HeaderMap,
-    b: Bytes,
-) -> Result<Response, WebError> {
-    post_jobs(&s, &c, JobSet::Retry, &h, &b).await
+/// `POST /retries`.
+pub(crate) async fn post_retries(form: CheckedForm) -> Result<Response, WebError> {
+    post_jobs(JobSet::Retry, form).await
 }
-pub(crate) async fn post_scheduled(
-    State(s): S,
-    Extension(c): C,
-    h: HeaderMap,
-    b: Bytes,
-) -> Result<Response, WebError> {
-    post_jobs(&s, &c, JobSet::Scheduled, &h, &b).await
+
+/// `POST /scheduled`.
+pub(crate) async fn post_scheduled(form: CheckedForm) -> Result<Response, WebError> {
+    post_jobs(JobSet::Scheduled, form).await
 }
-pub(crate) async fn post_dead(
-    State(s): S,
-    Extension(c): C,
-    h: HeaderMap,
-    b: Bytes,
-) -> Result<Response, WebError> {
-    post_jobs(&s, &c, JobSet::Dead, &h, &b).await
+
+/// `POST /dead`.
+pub(crate) async fn post_dead(form: CheckedForm) -> Result<Response, WebError> {
+    post_jobs(JobSet::Dead, form).await
 }

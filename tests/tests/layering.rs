@@ -53,9 +53,10 @@ const ABOVE: &[(&str, &[(&str, u8)])] = &[
             ("load", 1),
             ("act", 1),
             ("assets", 1),
-            ("pages", 2),
-            ("api", 2),
-            ("routes", 3),
+            ("request", 2),
+            ("pages", 3),
+            ("api", 3),
+            ("routes", 4),
         ],
     ),
 ];
