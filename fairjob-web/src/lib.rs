@@ -37,8 +37,9 @@
 //! only when asked, bounded and resumable.
 //!
 //! Modules, in layers (a test checks that imports only point down): `error`,
-//! `config`, `state` (0) → `security`, `views`, `assets` (1) → `pages`, `api`
-//! (2) → `routes` (3).
+//! `config`, `state`, `fmt`, `params`, `charts`, `escape` (0) → `security`,
+//! `load`, `act`, `assets` (1) → `request` (2, the extractors) → `pages/`
+//! (one file per page), `api` (3) → `routes` (4).
 
 mod act;
 mod api;

@@ -136,18 +136,18 @@ pub(crate) fn session_cookie(base: &str, id: &str, max_age: u64) -> HeaderValue 
 }
 
 fn with_headers(mut resp: Response, static_file: bool) -> Response {
-    let h = resp.headers_mut();
-    h.insert("content-security-policy", HeaderValue::from_static(CSP));
-    h.insert(
+    let headers = resp.headers_mut();
+    headers.insert("content-security-policy", HeaderValue::from_static(CSP));
+    headers.insert(
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),
     );
-    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    headers.insert("x-frame-options", HeaderValue::from_static("DENY"));
     // `same-origin`: browsers then send the dashboard's own `Origin` with its
     // form POSTs (with `no-referrer` they send `Origin: null`).
-    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
+    headers.insert("referrer-policy", HeaderValue::from_static("same-origin"));
     if !static_file {
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     resp
 }
@@ -378,12 +378,12 @@ mod tests {
 
     #[test]
     fn cookies_are_found_by_name() {
-        let mut h = HeaderMap::new();
-        h.insert(
+        let mut headers = HeaderMap::new();
+        headers.insert(
             header::COOKIE,
             HeaderValue::from_static("a=1; fairjob_session=xyz; b=2"),
         );
-        assert_eq!(cookie(&h, COOKIE).as_deref(), Some("xyz"));
-        assert_eq!(cookie(&h, "c"), None);
+        assert_eq!(cookie(&headers, COOKIE).as_deref(), Some("xyz"));
+        assert_eq!(cookie(&headers, "c"), None);
     }
 }
