@@ -169,15 +169,16 @@ pub(crate) async fn tenant(
                 rules: r
                     .rules
                     .iter()
-                    .map(|x| RuleLine {
-                        queue: x.queue.clone(),
-                        count: format_count(x.count),
-                        threshold: format_count(x.threshold),
-                        per: duration_or_dash(Some(x.per as f64)),
-                        matches: x.matches,
-                        clears: x
-                            .clears_in
-                            .map_or_else(|| "-".to_owned(), |c| duration_or_dash(Some(c as f64))),
+                    .map(|rule| RuleLine {
+                        queue: rule.queue.clone(),
+                        count: format_count(rule.count),
+                        threshold: format_count(rule.threshold),
+                        per: duration_or_dash(Some(rule.per as f64)),
+                        matches: rule.matches,
+                        clears: rule.clears_in.map_or_else(
+                            || "-".to_owned(),
+                            |secs| duration_or_dash(Some(secs as f64)),
+                        ),
                     })
                     .collect(),
             })
