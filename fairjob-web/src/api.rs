@@ -5,27 +5,22 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::{Extension, Path, State};
-use axum::http::{HeaderMap, Uri};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use fairjob::broker::JobSet;
+use fairjob::broker::admin::{
+    Explanation, JobPage, OverviewView, ProcessPage, QueuesView, ShardView, TenantView,
+};
 
+use crate::act::{self, Done};
 use crate::error::WebError;
-use crate::security::{self, Caller};
-use crate::state::Shared;
-use crate::views::{self, get, num, parse_pairs};
+use crate::load::{self, LimitsView, TenantsView};
+use crate::params::Params;
+use crate::request::CheckedForm;
+use crate::state::WebState;
 
-type S = State<Arc<Shared>>;
-type C = Extension<Caller>;
-
-fn query(uri: &Uri) -> Vec<(String, String)> {
-    parse_pairs(uri.query().unwrap_or(""))
-}
-
-fn json<T: serde::Serialize>(v: T) -> Response {
-    Json(v).into_response()
-}
+/// A JSON answer, or the error's status and message.
+type JsonResult<T> = Result<Json<T>, WebError>;
 
 /// How long `/readyz` waits for Redis to answer a PING.
 const READY_PING: std::time::Duration = std::time::Duration::from_secs(1);
@@ -39,17 +34,17 @@ pub(crate) async fn healthz() -> &'static str {
 /// `GET /readyz`: 200 when Redis answers a PING within a second (and, beside
 /// a worker, the worker is fetching or quiet on purpose), otherwise 503 with
 /// the reason. Open without the token, for probes; it shows nothing else.
-pub(crate) async fn readyz(State(s): S) -> Response {
+pub(crate) async fn readyz(State(state): State<Arc<WebState>>) -> Response {
     use axum::http::StatusCode;
-    if let Some(w) = &s.config.worker {
-        if w.is_stopping() {
+    if let Some(worker) = &state.config.worker {
+        if worker.is_stopping() {
             return (StatusCode::SERVICE_UNAVAILABLE, "stopping\n").into_response();
         }
-        if !w.is_fetching() && !w.is_quiet() {
+        if !worker.is_fetching() && !worker.is_quiet() {
             return (StatusCode::SERVICE_UNAVAILABLE, "not fetching yet\n").into_response();
         }
     }
-    match tokio::time::timeout(READY_PING, s.client.broker().ping()).await {
+    match tokio::time::timeout(READY_PING, state.broker().ping()).await {
         Ok(Ok(_)) => (StatusCode::OK, "ready\n").into_response(),
         Ok(Err(_)) | Err(_) => {
             (StatusCode::SERVICE_UNAVAILABLE, "redis unreachable\n").into_response()
@@ -58,171 +53,142 @@ pub(crate) async fn readyz(State(s): S) -> Response {
 }
 
 /// `GET /api/`.
-pub(crate) async fn overview(State(s): S) -> Result<Response, WebError> {
-    Ok(json(views::overview(&s).await?))
+pub(crate) async fn overview(State(state): State<Arc<WebState>>) -> JsonResult<OverviewView> {
+    Ok(Json(load::overview(&state).await?))
 }
 
 /// `GET /api/queues`.
-pub(crate) async fn queues(State(s): S) -> Result<Response, WebError> {
-    Ok(json(views::queues(&s).await?))
+pub(crate) async fn queues(State(state): State<Arc<WebState>>) -> JsonResult<QueuesView> {
+    Ok(Json(load::queues(&state).await?))
 }
 
 /// `GET /api/tenants?q=`.
-pub(crate) async fn tenants(State(s): S, uri: Uri) -> Result<Response, WebError> {
-    let q = query(&uri);
-    Ok(json(views::tenants(&s, get(&q, "q").unwrap_or("")).await?))
+pub(crate) async fn tenants(
+    State(state): State<Arc<WebState>>,
+    query: Params,
+) -> JsonResult<TenantsView> {
+    let needle = query.value("q").unwrap_or("");
+    Ok(Json(load::tenants(&state, needle).await?))
 }
 
 /// `GET /api/tenants/{tenant}`.
-pub(crate) async fn tenant(State(s): S, Path(tenant): Path<String>) -> Result<Response, WebError> {
-    Ok(json(views::tenant(&s, &tenant, true).await?))
+pub(crate) async fn tenant(
+    State(state): State<Arc<WebState>>,
+    Path(tenant): Path<String>,
+) -> JsonResult<TenantView> {
+    Ok(Json(load::tenant(&state, &tenant, true).await?))
 }
 
 /// `GET /api/explain?jid=&tenant=&cursor=&budget=`.
-pub(crate) async fn explain(State(s): S, uri: Uri) -> Result<Response, WebError> {
-    let q = query(&uri);
-    let jid = get(&q, "jid").ok_or_else(|| WebError::BadRequest("`jid` is required".into()))?;
-    Ok(json(
-        views::explain(
-            &s,
-            jid,
-            get(&q, "tenant"),
-            get(&q, "cursor"),
-            num(&q, "budget")?,
-        )
-        .await?,
+pub(crate) async fn explain(
+    State(state): State<Arc<WebState>>,
+    query: Params,
+) -> JsonResult<Explanation> {
+    let jid = query
+        .value("jid")
+        .ok_or_else(|| WebError::BadRequest("`jid` is required".into()))?;
+    let (tenant, cursor) = (query.value("tenant"), query.value("cursor"));
+    let budget = query.number("budget")?;
+    Ok(Json(
+        load::explain(&state, jid, tenant, cursor, budget).await?,
     ))
 }
 
 /// `GET /api/shards/{queue}?cursor=`.
 pub(crate) async fn shards(
-    State(s): S,
+    State(state): State<Arc<WebState>>,
     Path(queue): Path<String>,
-    uri: Uri,
-) -> Result<Response, WebError> {
-    let q = query(&uri);
-    Ok(json(
-        views::shards(&s, &queue, num(&q, "cursor")?.unwrap_or(0)).await?,
-    ))
+    query: Params,
+) -> JsonResult<ShardView> {
+    Ok(Json(load::shards(&state, &queue, query.cursor()?).await?))
 }
 
 /// `GET /api/limits?cursor=&key=`.
-pub(crate) async fn limits(State(s): S, uri: Uri) -> Result<Response, WebError> {
-    let q = query(&uri);
-    Ok(json(
-        views::limits(&s, num(&q, "cursor")?.unwrap_or(0), get(&q, "key")).await?,
+pub(crate) async fn limits(
+    State(state): State<Arc<WebState>>,
+    query: Params,
+) -> JsonResult<LimitsView> {
+    let key = query.value("key");
+    Ok(Json(load::limits(&state, query.cursor()?, key).await?))
+}
+
+async fn jobs(state: &WebState, set: JobSet, query: &Params) -> JsonResult<JobPage> {
+    let filter = load::job_filter(query);
+    Ok(Json(
+        load::jobs(state, set, &filter, query.cursor()?).await?,
     ))
 }
 
-async fn jobs(s: &Shared, set: JobSet, uri: &Uri) -> Result<Response, WebError> {
-    let q = query(uri);
-    let filter = views::job_filter(&q);
-    Ok(json(
-        views::jobs(s, set, &filter, num(&q, "cursor")?.unwrap_or(0)).await?,
-    ))
+/// `GET /api/retries?class=&tenant=&queue=&error=&cursor=`.
+pub(crate) async fn retries(
+    State(state): State<Arc<WebState>>,
+    query: Params,
+) -> JsonResult<JobPage> {
+    jobs(&state, JobSet::Retry, &query).await
 }
 
-/// `GET /api/retries`.
-pub(crate) async fn retries(State(s): S, uri: Uri) -> Result<Response, WebError> {
-    jobs(&s, JobSet::Retry, &uri).await
-}
-/// `GET /api/scheduled`.
-pub(crate) async fn scheduled(State(s): S, uri: Uri) -> Result<Response, WebError> {
-    jobs(&s, JobSet::Scheduled, &uri).await
-}
-/// `GET /api/dead`.
-pub(crate) async fn dead(State(s): S, uri: Uri) -> Result<Response, WebError> {
-    jobs(&s, JobSet::Dead, &uri).await
+/// `GET /api/scheduled?…` (as retries).
+pub(crate) async fn scheduled(
+    State(state): State<Arc<WebState>>,
+    query: Params,
+) -> JsonResult<JobPage> {
+    jobs(&state, JobSet::Scheduled, &query).await
 }
 
-/// `GET /api/busy`.
-pub(crate) async fn busy(State(s): S, uri: Uri) -> Result<Response, WebError> {
-    let q = query(&uri);
-    Ok(json(
-        views::busy(&s, num(&q, "cursor")?.unwrap_or(0)).await?,
-    ))
+/// `GET /api/dead?…` (as retries).
+pub(crate) async fn dead(State(state): State<Arc<WebState>>, query: Params) -> JsonResult<JobPage> {
+    jobs(&state, JobSet::Dead, &query).await
 }
 
-fn form(
-    s: &Shared,
-    caller: &Caller,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> Result<Vec<(String, String)>, WebError> {
-    let f = parse_pairs(&String::from_utf8_lossy(body));
-    security::check_post(s, caller, headers, get(&f, "csrf"))?;
-    security::check_actions(s)?;
-    Ok(f)
+/// `GET /api/busy?cursor=`.
+pub(crate) async fn busy(
+    State(state): State<Arc<WebState>>,
+    query: Params,
+) -> JsonResult<ProcessPage> {
+    Ok(Json(load::busy(&state, query.cursor()?).await?))
 }
+
+// ---- actions: the form checked by `CheckedForm`, then one call ----
 
 /// `POST /api/queues`.
-pub(crate) async fn post_queues(
-    State(s): S,
-    Extension(c): C,
-    h: HeaderMap,
-    b: Bytes,
-) -> Result<Response, WebError> {
-    let f = form(&s, &c, &h, &b)?;
-    Ok(json(views::act_queue(&s, &f).await?))
+pub(crate) async fn post_queues(form: CheckedForm) -> JsonResult<Done> {
+    Ok(Json(act::on_queue(&form.state, &form.fields).await?))
 }
+
 /// `POST /api/shards/{queue}`.
-pub(crate) async fn post_shards(
-    State(s): S,
-    Extension(c): C,
-    Path(queue): Path<String>,
-    h: HeaderMap,
-    b: Bytes,
-) -> Result<Response, WebError> {
-    let f = form(&s, &c, &h, &b)?;
-    Ok(json(views::act_shards(&s, &queue, &f).await?))
+pub(crate) async fn post_shards(Path(queue): Path<String>, form: CheckedForm) -> JsonResult<Done> {
+    Ok(Json(
+        act::on_shards(&form.state, &queue, &form.fields).await?,
+    ))
 }
+
 /// `POST /api/limits`.
-pub(crate) async fn post_limits(
-    State(s): S,
-    Extension(c): C,
-    h: HeaderMap,
-    b: Bytes,
-) -> Result<Response, WebError> {
-    let f = form(&s, &c, &h, &b)?;
-    Ok(json(views::act_limit(&s, &f).await?))
+pub(crate) async fn post_limits(form: CheckedForm) -> JsonResult<Done> {
+    Ok(Json(act::on_limit(&form.state, &form.fields).await?))
 }
+
 /// `POST /api/busy`.
-pub(crate) async fn post_busy(
-    State(s): S,
-    Extension(c): C,
-    h: HeaderMap,
-    b: Bytes,
-) -> Result<Response, WebError> {
-    let f = form(&s, &c, &h, &b)?;
-    Ok(json(views::act_busy(&s, &f).await?))
+pub(crate) async fn post_busy(form: CheckedForm) -> JsonResult<Done> {
+    Ok(Json(act::on_process(&form.state, &form.fields).await?))
 }
+
 /// `POST /api/retries`.
-pub(crate) async fn post_retries(
-    State(s): S,
-    Extension(c): C,
-    h: HeaderMap,
-    b: Bytes,
-) -> Result<Response, WebError> {
-    let f = form(&s, &c, &h, &b)?;
-    Ok(json(views::act_jobs(&s, JobSet::Retry, &f).await?))
+pub(crate) async fn post_retries(form: CheckedForm) -> JsonResult<Done> {
+    Ok(Json(
+        act::on_jobs(&form.state, JobSet::Retry, &form.fields).await?,
+    ))
 }
+
 /// `POST /api/scheduled`.
-pub(crate) async fn post_scheduled(
-    State(s): S,
-    Extension(c): C,
-    h: HeaderMap,
-    b: Bytes,
-) -> Result<Response, WebError> {
-    let f = form(&s, &c, &h, &b)?;
-    Ok(json(views::act_jobs(&s, JobSet::Scheduled, &f).await?))
+pub(crate) async fn post_scheduled(form: CheckedForm) -> JsonResult<Done> {
+    Ok(Json(
+        act::on_jobs(&form.state, JobSet::Scheduled, &form.fields).await?,
+    ))
 }
+
 /// `POST /api/dead`.
-pub(crate) async fn post_dead(
-    State(s): S,
-    Extension(c): C,
-    h: HeaderMap,
-    b: Bytes,
-) -> Result<Response, WebError> {
-    let f = form(&s, &c, &h, &b)?;
-    Ok(json(views::act_jobs(&s, JobSet::Dead, &f).await?))
+pub(crate) async fn post_dead(form: CheckedForm) -> JsonResult<Done> {
+    Ok(Json(
+        act::on_jobs(&form.state, JobSet::Dead, &form.fields).await?,
+    ))
 }

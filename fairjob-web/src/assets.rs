@@ -19,9 +19,9 @@ pub(crate) async fn file(Path(name): Path<String>) -> Response {
         _ => return (StatusCode::NOT_FOUND, "no such file").into_response(),
     };
     let mut resp = body.into_response();
-    let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
-    h.insert(
+    let headers = resp.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
+    headers.insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=86400"),
     );

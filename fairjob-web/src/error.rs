@@ -65,18 +65,18 @@ impl IntoResponse for WebError {
             tracing::warn!(error = %self, "dashboard request failed");
         }
         let mut resp = (status, self.to_string()).into_response();
-        let h = resp.headers_mut();
-        h.insert(
+        let headers = resp.headers_mut();
+        headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
         if let WebError::TooSoon(secs) = self
             && let Ok(v) = HeaderValue::from_str(&secs.to_string())
         {
-            h.insert(header::RETRY_AFTER, v);
+            headers.insert(header::RETRY_AFTER, v);
         }
         if status == StatusCode::UNAUTHORIZED {
-            h.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         resp
     }

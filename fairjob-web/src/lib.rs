@@ -37,24 +37,35 @@
 //! only when asked, bounded and resumable.
 //!
 //! Modules, in layers (a test checks that imports only point down): `error`,
-//! `config`, `state` (0) → `security`, `views`, `assets` (1) → `pages`, `api`
-//! (2) → `routes` (3).
+//! `config`, `state`, `fmt`, `params`, `charts`, `escape` (0) → `security`,
+//! `load`, `act`, `assets` (1) → `request` (2, the extractors) → `pages/`
+//! (one file per page), `api` (3) → `routes` (4).
 
+mod act;
 mod api;
 mod assets;
+mod charts;
 mod config;
 mod error;
+mod escape;
+pub mod fmt;
+mod load;
 mod pages;
+mod params;
+mod request;
 mod routes;
 mod security;
 mod state;
-mod views;
 
 use std::future::Future;
 use std::net::SocketAddr;
 
 pub use config::WebConfig;
 pub use error::WebError;
+
+/// Rows on one page of a dashboard list (tenants, shards, slot-limit keys,
+/// worker processes); the JSON twins page the same way.
+pub const PAGE_ROWS: usize = 100;
 
 /// The dashboard's routes on `client`, ready to serve or to nest
 /// (`app.nest("/fairjob", fairjob_web::router(client, config))`).

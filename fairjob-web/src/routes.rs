@@ -9,7 +9,7 @@ use axum::routing::get;
 use fairjob::{Client, Registry};
 
 use crate::config::WebConfig;
-use crate::state::Shared;
+use crate::state::WebState;
 use crate::{api, assets, pages, security};
 
 pub(crate) fn router(client: Client, config: WebConfig) -> Router {
@@ -18,7 +18,7 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
     let local_classes = Registry::from_inventory()
         .map(|r| r.class_infos())
         .unwrap_or_default();
-    let shared = Arc::new(Shared {
+    let state = Arc::new(WebState {
         client,
         config,
         sessions: Mutex::new(Default::default()),
@@ -64,11 +64,11 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
         .route("/api/busy", get(api::busy).post(api::post_busy))
         .route("/static/{file}", get(assets::file))
         .layer(axum::middleware::from_fn_with_state(
-            shared.clone(),
+            state.clone(),
             security::guard,
         ))
         // Probes, outside the guard: they answer with a word and no data.
         .route("/healthz", get(api::healthz))
         .route("/readyz", get(api::readyz))
-        .with_state(shared)
+        .with_state(state)
 }

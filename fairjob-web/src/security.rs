@@ -14,7 +14,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use rand::Rng;
 
 use crate::error::WebError;
-use crate::state::{MAX_SESSIONS, Session, Shared};
+use crate::params::Params;
+use crate::state::{MAX_SESSIONS, Session, WebState};
 
 /// The session cookie.
 pub(crate) const COOKIE: &str = "fairjob_session";
@@ -83,7 +84,7 @@ fn base_of(original: &str, seen: &str) -> String {
         .to_owned()
 }
 
-impl Shared {
+impl WebState {
     /// A new session (logged in or not); returns its id.
     pub(crate) fn new_session(&self, authed: bool) -> (String, String) {
         let id = random_hex();
@@ -135,18 +136,18 @@ pub(crate) fn session_cookie(base: &str, id: &str, max_age: u64) -> HeaderValue 
 }
 
 fn with_headers(mut resp: Response, static_file: bool) -> Response {
-    let h = resp.headers_mut();
-    h.insert("content-security-policy", HeaderValue::from_static(CSP));
-    h.insert(
+    let headers = resp.headers_mut();
+    headers.insert("content-security-policy", HeaderValue::from_static(CSP));
+    headers.insert(
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),
     );
-    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    headers.insert("x-frame-options", HeaderValue::from_static("DENY"));
     // `same-origin`: browsers then send the dashboard's own `Origin` with its
     // form POSTs (with `no-referrer` they send `Origin: null`).
-    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
+    headers.insert("referrer-policy", HeaderValue::from_static("same-origin"));
     if !static_file {
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     resp
 }
@@ -154,7 +155,7 @@ fn with_headers(mut resp: Response, static_file: bool) -> Response {
 /// The guard every route passes: finds the mount point, checks the token,
 /// gives a browser its session, and adds the security headers.
 pub(crate) async fn guard(
-    State(shared): State<Arc<Shared>>,
+    State(shared): State<Arc<WebState>>,
     OriginalUri(original): OriginalUri,
     mut req: Request,
     next: Next,
@@ -182,7 +183,7 @@ pub(crate) async fn guard(
                 .map_or_else(|| path.clone(), |p| p.as_str().to_owned());
             let target = format!(
                 "{base}/login?next={}",
-                crate::views::url_component(&next_url)
+                crate::params::url_component(&next_url)
             );
             Redirect::to(&target).into_response()
         };
@@ -215,7 +216,7 @@ pub(crate) async fn guard(
 /// The checks of every POST: from the dashboard's own origin, and either
 /// the bearer token or the session's CSRF token.
 pub(crate) fn check_post(
-    shared: &Shared,
+    shared: &WebState,
     caller: &Caller,
     headers: &HeaderMap,
     csrf: Option<&str>,
@@ -269,7 +270,7 @@ pub(crate) fn check_post(
 }
 
 /// Actions must be enabled.
-pub(crate) fn check_actions(shared: &Shared) -> Result<(), WebError> {
+pub(crate) fn check_actions(shared: &WebState) -> Result<(), WebError> {
     if !shared.config.actions {
         return Err(WebError::Forbidden(
             "actions are disabled: the dashboard is read-only (enable them with --web-actions or \
@@ -282,7 +283,7 @@ pub(crate) fn check_actions(shared: &Shared) -> Result<(), WebError> {
 
 /// A live refresh of `page` by this session: refused when sooner than the
 /// minimum interval after the last one.
-pub(crate) fn check_live(shared: &Shared, caller: &Caller, page: &str) -> Result<(), WebError> {
+pub(crate) fn check_live(shared: &WebState, caller: &Caller, page: &str) -> Result<(), WebError> {
     let Some(id) = &caller.session else {
         return Ok(());
     };
@@ -305,17 +306,16 @@ pub(crate) fn check_live(shared: &Shared, caller: &Caller, page: &str) -> Result
 
 /// `POST /login`: the token for a logged-in session cookie.
 pub(crate) fn login(
-    shared: &Shared,
+    shared: &WebState,
     caller: &Caller,
     headers: &HeaderMap,
-    form: &[(String, String)],
+    form: &Params,
 ) -> Result<Response, WebError> {
-    let field = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-    check_post(shared, caller, headers, field("csrf"))?;
+    check_post(shared, caller, headers, form.raw("csrf"))?;
     let Some(token) = &shared.config.token else {
         return Ok(Redirect::to(&format!("{}/", caller.base)).into_response());
     };
-    if !same_secret(token, field("token").unwrap_or("")) {
+    if !same_secret(token, form.raw("token").unwrap_or("")) {
         tracing::warn!("dashboard login with a wrong token");
         return Ok((StatusCode::UNAUTHORIZED, "wrong token").into_response());
     }
@@ -323,7 +323,7 @@ pub(crate) fn login(
         shared.end_session(old);
     }
     let (id, _) = shared.new_session(true);
-    let next = field("next").unwrap_or("");
+    let next = form.raw("next").unwrap_or("");
     // Only back into the dashboard (no open redirect).
     let target = if next.starts_with(&format!("{}/", caller.base))
         && !next.starts_with("//")
@@ -343,16 +343,12 @@ pub(crate) fn login(
 
 /// `POST /logout`.
 pub(crate) fn logout(
-    shared: &Shared,
+    shared: &WebState,
     caller: &Caller,
     headers: &HeaderMap,
-    form: &[(String, String)],
+    form: &Params,
 ) -> Result<Response, WebError> {
-    let csrf = form
-        .iter()
-        .find(|(n, _)| n == "csrf")
-        .map(|(_, v)| v.as_str());
-    check_post(shared, caller, headers, csrf)?;
+    check_post(shared, caller, headers, form.raw("csrf"))?;
     if let Some(id) = &caller.session {
         shared.end_session(id);
     }
@@ -382,12 +378,12 @@ mod tests {
 
     #[test]
     fn cookies_are_found_by_name() {
-        let mut h = HeaderMap::new();
-        h.insert(
+        let mut headers = HeaderMap::new();
+        headers.insert(
             header::COOKIE,
             HeaderValue::from_static("a=1; fairjob_session=xyz; b=2"),
         );
-        assert_eq!(cookie(&h, COOKIE).as_deref(), Some("xyz"));
-        assert_eq!(cookie(&h, "c"), None);
+        assert_eq!(cookie(&headers, COOKIE).as_deref(), Some("xyz"));
+        assert_eq!(cookie(&headers, "c"), None);
     }
 }

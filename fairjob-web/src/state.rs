@@ -7,9 +7,11 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use fairjob::Client;
+use fairjob::broker::RedisBroker;
 use fairjob::broker::admin::ClassInfo;
 
 use crate::config::WebConfig;
+use crate::error::WebError;
 
 /// Sessions kept at most; the oldest go first.
 pub(crate) const MAX_SESSIONS: usize = 10_000;
@@ -27,11 +29,29 @@ pub(crate) struct Session {
     pub last_live: HashMap<String, Instant>,
 }
 
-/// State shared by every request.
-pub(crate) struct Shared {
+/// The dashboard's state, shared by every request (the worker has its own `Shared`).
+pub(crate) struct WebState {
     pub client: Client,
     pub config: WebConfig,
     pub sessions: Mutex<HashMap<String, Session>>,
     /// Classes registered in this binary (merged with those workers publish).
     pub local_classes: Vec<ClassInfo>,
+}
+
+impl WebState {
+    pub(crate) fn broker(&self) -> &RedisBroker {
+        self.client.broker()
+    }
+
+    /// The classes workers published, and those this binary links.
+    pub(crate) async fn classes(&self) -> Result<Vec<ClassInfo>, WebError> {
+        let mut all = self.broker().classes().await?;
+        for local in &self.local_classes {
+            if !all.iter().any(|c| c.class == local.class) {
+                all.push(local.clone());
+            }
+        }
+        all.sort_by(|a, b| a.class.cmp(&b.class));
+        Ok(all)
+    }
 }

@@ -1,0 +1,205 @@
+//! Loading the views pages and their JSON twins share: one call into
+//! `broker::admin` per view (the page renders it, the API serializes it),
+//! with the argument redaction hook applied to every job shown.
+
+use fairjob::broker::JobSet;
+use fairjob::broker::admin::{
+    Explanation, JobFilter, JobPage, LimitDetail, LimitPage, LongWait, MAX_MINUTES, OverviewView,
+    Page, ProcessPage, QueuesView, SCAN_BUDGET, ShardView, TenantView, class_of_limit,
+};
+use serde::Serialize;
+
+use crate::PAGE_ROWS;
+use crate::error::WebError;
+use crate::params::Params;
+use crate::state::WebState;
+
+/// Rows of a retry, scheduled or dead listing.
+const JOB_ROWS: usize = 50;
+
+/// Slot-limit keys in use whose holders and waiters the limits page shows.
+const BUSY_KEYS_SHOWN: usize = 10;
+
+/// Holders and waiters shown per key in use (all of them, up to a page, for
+/// the one key asked for).
+const BUSY_KEY_ROWS: usize = 5;
+
+fn redact_page(state: &WebState, page: &mut JobPage) {
+    for entry in &mut page.rows {
+        entry.args = state.config.show_args(&entry.class, &entry.args);
+    }
+}
+
+/// The overview.
+pub(crate) async fn overview(state: &WebState) -> Result<OverviewView, WebError> {
+    let classes = state.classes().await?;
+    Ok(state.broker().dashboard_overview(&classes).await?)
+}
+
+/// The queues page.
+pub(crate) async fn queues(state: &WebState) -> Result<QueuesView, WebError> {
+    let classes = state.classes().await?;
+    Ok(state.broker().queues_view(&classes).await?)
+}
+
+/// Recently active tenants, optionally those whose id contains `query`.
+#[derive(Debug, Serialize)]
+pub(crate) struct TenantsView {
+    pub query: String,
+    pub minutes: u64,
+    pub tenants: Vec<LongWait>,
+}
+
+pub(crate) async fn tenants(state: &WebState, query: &str) -> Result<TenantsView, WebError> {
+    let (names, _, _) = state.broker().queue_names().await?;
+    let minutes = MAX_MINUTES;
+    let tenants = state
+        .broker()
+        .recent_tenants(&names, minutes, query, PAGE_ROWS)
+        .await?;
+    Ok(TenantsView {
+        query: query.to_owned(),
+        minutes,
+        tenants,
+    })
+}
+
+/// One tenant (`sets`: with its entries in `retry` and `dead`, a bounded scan).
+pub(crate) async fn tenant(
+    state: &WebState,
+    tenant: &str,
+    sets: bool,
+) -> Result<TenantView, WebError> {
+    let classes = state.classes().await?;
+    let mut view = state.broker().tenant_view(tenant, &classes, sets).await?;
+    redact_page(state, &mut view.retries);
+    redact_page(state, &mut view.dead);
+    Ok(view)
+}
+
+/// Explain one job.
+pub(crate) async fn explain(
+    state: &WebState,
+    jid: &str,
+    tenant: Option<&str>,
+    cursor: Option<&str>,
+    budget: Option<u64>,
+) -> Result<Explanation, WebError> {
+    let classes = state.classes().await?;
+    let mut explanation = state
+        .broker()
+        .explain(jid, tenant, cursor, budget, &classes)
+        .await?;
+    if let Some(job) = &mut explanation.job {
+        job.args = state.config.show_args(&job.class, &job.args);
+    }
+    Ok(explanation)
+}
+
+/// A sharded queue, a page of its tenants.
+pub(crate) async fn shards(
+    state: &WebState,
+    queue: &str,
+    cursor: u64,
+) -> Result<ShardView, WebError> {
+    let page = Page {
+        cursor,
+        count: PAGE_ROWS,
+    };
+    Ok(state.broker().shard_view(queue, page).await?)
+}
+
+/// Slot limits: a page of keys, and the detail of the keys in use (or of one key).
+#[derive(Debug, Serialize)]
+pub(crate) struct LimitsView {
+    pub page: LimitPage,
+    pub details: Vec<LimitDetail>,
+    /// Declared default limits by key, where a published class says.
+    pub defaults: Vec<(String, u32)>,
+}
+
+pub(crate) async fn limits(
+    state: &WebState,
+    cursor: u64,
+    key: Option<&str>,
+) -> Result<LimitsView, WebError> {
+    let broker = state.broker();
+    let page = broker
+        .limits(Page {
+            cursor,
+            count: PAGE_ROWS,
+        })
+        .await?;
+    let mut details = Vec::new();
+    match key {
+        Some(key) => details.push(broker.limit_detail(key, PAGE_ROWS).await?),
+        None => {
+            for row in page
+                .rows
+                .iter()
+                .filter(|r| r.running > 0 || r.waiting > 0)
+                .take(BUSY_KEYS_SHOWN)
+            {
+                details.push(broker.limit_detail(&row.key, BUSY_KEY_ROWS).await?);
+            }
+        }
+    }
+    let classes = state.classes().await?;
+    let defaults = page
+        .rows
+        .iter()
+        .filter_map(|r| {
+            class_of_limit(&classes, &r.key)
+                .and_then(|c| c.concurrency)
+                .map(|d| (r.key.clone(), d))
+        })
+        .collect();
+    Ok(LimitsView {
+        page,
+        details,
+        defaults,
+    })
+}
+
+/// The filter of a jobs listing, from query or form pairs.
+pub(crate) fn job_filter(params: &Params) -> JobFilter {
+    let field = |key: &str| params.value(key).map(str::to_owned);
+    JobFilter {
+        class: field("class"),
+        tenant: field("tenant"),
+        queue: field("queue"),
+        error: field("error"),
+    }
+}
+
+/// A set of jobs: a page, or a filtered scan step.
+pub(crate) async fn jobs(
+    state: &WebState,
+    set: JobSet,
+    filter: &JobFilter,
+    cursor: u64,
+) -> Result<JobPage, WebError> {
+    let mut page = state
+        .broker()
+        .jobs_page(set, filter, cursor, JOB_ROWS, SCAN_BUDGET)
+        .await?;
+    redact_page(state, &mut page);
+    Ok(page)
+}
+
+/// The worker processes and their running jobs.
+pub(crate) async fn busy(state: &WebState, cursor: u64) -> Result<ProcessPage, WebError> {
+    let mut page = state
+        .broker()
+        .processes(Page {
+            cursor,
+            count: PAGE_ROWS,
+        })
+        .await?;
+    for process in &mut page.rows {
+        for job in &mut process.jobs {
+            job.args = state.config.show_args(&job.class, &job.args);
+        }
+    }
+    Ok(page)
+}

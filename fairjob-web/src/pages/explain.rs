@@ -1,0 +1,92 @@
+//! `/explain?jid=&tenant=&cursor=&budget=`: where one job is and why it
+//! waits (a walk, run on request only, resumable).
+
+use askama::Template;
+use axum::response::Response;
+use fairjob::broker::admin::Reason;
+
+use super::{Chrome, render, tenant_label};
+use crate::error::WebError;
+use crate::fmt::{format_count, shorten, time_or_dash};
+use crate::load;
+use crate::params::url_component;
+use crate::request::PageRequest;
+
+pub(crate) struct JobLines {
+    class: String,
+    queue: String,
+    tenant: String,
+    tenant_href: Option<String>,
+    args: String,
+    enqueued: String,
+    retries: String,
+}
+
+#[derive(Template)]
+#[template(path = "explain.html")]
+pub(crate) struct ExplainPage {
+    chrome: Chrome,
+    asked: bool,
+    jid: String,
+    tenant: String,
+    found: bool,
+    reasons: Vec<Reason>,
+    more: Option<String>,
+    scanned: String,
+    total: String,
+    job: Option<JobLines>,
+}
+
+/// `GET /explain?jid=&tenant=&cursor=&budget=` (a walk, run on request only).
+pub(crate) async fn explain(request: PageRequest) -> Result<Response, WebError> {
+    let jid = request.query.value("jid").unwrap_or("").to_owned();
+    let tenant = request.query.value("tenant").map(str::to_owned);
+    let mut page = ExplainPage {
+        chrome: request.chrome("/explain"),
+        asked: !jid.is_empty(),
+        jid: jid.clone(),
+        tenant: tenant.clone().unwrap_or_default(),
+        found: false,
+        reasons: Vec::new(),
+        more: None,
+        scanned: String::new(),
+        total: String::new(),
+        job: None,
+    };
+    if !jid.is_empty() {
+        let explanation = load::explain(
+            &request.state,
+            &jid,
+            tenant.as_deref(),
+            request.query.value("cursor"),
+            request.query.number("budget")?,
+        )
+        .await?;
+        page.found = explanation.found;
+        page.scanned = format_count(explanation.scanned);
+        page.total = format_count(explanation.total.max(explanation.scanned));
+        page.more = explanation.next.as_ref().map(|next| {
+            let mut href = format!("jid={}&cursor={}", url_component(&jid), url_component(next));
+            if let Some(tenant) = &tenant {
+                href.push_str(&format!("&tenant={}", url_component(tenant)));
+            }
+            href
+        });
+        page.job = explanation.job.as_ref().map(|job| {
+            let (tenant, tenant_href) = tenant_label(&job.tenant);
+            JobLines {
+                class: job.class.clone(),
+                queue: job.queue.clone(),
+                tenant,
+                tenant_href,
+                args: shorten(&job.args, 2_000),
+                enqueued: job.enqueued_at.map_or_else(|| "-".to_owned(), time_or_dash),
+                retries: job
+                    .retry_count
+                    .map_or_else(|| "0".to_owned(), |r| r.to_string()),
+            }
+        });
+        page.reasons = explanation.reasons;
+    }
+    render(&page)
+}

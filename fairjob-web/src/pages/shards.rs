@@ -1,0 +1,128 @@
+//! `/shards/{queue}`: a sharded queue's tenants in dispatch order, their
+//! settings and measured share, and changing a tenant's or the defaults'
+//! weight, floor and cap (POST).
+
+use askama::Template;
+use axum::extract::Path;
+use axum::response::Response;
+use fairjob::broker::admin::SHARE_MINUTES;
+
+use super::{Chrome, back, tenant_label};
+use crate::act;
+use crate::error::WebError;
+use crate::fmt::{format_count, percent};
+use crate::load;
+use crate::params::url_component;
+use crate::request::{CheckedForm, PageRequest};
+
+pub(crate) struct ShardLine {
+    tenant: String,
+    href: Option<String>,
+    raw: Option<String>,
+    pending: String,
+    running: String,
+    weight: String,
+    floor: String,
+    cap: String,
+    pass: String,
+    order: String,
+    share: String,
+}
+
+#[derive(Template)]
+#[template(path = "shards.html", blocks = ["live"])]
+pub(crate) struct ShardsPage {
+    chrome: Chrome,
+    queue: String,
+    href: String,
+    tenants: String,
+    runnable: String,
+    inbox: String,
+    dispatched: String,
+    share_minutes: u64,
+    defaults: String,
+    next_up: Vec<String>,
+    rows: Vec<ShardLine>,
+    next: Option<u64>,
+}
+
+/// `GET /shards/{queue}?cursor=`.
+pub(crate) async fn shards(
+    Path(queue): Path<String>,
+    request: PageRequest,
+) -> Result<Response, WebError> {
+    let cursor = request.query.cursor()?;
+    let view = load::shards(&request.state, &queue, cursor).await?;
+    let page = ShardsPage {
+        chrome: request.chrome("/queues"),
+        href: url_component(&queue),
+        queue: queue.clone(),
+        tenants: format_count(view.tenants),
+        runnable: format_count(view.runnable),
+        inbox: format_count(view.inbox),
+        dispatched: format_count(view.dispatched),
+        share_minutes: SHARE_MINUTES,
+        defaults: format!(
+            "{} / {} / {}",
+            view.default_weight
+                .map_or_else(|| "1".to_owned(), |w| w.to_string()),
+            view.default_floor.unwrap_or(0),
+            view.default_limit
+                .map_or_else(|| "none".to_owned(), |l| l.to_string())
+        ),
+        next_up: view
+            .next_up
+            .iter()
+            .map(|t| t.clone().unwrap_or_else(|| "(no tenant)".to_owned()))
+            .collect(),
+        rows: view
+            .rows
+            .iter()
+            .map(|r| {
+                let (tenant, href) = tenant_label(&r.tenant);
+                ShardLine {
+                    tenant,
+                    href,
+                    raw: r.tenant.clone(),
+                    pending: format_count(r.pending),
+                    running: format_count(r.running),
+                    weight: r.weight.map_or_else(
+                        || format!("{} (default)", view.default_weight.unwrap_or(1.0)),
+                        |w| w.to_string(),
+                    ),
+                    floor: r.floor.map_or_else(
+                        || format!("{} (default)", view.default_floor.unwrap_or(0)),
+                        |floor| floor.to_string(),
+                    ),
+                    cap: match (r.limit, view.default_limit) {
+                        (Some(l), _) => l.to_string(),
+                        (None, Some(d)) => format!("{d} (default)"),
+                        (None, None) => "none".to_owned(),
+                    },
+                    pass: r.pass.map_or_else(|| "-".to_owned(), |p| format!("{p:.3}")),
+                    order: r.rotation.map_or_else(
+                        || "-".to_owned(),
+                        |o| format!("#{o}{}", if r.under_floor { " (floor)" } else { "" }),
+                    ),
+                    share: if view.dispatched > 0 {
+                        percent(r.dispatched as f64 / view.dispatched as f64)
+                    } else {
+                        "-".to_owned()
+                    },
+                }
+            })
+            .collect(),
+        next: view.next,
+    };
+    request.render(&page, ShardsPage::as_live)
+}
+
+/// `POST /shards/{queue}`: a tenant's or the defaults' weight, floor, cap.
+pub(crate) async fn post_shards(
+    Path(queue): Path<String>,
+    form: CheckedForm,
+) -> Result<Response, WebError> {
+    let done = act::on_shards(&form.state, &queue, &form.fields).await?;
+    let path = format!("/shards/{}", url_component(&queue));
+    Ok(back(&form.caller, &path, "", &done))
+}
