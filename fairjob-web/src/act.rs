@@ -2,8 +2,8 @@
 //! form and answers with what it did ([`Done`]), which the page shows as a
 //! message and the API returns as JSON.
 
-use fairjob::broker::admin::{SCAN_BUDGET, class_of_limit};
-use fairjob::broker::{JobSet, MAX_BULK, ProcessSignal, SetAction, Setting};
+use fairjob::inspect::{JobSet, MAX_BULK, ProcessSignal, SetAction, Setting};
+use fairjob::inspect::{SCAN_BUDGET, class_of_limit};
 use serde::Serialize;
 
 use crate::error::WebError;
@@ -30,7 +30,7 @@ pub(crate) async fn on_jobs(
     set: JobSet,
     form: &Params,
 ) -> Result<Done, WebError> {
-    let broker = state.broker();
+    let inspector = state.inspector();
     let parse = |name: &str| {
         SetAction::parse(name)
             .ok_or_else(|| WebError::BadRequest(format!("unknown action {name:?}")))
@@ -39,11 +39,11 @@ pub(crate) async fn on_jobs(
         let (name, key) = one
             .split_once('|')
             .ok_or_else(|| WebError::BadRequest("`one` is `<action>|<entry key>`".into()))?;
-        let entries = broker.find_entries(set, &[key.to_owned()]).await?;
+        let entries = inspector.find_entries(set, &[key.to_owned()]).await?;
         (parse(name)?, entries, "1 entry".to_owned())
     } else if let Some(name) = form.value("all") {
         let filter = job_filter(form);
-        let (entries, scanned) = broker
+        let (entries, scanned) = inspector
             .matching_entries(set, &filter, MAX_BULK, SCAN_BUDGET * 2)
             .await?;
         let scope = format!(
@@ -61,11 +61,11 @@ pub(crate) async fn on_jobs(
                 "at most {MAX_BULK} entries per action"
             )));
         }
-        let entries = broker.find_entries(set, &keys).await?;
+        let entries = inspector.find_entries(set, &keys).await?;
         let scope = format!("{} selected entries", keys.len());
         (parse(name)?, entries, scope)
     };
-    let acted = broker.act_on_entries(set, action, &entries).await?;
+    let acted = inspector.act_on_entries(set, action, &entries).await?;
     tracing::info!(
         set = set.name(),
         action = action.as_str(),
@@ -92,14 +92,14 @@ pub(crate) async fn on_queue(state: &WebState, form: &Params) -> Result<Done, We
         .ok_or_else(|| WebError::BadRequest("no queue".into()))?;
     match form.value("action") {
         Some("pause") => {
-            state.broker().pause_queue(queue).await?;
+            state.inspector().pause_queue(queue).await?;
             tracing::info!(job.queue = queue, "dashboard: queue paused");
             Ok(done(format!(
                 "paused `{queue}`: workers stop fetching it within seconds"
             )))
         }
         Some("resume") => {
-            state.broker().resume_queue(queue).await?;
+            state.inspector().resume_queue(queue).await?;
             tracing::info!(job.queue = queue, "dashboard: queue resumed");
             Ok(done(format!("resumed `{queue}`")))
         }
@@ -182,7 +182,10 @@ pub(crate) async fn on_limit(state: &WebState, form: &Params) -> Result<Done, We
     let default = class_of_limit(&classes, key)
         .and_then(|c| c.concurrency)
         .unwrap_or(0);
-    let released = fairjob::limit::set_limit(state.broker(), key, limit, default).await?;
+    let released = state
+        .inspector()
+        .set_slot_limit(key, limit, default)
+        .await?;
     tracing::info!(key, ?limit, released, "dashboard: slot limit changed");
     Ok(done(format!(
         "`{key}`: limit {}; released {released} waiting job(s)",
@@ -207,7 +210,7 @@ pub(crate) async fn on_process(state: &WebState, form: &Params) -> Result<Done, 
             )));
         }
     };
-    state.broker().signal_process(identity, signal).await?;
+    state.inspector().signal_process(identity, signal).await?;
     tracing::info!(
         identity,
         signal = signal.as_str(),

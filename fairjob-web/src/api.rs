@@ -7,15 +7,14 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use fairjob::broker::JobSet;
-use fairjob::broker::admin::{
-    Explanation, JobPage, OverviewView, ProcessPage, QueuesView, ShardView, TenantView,
-};
+use fairjob::inspect::JobSet;
+use fairjob::inspect::{JobPage, OverviewView, ProcessPage, QueuesView, ShardView, TenantView};
 
 use crate::act::{self, Done};
 use crate::error::WebError;
 use crate::load::{self, LimitsView, TenantsView};
 use crate::params::Params;
+use crate::reasons::ExplanationJson;
 use crate::request::CheckedForm;
 use crate::state::WebState;
 
@@ -44,7 +43,7 @@ pub(crate) async fn readyz(State(state): State<Arc<WebState>>) -> Response {
             return (StatusCode::SERVICE_UNAVAILABLE, "not fetching yet\n").into_response();
         }
     }
-    match tokio::time::timeout(READY_PING, state.broker().ping()).await {
+    match tokio::time::timeout(READY_PING, state.inspector().ping()).await {
         Ok(Ok(_)) => (StatusCode::OK, "ready\n").into_response(),
         Ok(Err(_)) | Err(_) => {
             (StatusCode::SERVICE_UNAVAILABLE, "redis unreachable\n").into_response()
@@ -83,14 +82,16 @@ pub(crate) async fn tenant(
 pub(crate) async fn explain(
     State(state): State<Arc<WebState>>,
     query: Params,
-) -> JsonResult<Explanation> {
+) -> JsonResult<ExplanationJson> {
     let jid = query
         .value("jid")
         .ok_or_else(|| WebError::BadRequest("`jid` is required".into()))?;
     let (tenant, cursor) = (query.value("tenant"), query.value("cursor"));
     let budget = query.number("budget")?;
     Ok(Json(
-        load::explain(&state, jid, tenant, cursor, budget).await?,
+        load::explain(&state, jid, tenant, cursor, budget)
+            .await?
+            .into(),
     ))
 }
 

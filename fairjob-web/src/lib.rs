@@ -52,6 +52,7 @@ pub mod fmt;
 mod load;
 mod pages;
 mod params;
+mod reasons;
 mod request;
 mod routes;
 mod security;
@@ -62,6 +63,7 @@ use std::net::SocketAddr;
 
 pub use config::WebConfig;
 pub use error::WebError;
+pub use reasons::reason_text;
 
 /// Rows on one page of a dashboard list (tenants, shards, slot-limit keys,
 /// worker processes); the JSON twins page the same way.

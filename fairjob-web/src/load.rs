@@ -1,9 +1,9 @@
 //! Loading the views pages and their JSON twins share: one call into
-//! `broker::admin` per view (the page renders it, the API serializes it),
+//! `fairjob::inspect` per view (the page renders it, the API serializes it),
 //! with the argument redaction hook applied to every job shown.
 
-use fairjob::broker::JobSet;
-use fairjob::broker::admin::{
+use fairjob::inspect::JobSet;
+use fairjob::inspect::{
     Explanation, JobFilter, JobPage, LimitDetail, LimitPage, LongWait, MAX_MINUTES, OverviewView,
     Page, ProcessPage, QueuesView, SCAN_BUDGET, ShardView, TenantView, class_of_limit,
 };
@@ -33,13 +33,13 @@ fn redact_page(state: &WebState, page: &mut JobPage) {
 /// The overview.
 pub(crate) async fn overview(state: &WebState) -> Result<OverviewView, WebError> {
     let classes = state.classes().await?;
-    Ok(state.broker().dashboard_overview(&classes).await?)
+    Ok(state.inspector().dashboard_overview(&classes).await?)
 }
 
 /// The queues page.
 pub(crate) async fn queues(state: &WebState) -> Result<QueuesView, WebError> {
     let classes = state.classes().await?;
-    Ok(state.broker().queues_view(&classes).await?)
+    Ok(state.inspector().queues_view(&classes).await?)
 }
 
 /// Recently active tenants, optionally those whose id contains `query`.
@@ -51,10 +51,10 @@ pub(crate) struct TenantsView {
 }
 
 pub(crate) async fn tenants(state: &WebState, query: &str) -> Result<TenantsView, WebError> {
-    let (names, _, _) = state.broker().queue_names().await?;
+    let (names, _, _) = state.inspector().queue_names().await?;
     let minutes = MAX_MINUTES;
     let tenants = state
-        .broker()
+        .inspector()
         .recent_tenants(&names, minutes, query, PAGE_ROWS)
         .await?;
     Ok(TenantsView {
@@ -71,7 +71,10 @@ pub(crate) async fn tenant(
     sets: bool,
 ) -> Result<TenantView, WebError> {
     let classes = state.classes().await?;
-    let mut view = state.broker().tenant_view(tenant, &classes, sets).await?;
+    let mut view = state
+        .inspector()
+        .tenant_view(tenant, &classes, sets)
+        .await?;
     redact_page(state, &mut view.retries);
     redact_page(state, &mut view.dead);
     Ok(view)
@@ -87,7 +90,7 @@ pub(crate) async fn explain(
 ) -> Result<Explanation, WebError> {
     let classes = state.classes().await?;
     let mut explanation = state
-        .broker()
+        .inspector()
         .explain(jid, tenant, cursor, budget, &classes)
         .await?;
     if let Some(job) = &mut explanation.job {
@@ -106,7 +109,7 @@ pub(crate) async fn shards(
         cursor,
         count: PAGE_ROWS,
     };
-    Ok(state.broker().shard_view(queue, page).await?)
+    Ok(state.inspector().shard_view(queue, page).await?)
 }
 
 /// Slot limits: a page of keys, and the detail of the keys in use (or of one key).
@@ -123,8 +126,8 @@ pub(crate) async fn limits(
     cursor: u64,
     key: Option<&str>,
 ) -> Result<LimitsView, WebError> {
-    let broker = state.broker();
-    let page = broker
+    let inspector = state.inspector();
+    let page = inspector
         .limits(Page {
             cursor,
             count: PAGE_ROWS,
@@ -132,7 +135,7 @@ pub(crate) async fn limits(
         .await?;
     let mut details = Vec::new();
     match key {
-        Some(key) => details.push(broker.limit_detail(key, PAGE_ROWS).await?),
+        Some(key) => details.push(inspector.limit_detail(key, PAGE_ROWS).await?),
         None => {
             for row in page
                 .rows
@@ -140,7 +143,7 @@ pub(crate) async fn limits(
                 .filter(|r| r.running > 0 || r.waiting > 0)
                 .take(BUSY_KEYS_SHOWN)
             {
-                details.push(broker.limit_detail(&row.key, BUSY_KEY_ROWS).await?);
+                details.push(inspector.limit_detail(&row.key, BUSY_KEY_ROWS).await?);
             }
         }
     }
@@ -180,7 +183,7 @@ pub(crate) async fn jobs(
     cursor: u64,
 ) -> Result<JobPage, WebError> {
     let mut page = state
-        .broker()
+        .inspector()
         .jobs_page(set, filter, cursor, JOB_ROWS, SCAN_BUDGET)
         .await?;
     redact_page(state, &mut page);
@@ -190,7 +193,7 @@ pub(crate) async fn jobs(
 /// The worker processes and their running jobs.
 pub(crate) async fn busy(state: &WebState, cursor: u64) -> Result<ProcessPage, WebError> {
     let mut page = state
-        .broker()
+        .inspector()
         .processes(Page {
             cursor,
             count: PAGE_ROWS,

@@ -19,6 +19,7 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
         .map(|r| r.class_infos())
         .unwrap_or_default();
     let state = Arc::new(WebState {
+        inspector: client.inspector(),
         client,
         config,
         sessions: Mutex::new(Default::default()),

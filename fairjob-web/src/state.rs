@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use fairjob::Client;
-use fairjob::broker::RedisBroker;
-use fairjob::broker::admin::ClassInfo;
+use fairjob::inspect::ClassInfo;
+use fairjob::inspect::Inspector;
 
 use crate::config::WebConfig;
 use crate::error::WebError;
@@ -32,6 +32,7 @@ pub(crate) struct Session {
 /// The dashboard's state, shared by every request (the worker has its own `Shared`).
 pub(crate) struct WebState {
     pub client: Client,
+    pub inspector: Inspector,
     pub config: WebConfig,
     pub sessions: Mutex<HashMap<String, Session>>,
     /// Classes registered in this binary (merged with those workers publish).
@@ -39,13 +40,14 @@ pub(crate) struct WebState {
 }
 
 impl WebState {
-    pub(crate) fn broker(&self) -> &RedisBroker {
-        self.client.broker()
+    /// The views and actions of `fairjob::inspect`, over the client's connection.
+    pub(crate) fn inspector(&self) -> &Inspector {
+        &self.inspector
     }
 
     /// The classes workers published, and those this binary links.
     pub(crate) async fn classes(&self) -> Result<Vec<ClassInfo>, WebError> {
-        let mut all = self.broker().classes().await?;
+        let mut all = self.inspector().classes().await?;
         for local in &self.local_classes {
             if !all.iter().any(|c| c.class == local.class) {
                 all.push(local.clone());

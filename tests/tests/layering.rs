@@ -52,6 +52,7 @@ const ABOVE: &[(&str, &[(&str, u8)])] = &[
             ("config", 0),
             ("state", 0),
             ("fmt", 0),
+            ("reasons", 1),
             ("params", 0),
             ("charts", 0),
             ("escape", 0),

@@ -46,7 +46,7 @@ pub(crate) struct BusyPage {
 /// `GET /busy`.
 pub(crate) async fn busy(request: PageRequest) -> Result<Response, WebError> {
     let view = load::busy(&request.state, request.query.cursor()?).await?;
-    let now = request.state.broker().time().await?;
+    let now = request.state.inspector().time().await?;
     let page = BusyPage {
         chrome: request.chrome("/busy"),
         procs: view

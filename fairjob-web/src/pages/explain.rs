@@ -3,13 +3,13 @@
 
 use askama::Template;
 use axum::response::Response;
-use fairjob::broker::admin::Reason;
 
 use super::{Chrome, render, tenant_label};
 use crate::error::WebError;
 use crate::fmt::{format_count, shorten, time_or_dash};
 use crate::load;
 use crate::params::url_component;
+use crate::reasons::RenderedReason;
 use crate::request::PageRequest;
 
 pub(crate) struct JobLines {
@@ -30,7 +30,7 @@ pub(crate) struct ExplainPage {
     jid: String,
     tenant: String,
     found: bool,
-    reasons: Vec<Reason>,
+    reasons: Vec<RenderedReason>,
     more: Option<String>,
     scanned: String,
     total: String,
@@ -86,7 +86,11 @@ pub(crate) async fn explain(request: PageRequest) -> Result<Response, WebError> 
                     .map_or_else(|| "0".to_owned(), |r| r.to_string()),
             }
         });
-        page.reasons = explanation.reasons;
+        page.reasons = explanation
+            .reasons
+            .iter()
+            .map(RenderedReason::from)
+            .collect();
     }
     render(&page)
 }

@@ -4,8 +4,8 @@
 
 use askama::Template;
 use axum::response::Response;
-use fairjob::broker::admin::{JobEntry, JobFilter};
-use fairjob::broker::{JobSet, SetAction};
+use fairjob::inspect::{JobEntry, JobFilter};
+use fairjob::inspect::{JobSet, SetAction};
 
 use super::{Chrome, back, error_text, tenant_label};
 use crate::act;

@@ -21,7 +21,7 @@ mod tenants;
 
 use askama::Template;
 use axum::response::{Html, IntoResponse, Redirect, Response};
-use fairjob::broker::admin::{JobEntry, LongWait};
+use fairjob::inspect::{JobEntry, LongWait};
 
 pub(crate) use auth::{login, login_form, logout};
 pub(crate) use busy::{busy, post_busy};
@@ -91,7 +91,7 @@ impl PageRequest {
                 })
                 .collect(),
             version: env!("CARGO_PKG_VERSION"),
-            redis: self.state.broker().redis_display().to_owned(),
+            redis: self.state.inspector().redis_display().to_owned(),
             message: self.query.value("msg").map(|m| shorten(m, 300)),
         }
     }

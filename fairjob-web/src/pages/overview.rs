@@ -3,7 +3,7 @@
 
 use askama::Template;
 use axum::response::Response;
-use fairjob::broker::admin::{RECENT_MINUTES, SCHEDULED_SAMPLE, SHARD_COUNT_PAGES};
+use fairjob::inspect::{RECENT_MINUTES, SCHEDULED_SAMPLE, SHARD_COUNT_PAGES};
 
 use super::{Chrome, WaitLine, wait_lines};
 use crate::PAGE_ROWS;

@@ -4,7 +4,7 @@
 
 use askama::Template;
 use axum::response::Response;
-use fairjob::broker::admin::MEASURED_MINUTES;
+use fairjob::inspect::MEASURED_MINUTES;
 
 use super::{Chrome, back};
 use crate::act;

@@ -5,7 +5,7 @@
 use askama::Template;
 use axum::extract::Path;
 use axum::response::Response;
-use fairjob::broker::admin::SHARE_MINUTES;
+use fairjob::inspect::SHARE_MINUTES;
 
 use super::{Chrome, back, tenant_label};
 use crate::act;

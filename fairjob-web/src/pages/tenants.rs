@@ -5,7 +5,7 @@
 use askama::Template;
 use axum::extract::Path;
 use axum::response::Response;
-use fairjob::broker::admin::{JobPage, RECENT_MINUTES};
+use fairjob::inspect::{JobPage, RECENT_MINUTES};
 
 use super::{Chrome, EntryLine, WaitLine, entry_lines, wait_lines};
 use crate::charts::histogram_svg;

@@ -17,7 +17,7 @@ use super::{RedisBroker, Token};
 use crate::error::Result;
 
 /// Tenants, tenant lists and slot keys one pass looks at, per check.
-const PAGE: usize = 200;
+const PASS_BATCH: usize = 200;
 
 /// What one pass repaired.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -69,7 +69,7 @@ impl RedisBroker {
         let tenants_at = format!("tenants:{queue}");
         let lists_at = format!("lists:{queue}");
         let (t_next, mut tenants): (u64, Vec<String>) = self
-            .sscan(&sk.tenants, self.cursor(&tenants_at).await?, PAGE)
+            .sscan(&sk.tenants, self.cursor(&tenants_at).await?, PASS_BATCH)
             .await?;
         // The queue's keys are all in its slot: the scan runs on that node.
         let (l_next, lists): (u64, Vec<String>) = self
@@ -79,7 +79,7 @@ impl RedisBroker {
                     .arg("MATCH")
                     .arg(format!("{}*", glob_escape(&sk.shard_prefix)))
                     .arg("COUNT")
-                    .arg(PAGE),
+                    .arg(PASS_BATCH),
                 &sk.inbox,
             )
             .await?;
@@ -141,7 +141,11 @@ impl RedisBroker {
     ) -> Result<Healed> {
         let k = &self.keys;
         let (next, members): (u64, Vec<String>) = self
-            .sscan(&k.limits_registry(), self.cursor("slots").await?, PAGE)
+            .sscan(
+                &k.limits_registry(),
+                self.cursor("slots").await?,
+                PASS_BATCH,
+            )
             .await?;
         let mut healed = Healed::default();
         for member in members {
@@ -153,7 +157,7 @@ impl RedisBroker {
                 // Released waiters whose deliverer died: deliver them again.
                 let mut inv = RECLAIM.call();
                 inv.key(&lk.releasing)
-                    .arg(PAGE)
+                    .arg(PASS_BATCH)
                     .arg(RESERVATION_TTL.as_millis() as u64);
                 let stale: Vec<Vec<u8>> = self.invoke(&inv).await?;
                 self.deliver_released(&lk, stale).await?;
