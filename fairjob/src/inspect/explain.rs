@@ -714,6 +714,11 @@ impl Inspector {
         let tenant = payload.as_ref().and_then(Payload::tenant);
         let paused = self.paused_queues().await?;
         let r = &mut out.reasons;
+        let paused_reason = |queue: &String| {
+            paused.contains(queue).then(|| Reason::QueuePaused {
+                queue: queue.clone(),
+            })
+        };
         match &location {
             Location::Running {
                 identity, since, ..
@@ -735,11 +740,7 @@ impl Inspector {
                     position: *position,
                     length: *length,
                 });
-                if paused.contains(queue) {
-                    r.push(Reason::QueuePaused {
-                        queue: queue.clone(),
-                    });
-                }
+                r.extend(paused_reason(queue));
                 if let Some(p) = &payload {
                     self.reroute_reasons(p, queue, r).await?;
                 }
@@ -755,11 +756,7 @@ impl Inspector {
                     position: *position,
                     length: *length,
                 });
-                if paused.contains(queue) {
-                    r.push(Reason::QueuePaused {
-                        queue: queue.clone(),
-                    });
-                }
+                r.extend(paused_reason(queue));
             }
             Location::Shard {
                 queue,
@@ -773,11 +770,7 @@ impl Inspector {
                     position: *position,
                     length: *length,
                 });
-                if paused.contains(queue) {
-                    r.push(Reason::QueuePaused {
-                        queue: queue.clone(),
-                    });
-                }
+                r.extend(paused_reason(queue));
                 let view = self.shard_tenants(queue, &[list_tenant.as_deref()]).await?;
                 if let Some(row) = view.rows.first() {
                     let limit = row.limit.or(view.default_limit);

@@ -8,12 +8,14 @@
 //! Layer 1: it names only [`crate::error`] below it, and nothing of Redis.
 
 pub mod classes;
+pub mod date;
 pub mod duration;
 pub mod fields;
 pub mod options;
 pub mod payload;
 
 pub use classes::ClassInfo;
+pub use date::{utc_date, utc_day};
 pub use options::{
     ArgsShape, ConcurrencyLimit, JobOptions, Retry, ThrottleRule, WireRule, reroute_clears_in,
     reroute_next_queue, reroute_target, reroute_window, rule_window,

@@ -225,7 +225,7 @@ async fn beat(shared: &Shared) -> crate::Result<Option<String>> {
     let record = Beat {
         processed,
         failed,
-        day: utc_day(
+        day: crate::wire::utc_day(
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or(Duration::ZERO)
@@ -283,23 +283,6 @@ fn vm_rss_kb(status: &str) -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
-/// The UTC date of epoch second `secs`, `YYYY-MM-DD` (Sidekiq's dated stats keys).
-fn utc_day(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,7 +298,7 @@ mod tests {
             (4_102_444_800, "2100-01-01"),
             (-1, "1969-12-31"),
         ] {
-            assert_eq!(utc_day(secs), day, "{secs}");
+            assert_eq!(crate::wire::utc_day(secs), day, "{secs}");
         }
     }
 
