@@ -136,7 +136,7 @@ fn scripts_are_compile_time_files_loaded_with_include_str() {
             // The connection's command classifier (cluster routing) names
             // scripting commands as byte strings (`b"EVALSHA"`) to route
             // them; it never sends a script of its own.
-            let classifier_only = rel.ends_with("broker/conn.rs")
+            let classifier_only = rel.ends_with("broker/conn/cluster.rs")
                 && src
                     .match_indices(needle)
                     .all(|(i, _)| i > 0 && src.as_bytes()[i - 1] == b'b');
