@@ -15,6 +15,7 @@
 
 mod explain;
 mod jobs;
+mod processes;
 mod queues;
 mod sample;
 mod tenant;
@@ -26,14 +27,14 @@ use crate::error::Result;
 pub use crate::broker::keys::{decode as decode_key, encode as encode_key};
 pub use crate::broker::read::{
     FinishedCounts, LimitDetail, LimitPage, LimitRow, LongWait, MAX_CLASSES, MAX_MINUTES,
-    MAX_QUEUES, MAX_READ_ROWS, OVERVIEW_TENANT_CAP, Overview, Page, ProcessPage, ProcessRow,
-    QueueRow, RECENT_MINUTES, RunningJob, SHARE_MINUTES, ShardRow, ShardView, SlotHolder,
-    SlotWaiter, Throughput, WaitSummary, WorkerRow,
+    MAX_QUEUES, MAX_READ_ROWS, OVERVIEW_TENANT_CAP, Overview, Page, QueueRow, RECENT_MINUTES,
+    SHARE_MINUTES, ShardRow, ShardView, SlotHolder, SlotWaiter, Throughput, WaitSummary, WorkerRow,
 };
 pub use crate::broker::{Acted, JobSet, MAX_BULK, ProcessSignal, SetAction, Setting, ShardPolicy};
 pub use crate::wire::ClassInfo;
 pub use explain::{EXPLAIN_BUDGET, EXPLAIN_MAX_BUDGET, Explanation, JobSummary, Location, Reason};
 pub use jobs::{JobEntry, JobFilter, JobPage, SCAN_BUDGET};
+pub use processes::{ProcessPage, ProcessRow, RunningJob};
 pub use queues::{
     BlockReason, Blocked, FetchPlan, MEASURED_MINUTES, OverviewView, PlanTier, QueueState,
     QueuesView, SCHEDULED_SAMPLE, SHARD_COUNT_PAGES, class_of_limit,
@@ -165,11 +166,6 @@ impl Inspector {
     /// One slot-limited key with its first `n` holders and waiters.
     pub async fn limit_detail(&self, full_key: &str, n: usize) -> Result<LimitDetail> {
         self.broker.limit_detail(full_key, n).await
-    }
-
-    /// One page of live worker processes with their running jobs.
-    pub async fn processes(&self, page: Page) -> Result<ProcessPage> {
-        self.broker.processes(page).await
     }
 
     /// Pauses `queue`: workers stop fetching it; jobs can still be enqueued.

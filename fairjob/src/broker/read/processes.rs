@@ -1,123 +1,35 @@
-//! Worker processes as Sidekiq records them (`processes`, each identity's
-//! hash and work hash, written by every heartbeat, by fairjob and Ruby
-//! Sidekiq alike): a page of processes with their running jobs, each with its
-//! tenant and start time.
-
-use serde::Serialize;
+//! Sidekiq's process records as Redis holds them (`processes`, each
+//! identity's hash and work hash, written by every heartbeat, by fairjob and
+//! Ruby Sidekiq alike): a page of raw records. The view that reads them is
+//! `inspect::processes`.
 
 use super::{MAX_READ_ROWS, Page};
 use crate::broker::RedisBroker;
 use crate::error::Result;
-use crate::wire::Payload;
 
-/// A job a process is performing.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunningJob {
-    /// The process.
-    pub identity: String,
-    /// The queue it was fetched from.
-    pub queue: String,
-    /// The class.
-    pub class: String,
-    /// The jid.
-    pub jid: String,
-    /// Its tenant.
-    pub tenant: Option<String>,
-    /// The arguments, as JSON.
-    pub args: String,
-    /// When it started, epoch seconds.
-    pub run_at: f64,
-}
-
-/// One worker process.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProcessRow {
+/// One process's record: the fields of its hash and its work hash.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessRecord {
     /// `host:pid:random`.
     pub identity: String,
-    /// Its host.
-    pub hostname: String,
-    /// Its pid.
-    pub pid: Option<u64>,
-    /// Sidekiq's process tag.
-    pub tag: String,
-    /// What it runs (`fairjob 0.1.0`, or a Sidekiq version).
-    pub version: String,
-    /// When it started, epoch seconds.
-    pub started_at: f64,
+    /// Its `info` JSON (`None`: the hash expired).
+    pub info: Option<String>,
+    /// Its `busy` field.
+    pub busy: Option<u64>,
     /// Its last heartbeat, epoch seconds.
-    pub beat: f64,
-    /// Whether it is quiet (fetches nothing new).
-    pub quiet: bool,
-    /// Jobs running.
-    pub busy: u64,
-    /// Jobs it runs at once.
-    pub concurrency: u64,
-    /// Resident memory, KB.
-    pub rss_kb: u64,
-    /// Its queues, in its order.
-    pub queues: Vec<String>,
-    /// Its tiers of `(queue, weight)` (weight 0: strict order).
-    pub tiers: Vec<Vec<(String, u32)>>,
-    /// Its running jobs.
-    pub jobs: Vec<RunningJob>,
-}
-
-/// A page of processes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProcessPage {
-    /// Processes, by identity.
-    pub rows: Vec<ProcessRow>,
-    /// Busy slots over this page's processes.
-    pub busy: u64,
-    /// The cursor of the next page, or `None` after the last.
-    pub next: Option<u64>,
-}
-
-fn tiers_of(info: &serde_json::Value) -> Vec<Vec<(String, u32)>> {
-    // fairjob writes its tiers with raw weights; Sidekiq's `weights` are
-    // maps of queue → weight (at least 1), one per tier.
-    if let Some(t) = info.get("fairjob_tiers").and_then(|t| t.as_array()) {
-        return t
-            .iter()
-            .filter_map(|tier| tier.as_array())
-            .map(|tier| {
-                tier.iter()
-                    .filter_map(|e| {
-                        let q = e.get(0)?.as_str()?.to_owned();
-                        let w = e.get(1)?.as_u64()? as u32;
-                        Some((q, w))
-                    })
-                    .collect()
-            })
-            .collect();
-    }
-    if let Some(w) = info.get("weights").and_then(|w| w.as_array()) {
-        return w
-            .iter()
-            .filter_map(|m| m.as_object())
-            .map(|m| {
-                m.iter()
-                    .map(|(q, w)| (q.clone(), w.as_u64().unwrap_or(0) as u32))
-                    .collect()
-            })
-            .collect();
-    }
-    let queues: Vec<(String, u32)> = info
-        .get("queues")
-        .and_then(|q| q.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|q| q.as_str().map(|s| (s.to_owned(), 0)))
-                .collect()
-        })
-        .unwrap_or_default();
-    vec![queues]
+    pub beat: Option<f64>,
+    /// Its `quiet` field.
+    pub quiet: Option<String>,
+    /// Its `rss` field, KB.
+    pub rss_kb: Option<u64>,
+    /// Its work hash: slot → JSON of the running job.
+    pub work: Vec<(String, String)>,
 }
 
 impl RedisBroker {
-    /// One page of live processes (a step of `SSCAN` over `processes`) with
-    /// their running jobs; entries whose hash expired are left out.
-    pub async fn processes(&self, page: Page) -> Result<ProcessPage> {
+    /// One page of process records (a step of `SSCAN` over `processes`), by
+    /// identity, and the cursor of the next page.
+    pub async fn process_records(&self, page: Page) -> Result<(Vec<ProcessRecord>, Option<u64>)> {
         let k = &self.keys;
         let (next, mut ids): (u64, Vec<String>) = self
             .sscan(
@@ -128,8 +40,7 @@ impl RedisBroker {
             .await?;
         ids.sort();
         ids.dedup();
-        let mut rows = Vec::new();
-        let mut busy_total = 0;
+        let mut out = Vec::with_capacity(ids.len());
         if !ids.is_empty() {
             let mut pipe = redis::pipe();
             for id in &ids {
@@ -146,79 +57,19 @@ impl RedisBroker {
                 Option<u64>,
             );
             let found: Vec<(Hash, Vec<(String, String)>)> = self.pipe(&pipe).await?;
-            for (id, ((info, busy, beat, quiet, rss), work)) in ids.iter().zip(found) {
-                let Some(info) = info else { continue };
-                let info: serde_json::Value = serde_json::from_str(&info).unwrap_or_default();
-                let s = |key: &str| {
-                    info.get(key)
-                        .and_then(|v| v.as_str())
-                        .unwrap_or_default()
-                        .to_owned()
-                };
-                let mut jobs: Vec<RunningJob> = work
-                    .iter()
-                    .filter_map(|(_, w)| {
-                        let w: serde_json::Value = serde_json::from_str(w).ok()?;
-                        // Sidekiq ≥ 7 writes the payload as a JSON string; older as an object.
-                        let payload = match w.get("payload")? {
-                            serde_json::Value::String(s) => s.clone(),
-                            other => other.to_string(),
-                        };
-                        let p = Payload::parse_slice(payload.as_bytes()).ok()?;
-                        Some(RunningJob {
-                            identity: id.clone(),
-                            queue: w
-                                .get("queue")
-                                .and_then(|q| q.as_str())
-                                .unwrap_or_default()
-                                .to_owned(),
-                            class: p.class(),
-                            jid: p.jid(),
-                            tenant: p.tenant(),
-                            args: p.args().get().to_owned(),
-                            run_at: w.get("run_at").and_then(|r| r.as_f64()).unwrap_or(0.0),
-                        })
-                    })
-                    .collect();
-                jobs.sort_by(|a, b| a.run_at.total_cmp(&b.run_at));
-                let busy = busy.unwrap_or(jobs.len() as u64);
-                busy_total += busy;
-                rows.push(ProcessRow {
-                    identity: id.clone(),
-                    hostname: s("hostname"),
-                    pid: info.get("pid").and_then(|p| p.as_u64()),
-                    tag: s("tag"),
-                    version: s("version"),
-                    started_at: info
-                        .get("started_at")
-                        .and_then(|v| v.as_f64())
-                        .unwrap_or(0.0),
-                    beat: beat.unwrap_or(0.0),
-                    quiet: quiet.as_deref() == Some("true"),
+            for (identity, ((info, busy, beat, quiet, rss_kb), work)) in ids.into_iter().zip(found)
+            {
+                out.push(ProcessRecord {
+                    identity,
+                    info,
                     busy,
-                    concurrency: info
-                        .get("concurrency")
-                        .and_then(|v| v.as_u64())
-                        .unwrap_or(0),
-                    rss_kb: rss.unwrap_or(0),
-                    queues: info
-                        .get("queues")
-                        .and_then(|q| q.as_array())
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|q| q.as_str().map(str::to_owned))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                    tiers: tiers_of(&info),
-                    jobs,
+                    beat,
+                    quiet,
+                    rss_kb,
+                    work,
                 });
             }
         }
-        Ok(ProcessPage {
-            rows,
-            busy: busy_total,
-            next: (next != 0).then_some(next),
-        })
+        Ok((out, (next != 0).then_some(next)))
     }
 }
