@@ -1,12 +1,14 @@
 //! Sidekiq's wire format, with no IO: the job [`payload`], the payload
 //! [`fields`] fairjob reads and writes, and the per-type job [`options`]
 //! (`Retry`, `ArgsShape`, `JobOptions`, `ThrottleRule`, `ConcurrencyLimit`),
+//! ActiveJob's payloads on Sidekiq ([`active_job`]),
 //! the published declaration of a job class ([`ClassInfo`]), the pure
 //! reroute rule (which rule matches and where a job goes), and the text form
 //! of a [`duration`] in settings.
 //!
 //! Layer 1: it names only [`crate::error`] below it, and nothing of Redis.
 
+pub mod active_job;
 pub mod classes;
 pub mod duration;
 pub mod fields;
