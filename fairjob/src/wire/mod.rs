@@ -14,6 +14,7 @@ pub mod duration;
 pub mod fields;
 pub mod options;
 pub mod payload;
+pub mod trace_context;
 
 pub use classes::ClassInfo;
 pub use options::{
@@ -21,3 +22,4 @@ pub use options::{
     reroute_next_queue, reroute_target, reroute_window, rule_window,
 };
 pub use payload::{Malformed, Payload, malformed_entry, new_jid, now_f64};
+pub use trace_context::Propagation;
