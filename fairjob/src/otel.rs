@@ -29,7 +29,8 @@ pub(crate) fn on_enqueue(span: &Span, payload: &mut Payload) {
     imp::on_enqueue(span, payload)
 }
 
-/// The queue a reroute chose, on the enqueue span.
+/// The queue the job was pushed or scheduled to (the one a reroute chose),
+/// on the enqueue span.
 pub(crate) fn on_pushed(span: &Span, queue: &str) {
     imp::on_pushed(span, queue)
 }
@@ -91,7 +92,6 @@ mod imp {
 
     pub(super) fn on_enqueue(span: &Span, payload: &mut Payload) {
         common(span, payload, "send");
-        span.set_attribute("messaging.destination.name", payload.queue());
         let cx = span.context();
         let sc = cx.span().span_context().clone();
         if !sc.is_valid() {

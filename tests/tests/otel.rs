@@ -141,6 +141,10 @@ async fn one_trace_from_the_request_to_the_jobs_a_job_enqueued() {
         Some(jid.as_str())
     );
     assert_eq!(attr(send, "fairjob.tenant").as_deref(), Some("acme"));
+    assert_eq!(
+        attr(send, "messaging.destination.name").as_deref(),
+        Some("default")
+    );
     assert_eq!(parent.name, "process default");
     assert!(parent.parent_span_is_remote);
     for (key, want) in [

@@ -377,6 +377,7 @@ impl Client {
             job.settle_tenant();
             job.payload.remove("enqueued_at");
             check_queue_name(&job.payload.queue())?;
+            crate::otel::on_pushed(&tracing::Span::current(), &job.payload.queue());
             let json = job.payload.to_json();
             let max = self.inner.config.max_payload_bytes;
             if json.len() > max {
