@@ -208,7 +208,7 @@ mod tests {
                 enum E { A }
             }),
             [
-                "unknown `job` attribute `queu`; expected one of `class`, `queue`, `retry`, `shard_by_tenant`, `timeout`",
+                "unknown `job` attribute `queu`; expected one of `active_job`, `class`, `queue`, `retry`, `shard_by_tenant`, `timeout`",
                 "`#[derive(Job)]` supports only structs",
             ]
         );

@@ -50,6 +50,8 @@ pub(crate) struct JobAttr {
     pub(crate) shard_by_tenant: bool,
     /// `timeout = "5m"`: a run longer than this is cancelled and fails.
     pub(crate) timeout: Option<Duration>,
+    /// `active_job` or `active_job = bool`: a Rails ActiveJob class.
+    pub(crate) active_job: bool,
 }
 
 /// The `retry` key, mirroring the runtime's `Retry`.
@@ -121,7 +123,14 @@ impl Attrs {
         let mut out = Attrs::default();
         let mut job_keys = Keys::new(
             "job",
-            &["class", "queue", "retry", "shard_by_tenant", "timeout"],
+            &[
+                "active_job",
+                "class",
+                "queue",
+                "retry",
+                "shard_by_tenant",
+                "timeout",
+            ],
         );
         let mut seen_fair_tenant = false;
         let mut seen_concurrency = false;
@@ -244,11 +253,16 @@ fn parse_job(cx: &mut Ctxt, attr: &Attribute, keys: &mut Keys, out: &mut JobAttr
             out.shard_by_tenant = true;
             return Ok(());
         }
+        if key == "active_job" && !meta.input.peek(Token![=]) {
+            out.active_job = true;
+            return Ok(());
+        }
         let example = match key {
             "class" => "class = \"HardWorker\"",
             "queue" => "queue = \"default\"",
             "retry" => "retry = 5",
             "timeout" => "timeout = \"5m\"",
+            "active_job" => "active_job = true",
             _ => "shard_by_tenant = true",
         };
         let Some(value) = value(cx, &meta, key, example)? else {
@@ -259,6 +273,10 @@ fn parse_job(cx: &mut Ctxt, attr: &Attribute, keys: &mut Keys, out: &mut JobAttr
             "queue" => out.queue = string(cx, key, &value, example),
             "retry" => out.retry = retry(cx, &value),
             "timeout" => out.timeout = duration(cx, "timeout", &value, false),
+            "active_job" => match lit(&value) {
+                Some(Lit::Bool(b)) => out.active_job = b.value,
+                _ => cx.error_spanned_by(&value, "`active_job` must be `true` or `false`"),
+            },
             _ => match lit(&value) {
                 Some(Lit::Bool(b)) => out.shard_by_tenant = b.value,
                 _ => cx.error_spanned_by(&value, "`shard_by_tenant` must be `true` or `false`"),
@@ -644,6 +662,18 @@ mod tests {
     }
 
     #[test]
+    fn active_job_flag_or_bool() {
+        let (attrs, errs) = parse(&[parse_quote!(#[job(active_job, class = "ReportJob")])]);
+        assert!(errs.is_empty() && attrs.job.active_job);
+        let (attrs, errs) = parse(&[parse_quote!(#[job(active_job = false)])]);
+        assert!(errs.is_empty() && !attrs.job.active_job);
+        assert_eq!(
+            errors(&[parse_quote!(#[job(active_job = 1)])]),
+            ["`active_job` must be `true` or `false`"]
+        );
+    }
+
+    #[test]
     fn shard_by_tenant_flag_or_bool() {
         let (attrs, errs) = parse(&[parse_quote!(#[job(shard_by_tenant = false)])]);
         assert!(errs.is_empty() && !attrs.job.shard_by_tenant);
@@ -663,7 +693,7 @@ mod tests {
                 parse_quote!(#[job(queue = "c", retry(3))]),
             ]),
             [
-                "unknown `job` attribute `queu`; expected one of `class`, `queue`, `retry`, `shard_by_tenant`, `timeout`",
+                "unknown `job` attribute `queu`; expected one of `active_job`, `class`, `queue`, `retry`, `shard_by_tenant`, `timeout`",
                 "duplicate `job` attribute `queue`",
                 "`retry` needs a value, like `retry = 5`",
             ]

@@ -147,6 +147,7 @@ fn options(container: &Container<'_>) -> TokenStream {
     };
     let throttles = container.attrs.throttles.iter().map(throttle);
     let shard_by_tenant = job.shard_by_tenant;
+    let active_job = job.active_job;
     let concurrency = match &container.attrs.concurrency {
         Some(concurrency) => {
             let limit = concurrency_limit(concurrency);
@@ -166,6 +167,7 @@ fn options(container: &Container<'_>) -> TokenStream {
             shard_by_tenant: #shard_by_tenant,
             concurrency: #concurrency,
             timeout: #timeout,
+            active_job: #active_job,
         }
     }
 }
@@ -297,7 +299,7 @@ mod tests {
     #[test]
     fn every_option() {
         let out = expand(parse_quote! {
-            #[job(class = "Billing::Import", queue = "imports", retry = false, shard_by_tenant)]
+            #[job(class = "Billing::Import", queue = "imports", retry = false, shard_by_tenant, active_job)]
             #[fair_tenant(account_id)]
             #[throttle(queue = "imports_slow", threshold = 100, per = "1h", weight = 2)]
             #[throttle(queue = "imports_slowest", threshold = 1000)]
@@ -311,6 +313,7 @@ mod tests {
             quote!(queue: "imports"),
             quote!(retry: ::fairjob::__private::Retry::Never),
             quote!(shard_by_tenant: true),
+            quote!(active_job: true),
             quote! {
                 ::fairjob::__private::ThrottleRule {
                     queue: "imports_slow",

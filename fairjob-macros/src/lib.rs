@@ -31,7 +31,11 @@ use proc_macro::TokenStream;
 /// - `#[job(class = "Name", queue = "q", retry = 5, shard_by_tenant)]`, every
 ///   key optional: `class` defaults to the type's name and `queue` to
 ///   `"default"`; `retry` is `true` (Sidekiq's 25 retries, the default),
-///   `false` (no retries) or a number.
+///   `false` (no retries) or a number. `active_job` declares a Rails
+///   ActiveJob class (`class` is the Ruby job class): the type runs the
+///   payloads ActiveJob's Sidekiq adapter writes for it, with their
+///   arguments decoded from ActiveJob's serialization, and is pushed in that
+///   form.
 /// - `#[fair_tenant(field)]`, `#[fair_tenant(0)]` or
 ///   `#[fair_tenant(with = path::to::function)]`: where the job's tenant comes
 ///   from. The field must implement `Display`; the function is

@@ -19,6 +19,7 @@ pub use crate::broker::ConnectOptions;
 use crate::error::{Error, Result};
 use crate::fair::DEFAULT_MAX_WINDOW;
 use crate::queues::QueueSpec;
+use crate::wire::Propagation;
 pub use crate::wire::duration::parse_duration;
 use crate::wire::duration::{human, human_opt};
 
@@ -131,6 +132,10 @@ pub struct WorkerConfig {
     /// What the worker reports through the `metrics` facade: label bounds and
     /// the sampler of the gauges read from Redis.
     pub metrics: MetricsConfig,
+    /// With the `otel` feature: how a performed job's span continues the
+    /// trace context its enqueue wrote (`child`, `link` or `none`; default
+    /// `child`).
+    pub propagation: Propagation,
 }
 
 /// Settings of the worker's metrics (see [`crate::metrics`]). In the TOML
@@ -196,6 +201,7 @@ impl Default for WorkerConfig {
             wait_stats: true,
             batch_acks: true,
             metrics: MetricsConfig::default(),
+            propagation: Propagation::Child,
         }
     }
 }
@@ -300,6 +306,7 @@ struct WorkerConfigFile {
     metrics_sample: bool,
     #[serde(with = "human")]
     metrics_sample_interval: Duration,
+    propagation: Propagation,
 }
 
 impl Default for WorkerConfigFile {
@@ -359,6 +366,7 @@ impl From<WorkerConfig> for WorkerConfigFile {
             metrics_idle_timeout: w.metrics.idle_timeout,
             metrics_sample: w.metrics.sample,
             metrics_sample_interval: w.metrics.sample_interval,
+            propagation: w.propagation,
         }
     }
 }
@@ -407,6 +415,7 @@ impl From<WorkerConfigFile> for WorkerConfig {
                 sample: f.metrics_sample,
                 sample_interval: f.metrics_sample_interval,
             },
+            propagation: f.propagation,
         }
     }
 }
@@ -444,6 +453,9 @@ mod tests {
         assert_eq!(partial.client.redis.as_deref(), Some("redis://h:1"));
         assert_eq!(partial.concurrency, 3);
         assert_eq!(partial.lease, Duration::from_secs(30));
+        assert_eq!(partial.propagation, Propagation::Child);
+        let linked: WorkerConfig = serde_json::from_str(r#"{"propagation":"link"}"#).unwrap();
+        assert_eq!(linked.propagation, Propagation::Link);
         let client: ClientConfig =
             serde_json::from_str(r#"{"namespace":"","connect_timeout":"2s","cluster":true}"#)
                 .unwrap();

@@ -178,7 +178,59 @@ pub enum DecodeError {
     /// An argument does not deserialize into the field's type.
     #[error("cannot decode `args`: {0}")]
     Json(#[source] serde_json::Error),
+    /// An ActiveJob payload's `arguments` hold something fairjob cannot read
+    /// (a custom serializer…), or are not ActiveJob's serialized job.
+    #[error("ActiveJob {0}")]
+    ActiveJob(#[source] ActiveJobArgumentError),
+    /// One of an ActiveJob payload's arguments does not deserialize into the
+    /// type; `path` names it (`[1]` the second argument, `[0].at` its key `at`).
+    #[error("ActiveJob argument {path} does not fit: {source}")]
+    ActiveJobArgument {
+        /// Where the argument is.
+        path: String,
+        /// serde_json's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An ActiveJob payload names a type not declared `#[job(active_job)]`.
+    #[error(
+        "it arrived through ActiveJob (`{wrapper}`) but its Rust type is not declared `#[job(active_job)]`"
+    )]
+    NotActiveJob {
+        /// The payload's wrapper class.
+        wrapper: String,
+    },
 }
+
+/// Why an ActiveJob payload's arguments do not decode (or a job's arguments
+/// cannot be written in ActiveJob's form).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActiveJobArgumentError {
+    /// `args` is not `[<serialized job>]`.
+    NotSerialized(String),
+    /// One argument (its path, like `[1].at`) does not fit.
+    Argument {
+        /// Where: `[index]` then `.key` / `[index]` inside it.
+        path: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+impl fmt::Display for ActiveJobArgumentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ActiveJobArgumentError::NotSerialized(why) => {
+                write!(f, "`args` is not ActiveJob's serialized job: {why}")
+            }
+            ActiveJobArgumentError::Argument { path, problem } => {
+                write!(f, "argument {path}: {problem}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ActiveJobArgumentError {}
 
 impl Error {
     /// Maps a Redis error, recognising out-of-memory and authentication replies

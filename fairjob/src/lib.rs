@@ -52,6 +52,7 @@ pub mod inspect;
 pub mod job;
 pub mod limit;
 pub mod metrics;
+mod otel;
 pub mod prelude;
 pub mod queues;
 #[cfg(feature = "testing")]

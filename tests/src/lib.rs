@@ -12,6 +12,7 @@
 //! - [`jobs`], [`slot_jobs`]: the jobs the tests run.
 //! - [`source`]: the workspace's own sources, for the static checks.
 //! - [`metrics`]: a worker serving `--metrics`, and parsed scrapes.
+//! - [`ruby`]: Ruby scripts and a real `sidekiq` server beside fairjob.
 //!
 //! Every test talks to a real `redis-server` started here; a test that cannot
 //! start or reach one fails.
@@ -21,6 +22,7 @@ pub mod jobs;
 mod ledger;
 pub mod logs;
 pub mod metrics;
+pub mod ruby;
 pub mod slot_jobs;
 pub mod slowlog;
 pub mod source;

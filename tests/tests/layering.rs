@@ -31,6 +31,7 @@ const LIBRARY: &[(&str, u8)] = &[
     ("queues", 3),
     ("config", 3),
     ("metrics", 3),
+    ("otel", 3),
     ("inspect", 4),
     ("client", 4),
     ("job", 5),

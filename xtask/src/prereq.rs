@@ -49,7 +49,8 @@ pub(crate) const DEMO: &[Requirement] = &[exe("redis-server", "redis-server")];
 
 /// The test suite: private redis-servers, `redis-cli` and `redis-benchmark`
 /// (Debian's `redis-tools`, a dependency of `redis-server`), Ruby Sidekiq for
-/// the interop tests (the `sidekiq` command and the library under `ruby`), and
+/// the interop tests (the `sidekiq` command and the library under `ruby`),
+/// Rails' ActiveJob for the ActiveJob interop tests, and
 /// chromium for the dashboard's browser tests.
 pub(crate) const TEST: &[Requirement] = &[
     exe("redis-server", "redis-server"),
@@ -59,6 +60,10 @@ pub(crate) const TEST: &[Requirement] = &[
     Requirement {
         probe: Probe::RubyLibrary("sidekiq"),
         package: "ruby-sidekiq",
+    },
+    Requirement {
+        probe: Probe::RubyLibrary("active_job"),
+        package: "ruby-activejob",
     },
     exe("chromium", "chromium"),
 ];
@@ -260,6 +265,7 @@ pub(crate) fn manual_instructions(reason: &str, packages: &[&str]) -> String {
                 "Redis 7: `redis-server`, `redis-cli` and `redis-benchmark`"
             }
             "ruby-sidekiq" => "Ruby with Sidekiq 6: `gem install sidekiq -v '~> 6.4'`",
+            "ruby-activejob" => "Rails' ActiveJob: `gem install activejob -v '~> 6.1'`",
             "chromium" => "Chromium, as `chromium`",
             other => other,
         };
@@ -310,7 +316,7 @@ mod tests {
             args(&plan(&missing, ROOT)),
             [
                 "DEBIAN_FRONTEND=noninteractive apt-get update",
-                "DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server redis-tools ruby-sidekiq chromium",
+                "DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server redis-tools ruby-sidekiq ruby-activejob chromium",
             ]
         );
     }
@@ -389,17 +395,24 @@ mod tests {
         assert!(reason.contains("no apt-get"), "{reason}");
         assert_eq!(
             packages,
-            ["redis-server", "redis-tools", "ruby-sidekiq", "chromium"]
+            [
+                "redis-server",
+                "redis-tools",
+                "ruby-sidekiq",
+                "ruby-activejob",
+                "chromium"
+            ]
         );
         let text = manual_instructions(&reason, &packages);
         assert!(
             text.contains(
-                "apt-get update && apt-get install -y redis-server redis-tools ruby-sidekiq chromium"
+                "apt-get update && apt-get install -y redis-server redis-tools ruby-sidekiq ruby-activejob chromium"
             ),
             "{text}"
         );
         assert_eq!(text.matches("Redis 7").count(), 1, "{text}");
         assert!(text.contains("gem install sidekiq"), "{text}");
+        assert!(text.contains("gem install activejob"), "{text}");
         assert!(text.contains("Chromium, as `chromium`"), "{text}");
 
         let no_sudo = Host {
@@ -417,7 +430,7 @@ mod tests {
     fn demo_needs_only_redis_server_and_test_needs_all_three_tools() {
         assert_eq!(packages(DEMO), ["redis-server"]);
         let test = packages(TEST);
-        for package in ["redis-server", "ruby-sidekiq", "chromium"] {
+        for package in ["redis-server", "ruby-sidekiq", "ruby-activejob", "chromium"] {
             assert!(test.contains(&package), "{package} missing from {test:?}");
         }
     }

@@ -325,6 +325,7 @@ impl Client {
         let span = tracing::Span::current();
         let queue = &spec.candidates[idx].queue;
         span.record("job.queue", queue.as_str());
+        crate::otel::on_pushed(&span, queue);
         if idx > 0 {
             let rule = &rules[idx - 1];
             span.record(
@@ -352,7 +353,10 @@ impl Client {
             job.queue = %job.payload.queue(),
             tenant = tracing::field::Empty,
             rule = tracing::field::Empty,
+            otel.name = tracing::field::Empty,
+            otel.kind = tracing::field::Empty,
         );
+        crate::otel::enqueue_span(&span, &job.payload.queue());
         async move {
             let Some(mut job) = self.run_chain(job).await? else {
                 return Err(Error::Stopped { class, jid });
@@ -360,6 +364,7 @@ impl Client {
             if let Some(t) = job.payload.tenant().or_else(|| job.default_tenant.clone()) {
                 tracing::Span::current().record("tenant", t.as_str());
             }
+            crate::otel::on_enqueue(&tracing::Span::current(), &mut job.payload);
             let Some(when) = when else {
                 return self
                     .push_one(job, None)
@@ -372,6 +377,7 @@ impl Client {
             job.settle_tenant();
             job.payload.remove("enqueued_at");
             check_queue_name(&job.payload.queue())?;
+            crate::otel::on_pushed(&tracing::Span::current(), &job.payload.queue());
             let json = job.payload.to_json();
             let max = self.inner.config.max_payload_bytes;
             if json.len() > max {

@@ -4,12 +4,13 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Token;
 use crate::client::Client;
+use crate::wire::active_job::{self, JobData};
 use crate::wire::{Payload, fields};
 
 /// A running job's identity and surroundings. Cheap to clone.
@@ -27,6 +28,7 @@ struct Inner {
     cancel: CancellationToken,
     client: Client,
     started: Instant,
+    active_job: Option<JobData>,
 }
 
 /// What the worker (or a test) knows when it builds a [`JobContext`].
@@ -62,6 +64,9 @@ impl JobContext {
                 class: payload.class(),
                 jid: payload.jid(),
                 tenant: payload.tenant(),
+                active_job: payload
+                    .is_active_job()
+                    .then(|| active_job::job_data(payload.args().get()).unwrap_or_default()),
                 payload,
                 token,
                 cancel,
@@ -76,7 +81,7 @@ impl JobContext {
         &self.inner.jid
     }
 
-    /// The class name.
+    /// The class name (for an ActiveJob job, the ActiveJob class).
     pub fn class(&self) -> &str {
         &self.inner.class
     }
@@ -112,6 +117,44 @@ impl JobContext {
     /// This run's number, starting at 1: failures and interruptions both count.
     pub fn attempt(&self) -> u32 {
         1 + self.retry_count().map_or(0, |c| c + 1) + self.interrupted_count()
+    }
+
+    /// When the job was last put on its queue (Sidekiq's `enqueued_at`, or
+    /// ActiveJob's when a payload has no usable one).
+    pub fn enqueued_at(&self) -> Option<SystemTime> {
+        let secs = self.inner.payload.timestamp("enqueued_at").or_else(|| {
+            let iso = self.inner.active_job.as_ref()?.enqueued_at.as_deref()?;
+            let t = humantime::parse_rfc3339_weak(iso).ok()?;
+            t.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs_f64())
+        })?;
+        (secs.is_finite() && secs >= 0.0).then(|| UNIX_EPOCH + Duration::from_secs_f64(secs))
+    }
+
+    /// What ActiveJob's serialized job says, for a job that came through
+    /// ActiveJob's Sidekiq adapter.
+    pub fn active_job(&self) -> Option<&JobData> {
+        self.inner.active_job.as_ref()
+    }
+
+    /// ActiveJob's `job_id` (a UUID, kept across ActiveJob's own retries), for
+    /// an ActiveJob job.
+    pub fn job_id(&self) -> Option<&str> {
+        self.active_job()?.job_id.as_deref()
+    }
+
+    /// ActiveJob's `executions` as a Rails job sees it inside `perform`:
+    /// 1 on the first run, one more for each re-enqueue by ActiveJob's
+    /// `retry_on` (Sidekiq's own retries run the same serialized job, so they
+    /// do not raise it; see [`JobContext::attempt`]). `None` for a job that did
+    /// not come through ActiveJob.
+    pub fn executions(&self) -> Option<u32> {
+        self.active_job()
+            .map(|d| d.executions.unwrap_or(0).saturating_add(1))
+    }
+
+    /// ActiveJob's `locale` (`I18n.locale` at enqueue), for an ActiveJob job.
+    pub fn locale(&self) -> Option<&str> {
+        self.active_job()?.locale.as_deref()
     }
 
     /// The whole payload (unknown fields included).

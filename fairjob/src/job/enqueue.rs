@@ -7,8 +7,10 @@ use std::time::{Duration, SystemTime};
 
 use super::Job;
 use crate::client::{Client, IntoPush, PushJob};
-use crate::error::Result;
-use crate::wire::{Payload, Retry, WireRule, fields, now_f64};
+use serde_json::value::RawValue;
+
+use crate::error::{Error, Result};
+use crate::wire::{ArgsShape, Payload, Retry, WireRule, active_job, fields, now_f64};
 
 /// An enqueue with per-call options: `job.set_tenant("acme").queue("x").retry(3).perform_async(&client)`.
 #[must_use]
@@ -84,7 +86,18 @@ impl<J: Job> Enqueue<J> {
 impl<J: Job> IntoPush for Enqueue<J> {
     fn into_push(self) -> Result<PushJob> {
         let args = self.job.to_args()?;
-        let mut payload = Payload::new(J::CLASS, args, J::OPTIONS.queue);
+        let queue = self.queue.as_deref().unwrap_or(J::OPTIONS.queue);
+        let mut payload = if J::OPTIONS.active_job {
+            let mut p = Payload::new(
+                active_job::WRAPPER,
+                active_job_args::<J>(&args, queue)?,
+                queue,
+            );
+            p.set(active_job::WRAPPED, J::CLASS);
+            p
+        } else {
+            Payload::new(J::CLASS, args, queue)
+        };
         payload.set("retry", self.retry.unwrap_or(J::OPTIONS.retry).to_json());
         if !J::OPTIONS.throttles.is_empty() {
             let rules: Vec<WireRule> = J::OPTIONS.throttles.iter().map(Into::into).collect();
@@ -101,6 +114,24 @@ impl<J: Job> IntoPush for Enqueue<J> {
         let sharded = J::OPTIONS.shard_by_tenant.then_some(J::OPTIONS.queue);
         Ok(PushJob::typed(payload, self.job.fair_tenant(), sharded))
     }
+}
+
+/// `args` for ActiveJob's Sidekiq adapter: `[<serialized job>]` holding the
+/// job's arguments in ActiveJob's form (a struct with named fields as keyword
+/// arguments).
+fn active_job_args<J: Job>(args: &RawValue, queue: &str) -> Result<Box<RawValue>> {
+    let encode_error = |e: String| Error::Encode {
+        class: J::CLASS.to_owned(),
+        source: serde::ser::Error::custom(e),
+    };
+    let plain: serde_json::Value =
+        serde_json::from_str(args.get()).map_err(|e| encode_error(e.to_string()))?;
+    let keywords = J::ARGS == ArgsShape::Named;
+    let arguments =
+        active_job::encode_arguments(plain, keywords).map_err(|e| encode_error(e.to_string()))?;
+    let enqueued_at = humantime::format_rfc3339_nanos(SystemTime::now()).to_string();
+    let job = active_job::serialize_job(J::CLASS, queue, arguments, &enqueued_at);
+    serde_json::value::to_raw_value(&[job]).map_err(|e| encode_error(e.to_string()))
 }
 
 impl<J: Job> IntoPush for J {

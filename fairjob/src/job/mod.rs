@@ -24,8 +24,8 @@ pub use registry::{JobRegistration, Registry};
 pub(crate) use registry::{Prepared, SlotRequest};
 
 use crate::client::Client;
-use crate::error::{Error, JobError, Result};
-use crate::wire::{ArgsShape, JobOptions};
+use crate::error::{DecodeError, Error, JobError, Result};
+use crate::wire::{ArgsShape, JobOptions, Payload, active_job};
 
 /// A job type: its Sidekiq class name, its options and how its fields map to
 /// Sidekiq's positional `args`.
@@ -69,6 +69,53 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + Sized + 'static {
         Self::ARGS.decode(args).map_err(|source| Error::Decode {
             class: Self::CLASS.to_owned(),
             source,
+        })
+    }
+
+    /// Decodes a payload's arguments: Sidekiq's `args`, or for a payload of
+    /// ActiveJob's Sidekiq adapter (the type must be `#[job(active_job)]`)
+    /// ActiveJob's `arguments` in `args[0]`, its serialization markers
+    /// understood (see [`wire::active_job`](crate::wire::active_job)).
+    fn from_payload(payload: &Payload) -> Result<Self> {
+        if !payload.is_active_job() {
+            return Self::from_args(payload.args());
+        }
+        let err = |source| Error::Decode {
+            class: Self::CLASS.to_owned(),
+            source,
+        };
+        if !Self::OPTIONS.active_job {
+            return Err(err(DecodeError::NotActiveJob {
+                wrapper: payload.wire_class(),
+            }));
+        }
+        let (_, arguments) =
+            active_job::decode(payload.args().get()).map_err(|e| err(DecodeError::ActiveJob(e)))?;
+        let got = arguments.as_array().map_or(0, Vec::len);
+        let expected = Self::ARGS.arity();
+        if got != expected {
+            return Err(err(DecodeError::Arity { expected, got }));
+        }
+        let plain = match Self::ARGS {
+            ArgsShape::Unit => serde_json::Value::Null,
+            ArgsShape::Tuple(_) => arguments,
+            ArgsShape::Newtype | ArgsShape::Named => arguments
+                .as_array()
+                .and_then(|a| a.first().cloned())
+                .unwrap_or_default(),
+        };
+        serde_path_to_error::deserialize(plain).map_err(|e| {
+            let path = e.path().to_string();
+            let path = match Self::ARGS {
+                ArgsShape::Tuple(_) => path,
+                ArgsShape::Newtype | ArgsShape::Named if path == "." => "[0]".to_owned(),
+                ArgsShape::Newtype | ArgsShape::Named => format!("[0].{path}"),
+                ArgsShape::Unit => path,
+            };
+            err(DecodeError::ActiveJobArgument {
+                path,
+                source: e.into_inner(),
+            })
         })
     }
 
@@ -134,4 +181,121 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + Sized + 'static {
 pub trait Perform: Job {
     /// Runs the job. An `Err` is retried with Sidekiq's backoff unless it says otherwise.
     fn perform(self, cx: &JobContext) -> impl Future<Output = Result<(), JobError>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+
+    use super::*;
+    use crate::client::IntoPush;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Report(u64, String, Opts);
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Opts {
+        at: String,
+        every: u64,
+    }
+
+    impl Job for Report {
+        const CLASS: &'static str = "ReportJob";
+        const OPTIONS: JobOptions = JobOptions {
+            active_job: true,
+            ..JobOptions::DEFAULT
+        };
+        const ARGS: ArgsShape = ArgsShape::Tuple(3);
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Plain(u64);
+
+    impl Job for Plain {
+        const CLASS: &'static str = "ReportJob";
+        const OPTIONS: JobOptions = JobOptions::DEFAULT;
+        const ARGS: ArgsShape = ArgsShape::Newtype;
+    }
+
+    fn wrapped(arguments: &str) -> Payload {
+        Payload::parse(
+            format!(
+                r#"{{"class":"Sidekiq::ActiveJob::Wrapper","wrapped":"ReportJob","queue":"default","args":[{{"job_class":"ReportJob","arguments":{arguments}}}],"jid":"j"}}"#
+            )
+            .into_bytes(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn active_job_arguments_decode_into_the_type() {
+        let p = wrapped(
+            r#"[7,{"_aj_serialized":"ActiveJob::Serializers::SymbolSerializer","value":"pdf"},{"at":{"_aj_serialized":"ActiveJob::Serializers::TimeSerializer","value":"2026-11-25T12:00:00Z"},"every":{"_aj_serialized":"ActiveJob::Serializers::DurationSerializer","value":60,"parts":[]},"_aj_ruby2_keywords":["at","every"]}]"#,
+        );
+        let job = Report::from_payload(&p).unwrap();
+        assert_eq!(
+            job,
+            Report(
+                7,
+                "pdf".into(),
+                Opts {
+                    at: "2026-11-25T12:00:00Z".into(),
+                    every: 60
+                }
+            )
+        );
+    }
+
+    #[test]
+    fn the_argument_that_does_not_fit_is_named_with_the_class() {
+        let p = wrapped(r#"[7,"pdf",{"at":"x","every":"soon","_aj_symbol_keys":["at","every"]}]"#);
+        let err = Report::from_payload(&p).unwrap_err().to_string();
+        assert!(
+            err.starts_with("cannot decode the arguments of `ReportJob`: ActiveJob argument [2].every does not fit: invalid type: string \"soon\""),
+            "{err}"
+        );
+        let err = Report::from_payload(&wrapped("[7]"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("expected 3 arguments"), "{err}");
+        let err = Plain::from_payload(&wrapped("[7]"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not declared `#[job(active_job)]`"), "{err}");
+    }
+
+    #[test]
+    fn an_active_job_type_is_pushed_in_the_wrapper_form_and_read_back() {
+        let job = Report(
+            1,
+            "csv".into(),
+            Opts {
+                at: "t".into(),
+                every: 5,
+            },
+        );
+        let push = job.enqueue().queue("reports").into_push().unwrap();
+        let p = Payload::parse(push.payload().to_json().into_bytes()).unwrap();
+        assert_eq!(p.wire_class(), crate::wire::active_job::WRAPPER);
+        assert_eq!(p.class(), "ReportJob");
+        assert_eq!(p.queue(), "reports");
+        let args: serde_json::Value = serde_json::from_str(p.args().get()).unwrap();
+        assert_eq!(args[0]["job_class"], "ReportJob");
+        assert_eq!(args[0]["queue_name"], "reports");
+        assert_eq!(
+            args[0]["arguments"],
+            serde_json::json!([1, "csv", {"at": "t", "every": 5, "_aj_symbol_keys": ["at", "every"]}])
+        );
+        assert_eq!(
+            Report::from_payload(&p).unwrap(),
+            Report(
+                1,
+                "csv".into(),
+                Opts {
+                    at: "t".into(),
+                    every: 5
+                }
+            )
+        );
+    }
 }

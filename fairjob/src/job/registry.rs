@@ -53,7 +53,12 @@ pub(crate) struct SlotRequest {
 
 /// Decodes `T` from the payload's args and captures it for [`Prepared::run`].
 fn prepare<T: Perform>(payload: &Payload) -> std::result::Result<Prepared, JobError> {
-    let job = T::from_args(payload.args()).map_err(|e| match e {
+    let job = T::from_payload(payload).map_err(|e| match e {
+        // An ActiveJob job's failure names its Ruby class (the payload's
+        // `class` is the wrapper).
+        e @ Error::Decode { .. } if payload.is_active_job() => {
+            JobError::retry(e).with_class("ArgumentError")
+        }
         Error::Decode { source, .. } => JobError::retry(source).with_class("ArgumentError"),
         other => JobError::retry(other).with_class("ArgumentError"),
     })?;

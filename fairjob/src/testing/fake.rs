@@ -576,7 +576,7 @@ fn parse(entry: &Entry) -> Result<Payload> {
 }
 
 fn decode<J: Job>(entry: Entry, payload: Payload) -> Enqueued<J> {
-    let job = J::from_args(payload.args()).unwrap_or_else(|e| {
+    let job = J::from_payload(&payload).unwrap_or_else(|e| {
         panic!(
             "fake.enqueued::<{}>(): job {} does not decode into its type: {e}",
             std::any::type_name::<J>(),

@@ -1,18 +1,21 @@
 //! Sidekiq's wire format, with no IO: the job [`payload`], the payload
 //! [`fields`] fairjob reads and writes, and the per-type job [`options`]
 //! (`Retry`, `ArgsShape`, `JobOptions`, `ThrottleRule`, `ConcurrencyLimit`),
+//! ActiveJob's payloads on Sidekiq ([`active_job`]),
 //! the published declaration of a job class ([`ClassInfo`]), the pure
 //! reroute rule (which rule matches and where a job goes), and the text form
 //! of a [`duration`] in settings.
 //!
 //! Layer 1: it names only [`crate::error`] below it, and nothing of Redis.
 
+pub mod active_job;
 pub mod classes;
 pub mod date;
 pub mod duration;
 pub mod fields;
 pub mod options;
 pub mod payload;
+pub mod trace_context;
 
 pub use classes::ClassInfo;
 pub use date::{utc_date, utc_day};
@@ -21,3 +24,4 @@ pub use options::{
     reroute_next_queue, reroute_target, reroute_window, rule_window,
 };
 pub use payload::{Malformed, Payload, malformed_entry, new_jid, now_f64};
+pub use trace_context::Propagation;

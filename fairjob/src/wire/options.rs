@@ -28,6 +28,10 @@ pub struct JobOptions {
     /// short grace counted as a failure and retried; `None`: the worker's
     /// default (none, as in Sidekiq).
     pub timeout: Option<Duration>,
+    /// `#[job(active_job)]`: the type is a Rails ActiveJob class. It runs the
+    /// payloads of ActiveJob's Sidekiq wrappers that name it (`wrapped`), and
+    /// is pushed in that form, so a Rails worker can run it too.
+    pub active_job: bool,
 }
 
 impl JobOptions {
@@ -39,6 +43,7 @@ impl JobOptions {
         shard_by_tenant: false,
         concurrency: None,
         timeout: None,
+        active_job: false,
     };
 }
 

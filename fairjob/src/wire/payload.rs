@@ -18,8 +18,8 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::fields;
 use super::options::Retry;
+use super::{active_job, fields};
 use crate::error::Error;
 
 /// A Sidekiq job payload.
@@ -109,7 +109,7 @@ impl Payload {
             }
             _ => {}
         }
-        if p.class().is_empty() {
+        if p.wire_class().is_empty() {
             return Err(Malformed("payload `class` is empty".into()));
         }
         Ok(p)
@@ -165,9 +165,28 @@ impl Payload {
         self.field(key).is_some()
     }
 
-    /// The class name (`""` if missing; [`Payload::parse`] rejects that).
+    /// The job's class: the ActiveJob class (`wrapped`) when `class` is one of
+    /// ActiveJob's Sidekiq wrappers, as Sidekiq's Web UI and the
+    /// `sidekiq-fair_tenant` gem name it, else `class` (`""` if missing;
+    /// [`Payload::parse`] rejects that).
     pub fn class(&self) -> String {
+        let class = self.wire_class();
+        if active_job::is_wrapper(&class)
+            && let Some(wrapped) = self.get_str(active_job::WRAPPED).filter(|w| !w.is_empty())
+        {
+            return wrapped;
+        }
+        class
+    }
+
+    /// The `class` field as written (an ActiveJob wrapper for ActiveJob jobs).
+    pub fn wire_class(&self) -> String {
         self.get_str("class").unwrap_or_default()
+    }
+
+    /// True when the payload is ActiveJob's: its `class` is a wrapper.
+    pub fn is_active_job(&self) -> bool {
+        active_job::is_wrapper(&self.wire_class())
     }
 
     /// The jid.
@@ -508,6 +527,23 @@ mod tests {
         let entry = malformed_entry(b"\xff", "default", "bad");
         let p = Payload::parse(entry.into_bytes()).unwrap();
         assert_eq!(p.get_str("raw_payload_base64").as_deref(), Some("/w=="));
+    }
+
+    #[test]
+    fn active_job_payloads_are_named_by_their_wrapped_class() {
+        for wrapper in [active_job::WRAPPER, active_job::WRAPPER_SIDEKIQ_8] {
+            let p = Payload::parse(
+                format!(r#"{{"class":"{wrapper}","wrapped":"ReportJob","args":[{{}}],"jid":"j"}}"#)
+                    .into_bytes(),
+            )
+            .unwrap();
+            assert_eq!(p.class(), "ReportJob");
+            assert_eq!(p.wire_class(), wrapper);
+            assert!(p.is_active_job());
+        }
+        let p = Payload::parse(RUBY.as_bytes().to_vec()).unwrap();
+        assert!(!p.is_active_job());
+        assert_eq!(p.class(), p.wire_class());
     }
 
     #[test]

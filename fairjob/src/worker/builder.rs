@@ -118,6 +118,14 @@ impl WorkerBuilder {
         self
     }
 
+    /// With the `otel` feature: how a performed job's span continues the
+    /// trace context written at enqueue (default
+    /// [`Propagation::Child`](crate::wire::Propagation::Child)).
+    pub fn propagation(mut self, propagation: crate::wire::Propagation) -> Self {
+        self.config.propagation = propagation;
+        self
+    }
+
     /// Shutdown timeout.
     pub fn shutdown_timeout(mut self, d: Duration) -> Self {
         self.config.timeout = d;

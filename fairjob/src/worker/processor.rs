@@ -54,6 +54,7 @@ pub(crate) async fn process(shared: Arc<Shared>, reserved: Reserved, permit: Per
     };
     drop(raw);
     let span = span(&token, &payload);
+    crate::otel::on_perform(&span, &token.queue, &payload, shared.config.propagation);
     run(&shared, token, payload, permit).instrument(span).await;
 }
 
@@ -80,6 +81,8 @@ fn span(token: &Token, payload: &Payload) -> tracing::Span {
         attempt = tracing::field::Empty,
         outcome = tracing::field::Empty,
         elapsed_ms = tracing::field::Empty,
+        otel.name = tracing::field::Empty,
+        otel.kind = tracing::field::Empty,
     )
 }
 
@@ -97,6 +100,12 @@ async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
     };
     report(shared, &cx, &ran.result);
     let outcome = retry::outcome(cx.payload(), &ran.result);
+    crate::otel::on_end(
+        &tracing::Span::current(),
+        cx.attempt(),
+        label(&ran.result, &outcome).as_str(),
+        ran.result.as_ref().err().map(JobError::message),
+    );
     let label = end(shared, &token, &ran, outcome, permit).await;
     record_end(shared, &cx, label, ran.performed);
 }

@@ -1,0 +1,268 @@
+//! OpenTelemetry across the queue (feature `otel`), recorded by the SDK's
+//! in-memory exporter: a request's span → enqueue → perform → a job enqueued
+//! by the job is one trace with the right parents, kinds and attributes; a
+//! payload carrying a `traceparent` the Ruby instrumentation's way is
+//! continued (as a child, or linked); a malformed one starts a new trace and
+//! never fails the job.
+
+use std::sync::OnceLock;
+
+use fairjob::prelude::*;
+use fairjob::wire::Propagation;
+use fairjob::{Payload, Registry};
+use fairjob_tests::{Redis, eventually};
+use opentelemetry::trace::{SpanId, SpanKind, Status, TraceId, TracerProvider as _};
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use serde::{Deserialize, Serialize};
+use tracing::Instrument;
+use tracing_subscriber::layer::SubscriberExt;
+
+/// The process-wide exporter every test reads (one subscriber per process).
+fn exporter() -> &'static InMemorySpanExporter {
+    static EXPORTER: OnceLock<InMemorySpanExporter> = OnceLock::new();
+    EXPORTER.get_or_init(|| {
+        let exporter = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exporter.clone())
+            .build();
+        let tracer = provider.tracer("fairjob-tests");
+        // The provider lives as long as the test process.
+        Box::leak(Box::new(provider));
+        let subscriber =
+            tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(tracer));
+        tracing::subscriber::set_global_default(subscriber).expect("one global subscriber");
+        exporter
+    })
+}
+
+fn spans() -> Vec<SpanData> {
+    exporter().get_finished_spans().expect("finished spans")
+}
+
+fn attr(span: &SpanData, key: &str) -> Option<String> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| kv.value.to_string())
+}
+
+/// The finished `process` span of the job `jid`, if any.
+fn process_span(jid: &str) -> Option<SpanData> {
+    spans().into_iter().find(|s| {
+        s.span_kind == SpanKind::Consumer && attr(s, "messaging.message.id").as_deref() == Some(jid)
+    })
+}
+
+/// Enqueues an [`OtelChild`] from inside its run.
+#[derive(Serialize, Deserialize, fairjob::Job)]
+#[job(class = "OtelParent")]
+struct OtelParent(String);
+
+impl Perform for OtelParent {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        OtelChild(self.0)
+            .set_tenant("acme")
+            .perform_async(cx.client())
+            .await
+            .map_err(JobError::retry)?;
+        Ok(())
+    }
+}
+
+/// Does nothing.
+#[derive(Serialize, Deserialize, fairjob::Job)]
+#[job(class = "OtelChild")]
+struct OtelChild(String);
+
+impl Perform for OtelChild {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+fn registry() -> Registry {
+    let mut r = Registry::new();
+    r.register::<OtelParent>().unwrap();
+    r.register::<OtelChild>().unwrap();
+    r
+}
+
+async fn worker(redis: &Redis, propagation: Propagation) -> fairjob_tests::RunningWorker {
+    let worker = redis
+        .worker()
+        .registry(registry())
+        .propagation(propagation)
+        .build()
+        .await
+        .expect("worker builds");
+    fairjob_tests::spawn(worker)
+}
+
+/// A web handler's span → enqueue → perform → the job's own enqueue →
+/// its perform: one trace, each span the child of the one before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_trace_from_the_request_to_the_jobs_a_job_enqueued() {
+    exporter();
+    let server = fairjob_tests::redis();
+    let redis = Redis::connect(&server.url(), &fairjob_tests::namespace()).await;
+    let client = redis.client().await;
+    let tag = fairjob::payload::new_jid();
+    let request = tracing::info_span!("GET /reports", otel.kind = "server");
+    let jid = OtelParent(tag.clone())
+        .set_tenant("acme")
+        .perform_async(&client)
+        .instrument(request.clone())
+        .await
+        .expect("push");
+    drop(request);
+    let worker = worker(&redis, Propagation::Child).await;
+    let parent = eventually!(
+        let found = process_span(&jid); found.is_some(),
+        "the parent job's process span is exported"
+    )
+    .unwrap();
+    let all = spans();
+    let trace = parent.span_context.trace_id();
+    let in_trace: Vec<&SpanData> = all
+        .iter()
+        .filter(|s| s.span_context.trace_id() == trace)
+        .collect();
+    let by_id = |id: SpanId| in_trace.iter().find(|s| s.span_context.span_id() == id);
+    let web = in_trace
+        .iter()
+        .find(|s| s.name == "GET /reports")
+        .expect("the request span is in the job's trace");
+    let send = by_id(parent.parent_span_id).expect("perform's parent is in the trace");
+    assert_eq!(send.name, "send default");
+    assert_eq!(send.span_kind, SpanKind::Producer);
+    assert_eq!(send.parent_span_id, web.span_context.span_id());
+    assert_eq!(
+        attr(send, "messaging.message.id").as_deref(),
+        Some(jid.as_str())
+    );
+    assert_eq!(attr(send, "fairjob.tenant").as_deref(), Some("acme"));
+    assert_eq!(
+        attr(send, "messaging.destination.name").as_deref(),
+        Some("default")
+    );
+    assert_eq!(parent.name, "process default");
+    assert!(parent.parent_span_is_remote);
+    for (key, want) in [
+        ("messaging.system", "sidekiq"),
+        ("messaging.operation.name", "process"),
+        ("messaging.operation.type", "process"),
+        ("messaging.destination.name", "default"),
+        ("messaging.sidekiq.job_class", "OtelParent"),
+        ("fairjob.tenant", "acme"),
+        ("fairjob.attempt", "1"),
+        ("fairjob.outcome", "success"),
+    ] {
+        assert_eq!(
+            attr(&parent, key).as_deref(),
+            Some(want),
+            "{key}: {parent:?}"
+        );
+    }
+    assert!(attr(&parent, "fairjob.waited_ms").is_some());
+    // The job's own enqueue, and its perform, continue the same trace.
+    let child_send = eventually!(
+        let found = spans().into_iter().find(|s| {
+            s.span_kind == SpanKind::Producer && s.parent_span_id == parent.span_context.span_id()
+        });
+        found.is_some(),
+        "the job's own enqueue is a child of its process span"
+    )
+    .unwrap();
+    let child_jid = attr(&child_send, "messaging.message.id").expect("jid");
+    let child = eventually!(
+        let found = process_span(&child_jid); found.is_some(),
+        "the child job's process span is exported"
+    )
+    .unwrap();
+    assert_eq!(child.span_context.trace_id(), trace);
+    assert_eq!(child.parent_span_id, child_send.span_context.span_id());
+    assert_eq!(
+        attr(&child, "messaging.sidekiq.job_class").as_deref(),
+        Some("OtelChild")
+    );
+    worker.stop().await;
+}
+
+/// Pushes a payload as a Ruby producer with
+/// `opentelemetry-instrumentation-sidekiq` writes it (a top-level
+/// `traceparent`) straight onto `queue:default`; returns its jid.
+async fn push_as_ruby(redis: &Redis, traceparent: &str) -> String {
+    let jid = fairjob::payload::new_jid();
+    let now = fairjob::payload::now_f64();
+    let json = format!(
+        r#"{{"retry":true,"queue":"default","class":"OtelChild","args":["ruby"],"jid":"{jid}","created_at":{now},"traceparent":"{traceparent}","enqueued_at":{now}}}"#,
+    );
+    Payload::parse(json.clone().into_bytes()).expect("a payload");
+    redis.lpush_raw("default", json).await;
+    jid
+}
+
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const SPAN: &str = "00f067aa0ba902b7";
+
+/// A Ruby-written context is continued as a child; a malformed one starts a
+/// new trace and the job succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_ruby_context_is_continued_and_a_malformed_one_ignored() {
+    exporter();
+    let server = fairjob_tests::redis();
+    let redis = Redis::connect(&server.url(), &fairjob_tests::namespace()).await;
+    let good = push_as_ruby(&redis, &format!("00-{TRACE}-{SPAN}-01")).await;
+    let bad = push_as_ruby(&redis, "00-not-a-trace-context").await;
+    let worker = worker(&redis, Propagation::Child).await;
+    let continued = eventually!(
+        let found = process_span(&good); found.is_some(), "the job runs"
+    )
+    .unwrap();
+    assert_eq!(
+        continued.span_context.trace_id(),
+        TraceId::from_hex(TRACE).unwrap()
+    );
+    assert_eq!(continued.parent_span_id, SpanId::from_hex(SPAN).unwrap());
+    let fresh = eventually!(
+        let found = process_span(&bad); found.is_some(), "the job with a malformed context runs"
+    )
+    .unwrap();
+    assert!(fresh.span_context.is_valid());
+    assert_ne!(
+        fresh.span_context.trace_id(),
+        TraceId::from_hex(TRACE).unwrap()
+    );
+    assert_eq!(fresh.parent_span_id, SpanId::INVALID, "a new trace");
+    assert_eq!(attr(&fresh, "fairjob.outcome").as_deref(), Some("success"));
+    assert_eq!(fresh.status, Status::Unset);
+    worker.stop().await;
+    assert_eq!(redis.zcard(redis.key("retry")).await, 0, "nothing failed");
+}
+
+/// `propagation = link`: the perform span starts its own trace, linked to
+/// the enqueue's context.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn link_starts_a_new_trace_linked_to_the_enqueue() {
+    exporter();
+    let server = fairjob_tests::redis();
+    let redis = Redis::connect(&server.url(), &fairjob_tests::namespace()).await;
+    let jid = push_as_ruby(&redis, &format!("00-{TRACE}-{SPAN}-01")).await;
+    let worker = worker(&redis, Propagation::Link).await;
+    let linked = eventually!(
+        let found = process_span(&jid); found.is_some(), "the job runs"
+    )
+    .unwrap();
+    assert_ne!(
+        linked.span_context.trace_id(),
+        TraceId::from_hex(TRACE).unwrap()
+    );
+    assert_eq!(linked.parent_span_id, SpanId::INVALID);
+    let links: Vec<_> = linked
+        .links
+        .iter()
+        .map(|l| l.span_context.span_id())
+        .collect();
+    assert_eq!(links, [SpanId::from_hex(SPAN).unwrap()]);
+    worker.stop().await;
+}
