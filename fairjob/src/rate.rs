@@ -23,7 +23,7 @@
 
 use std::time::Duration;
 
-use crate::broker::{RateAcquired, RateRequest, RedisBroker, Token};
+use crate::broker::{RateAcquired, RateRequest, RedisBroker, Setting, Token};
 use crate::error::Result;
 use crate::wire::{Payload, RateLimit, fields};
 
@@ -172,8 +172,8 @@ pub(crate) async fn acquire(
         .await
 }
 
-/// Sets a key's rate at runtime: `limit` starts per `per` with `burst`
-/// (`None` = back to the declared value; `limit = 0` pauses the key). Takes
+/// Sets a key's rate at runtime: `limit` starts per `per` (`None` = back to
+/// the declared value; `limit = 0` pauses the key), `burst` unchanged. Takes
 /// effect at the key's next release. Returns how many jobs wait.
 pub async fn set_rate(
     broker: &RedisBroker,
@@ -183,6 +183,27 @@ pub async fn set_rate(
     burst: Option<u32>,
 ) -> Result<u64> {
     let per_us = per.map(|p| p.as_micros().max(1) as u64);
+    let or_clear = |v: Option<u64>| v.map_or(Setting::Clear, Setting::Set);
+    let burst = burst.map_or(Setting::Keep, Setting::Set);
+    let limit_s = limit.map_or(Setting::Clear, Setting::Set);
+    broker
+        .set_rate_limit(full, limit_s, or_clear(per_us), burst)
+        .await
+}
+
+/// Changes one or more of a key's runtime settings (see [`set_rate`]).
+pub async fn change_rate(
+    broker: &RedisBroker,
+    full: &str,
+    limit: Setting<u32>,
+    per: Setting<Duration>,
+    burst: Setting<u32>,
+) -> Result<u64> {
+    let per_us = match per {
+        Setting::Keep => Setting::Keep,
+        Setting::Clear => Setting::Clear,
+        Setting::Set(p) => Setting::Set(p.as_micros().max(1) as u64),
+    };
     broker.set_rate_limit(full, limit, per_us, burst).await
 }
 

@@ -108,7 +108,9 @@ async fn the_rate_changes_live_zero_pauses_and_resuming_releases_in_order() {
         "`k` runs"
     );
     // 20/s → 50/s.
-    fairjob::rate::set_rate(c.broker(), "RateJob:k", Some(50), None, None)
+    let limits = c.rate_limits();
+    limits
+        .set("RateJob:k", 50, Duration::from_secs(1))
         .await
         .unwrap();
     let changed = starts(&redis, "k").await.len();
@@ -129,10 +131,9 @@ async fn the_rate_changes_live_zero_pauses_and_resuming_releases_in_order() {
             "50/s within a second of the change, saw {in_second}"
         );
     }
-    // 0 pauses.
-    fairjob::rate::set_rate(c.broker(), "RateJob:k", Some(0), None, None)
-        .await
-        .unwrap();
+    // 0 pauses (from the CLI).
+    let said = redis.cli(&["rate-limits", "pause", "RateJob:k"]);
+    assert!(said.contains("paused"), "{said}");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let paused_at = starts(&redis, "k").await.len();
     let waiting: Vec<String> = redis

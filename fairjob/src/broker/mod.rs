@@ -63,6 +63,7 @@
 //! | `set_size`, `set_range`, `set_members_at`, `set_scan_step` | `retry`/`schedule`/`dead` | `ZCARD`, `ZRANGE`, `ZSCAN` | members with scores |
 //! | `shard_view`, `shard_tenants`, `shard_heads`, `shard_running`, `shard_pending_step`, `shard_tenant_count` | a sharded queue's tenants and settings | `SSCAN`, `LLEN`, `HGET`, `ZSCORE`, `ZRANK` | `ShardView`, rows |
 //! | `limits`, `limit_detail`, `slot_waiters`, `limit_keys_step` | slot-limited keys, holders, waiters | `SSCAN`, `GET`, `ZCARD`, `LRANGE` | `LimitPage`, `LimitDetail` |
+//! | `rate_limits`, `rate_limit_rows`, `rate_keys_step`, `rate_waiters` | rate limiters: declared and runtime rate, waiting, next release; a limiter's first waiters | `SSCAN`, `TIME`, `HGETALL`, `LLEN`, `ZSCORE`, `LRANGE` | `RatePage` |
 //! | `processes` | Sidekiq's process records and work hashes | `SSCAN`, `HMGET`, `HGETALL` | `ProcessPage` |
 //! | `waits`, `longest_waits`, `recent_tenants`, `throughput` | wait histograms, finished counts per minute | `HMGET`, `ZREVRANGE` | `WaitSummary`, `Throughput` |
 //! | `window_counts`, `window_scores_at`, `window_keys_step` | reroute windows | `ZCOUNT`, `ZRANGE BYSCORE`, `SCAN` | counts, scores |

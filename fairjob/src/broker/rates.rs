@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::scripts::{RATE_ACQUIRE, RATE_RELEASE, RATE_SET};
 use super::slots::waiter_entry_of;
-use super::{RedisBroker, Token, keys};
+use super::{RedisBroker, Setting, Token, keys};
 use crate::error::{Error, Result};
 
 /// How long a released waiter's counted start stays reserved for it.
@@ -166,15 +166,15 @@ impl RedisBroker {
         })
     }
 
-    /// Sets a limiter's runtime limit, period (µs) and burst (`None` = back to
-    /// the declared value; limit 0 pauses), and schedules a release when jobs
-    /// wait. Returns how many jobs wait.
+    /// Changes a limiter's runtime limit, period (µs) and burst (`Clear` =
+    /// back to the declared value; limit 0 pauses), and schedules a release
+    /// when jobs wait. Returns how many jobs wait.
     pub async fn set_rate_limit(
         &self,
         full_key: &str,
-        limit: Option<u32>,
-        per_us: Option<u64>,
-        burst: Option<u32>,
+        limit: Setting<u32>,
+        per_us: Setting<u64>,
+        burst: Setting<u32>,
     ) -> Result<u64> {
         let k = &self.keys;
         let rk = k.rate(full_key);
@@ -183,10 +183,19 @@ impl RedisBroker {
             inv.key(key);
         }
         inv.key(k.rates_due()).key(k.rates_registry());
-        let text = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
-        inv.arg(text(limit.map(u64::from)))
+        let text = |v: Setting<u64>| match v {
+            Setting::Keep => "-".to_owned(),
+            Setting::Clear => String::new(),
+            Setting::Set(v) => v.to_string(),
+        };
+        let widen = |v: Setting<u32>| match v {
+            Setting::Keep => Setting::Keep,
+            Setting::Clear => Setting::Clear,
+            Setting::Set(v) => Setting::Set(u64::from(v)),
+        };
+        inv.arg(text(widen(limit)))
             .arg(text(per_us))
-            .arg(text(burst.map(u64::from)))
+            .arg(text(widen(burst)))
             .arg(keys::encode(full_key));
         self.invoke(&inv).await
     }

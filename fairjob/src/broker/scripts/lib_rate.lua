@@ -2,7 +2,7 @@
 -- Rust). A limiter's keys share one hash tag: tat (STRING, the theoretical
 -- arrival time in µs, expiring once in the past), conf (HASH: the declared
 -- `dlimit`, `dper` µs, `dburst` written by the job's workers, and the runtime
--- overrides `limit`, `per`, `burst`), waiters (LIST, FIFO, entries as in
+-- overrides `limit`, `per`, `burst`; `released`: waiters released so far), waiters (LIST, FIFO, entries as in
 -- lib_slot.lua), reserved (ZSET jid -> expiry µs: released waiters whose start
 -- was already counted). The release schedule `due` (ZSET encoded key -> µs
 -- when the key next has room) is shared by every limiter.
@@ -54,6 +54,7 @@ local function rate_release_waiters(rk, member, now, ttl, max, qp, wp)
   while true do
     if redis.call('LLEN', rk.waiters) == 0 then
       redis.call('ZREM', rk.due, member)
+      if released > 0 then redis.call('HINCRBY', rk.conf, 'released', released) end
       return released, -1
     end
     local ok, v = rate_judge(limit, per, burst, rate_tat(rk), now)
@@ -63,9 +64,11 @@ local function rate_release_waiters(rk, member, now, ttl, max, qp, wp)
     end
     if not ok then
       redis.call('ZADD', rk.due, fj_num(v), member)
+      if released > 0 then redis.call('HINCRBY', rk.conf, 'released', released) end
       return released, v
     end
     if released >= max then
+      redis.call('HINCRBY', rk.conf, 'released', released)
       redis.call('ZADD', rk.due, fj_num(now), member)
       return released, now
     end

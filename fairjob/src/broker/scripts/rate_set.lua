@@ -1,9 +1,9 @@
 -- Set a rate limiter's runtime limit, period and burst ('' = back to the
--- declared value; limit 0 pauses the key) and schedule a release at once when
+-- declared value, '-' = unchanged; limit 0 pauses the key) and schedule a release at once when
 -- jobs wait, so a raised or resumed limit takes effect on the next release.
 -- KEYS[1..4] = tat, conf, waiters, reserved; KEYS[5] = release schedule;
 --   KEYS[6] = rate limiters registry set.
--- ARGV[1] = limit or '', ARGV[2] = period µs or '', ARGV[3] = burst or '',
+-- ARGV[1] = limit, ARGV[2] = period µs, ARGV[3] = burst (each '' or '-' too),
 --   ARGV[4] = registry member.
 -- Returns how many jobs wait.
 local rk = rate_keys(1, 5)
@@ -11,7 +11,7 @@ local names = { 'limit', 'per', 'burst' }
 for i = 1, 3 do
   if ARGV[i] == '' then
     redis.call('HDEL', rk.conf, names[i])
-  else
+  elseif ARGV[i] ~= '-' then
     redis.call('HSET', rk.conf, names[i], ARGV[i])
   end
 end
