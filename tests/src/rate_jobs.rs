@@ -73,3 +73,76 @@ async fn started(cx: &JobContext, key: &str) -> Result<(), JobError> {
     let _: i64 = inv.invoke_async(&mut conn).await?;
     Ok(())
 }
+
+/// Jobs of the rate benchmark that have finished.
+pub static RATE_BENCH_DONE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// When each job of the rate benchmark started (process clock).
+pub static RATE_BENCH_STARTS: std::sync::Mutex<Vec<std::time::Instant>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// A job for the rate benchmark with a limit far above any rate it reaches:
+/// what the limiter check costs.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "BenchRateJob", queue = "bench_rates")]
+#[rate_limit(limit = 1000000, per = "1s", key = key)]
+pub struct BenchRateJob {
+    /// The limited key.
+    pub key: String,
+}
+
+impl Perform for BenchRateJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        bench_started();
+        Ok(())
+    }
+}
+
+/// The same job without a limit.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "BenchUnratedJob", queue = "bench_rates")]
+pub struct BenchUnratedJob(pub BenchRateJob);
+
+impl Perform for BenchUnratedJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        bench_started();
+        Ok(())
+    }
+}
+
+/// A job for the rate benchmark held at 50 starts per second.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "BenchPacedJob", queue = "bench_rates")]
+#[rate_limit(limit = 50, per = "1s")]
+pub struct BenchPacedJob;
+
+impl Perform for BenchPacedJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        bench_started();
+        Ok(())
+    }
+}
+
+fn bench_started() {
+    RATE_BENCH_STARTS
+        .lock()
+        .expect("starts lock")
+        .push(std::time::Instant::now());
+    RATE_BENCH_DONE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// A job for the rate benchmark's many-keys phase: one start per second per key.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "BenchKeyedJob", queue = "bench_rates")]
+#[rate_limit(limit = 1, per = "1s", key = key)]
+pub struct BenchKeyedJob {
+    /// The limited key.
+    pub key: u32,
+}
+
+impl Perform for BenchKeyedJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        bench_started();
+        Ok(())
+    }
+}

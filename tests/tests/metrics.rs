@@ -34,7 +34,14 @@ async fn a_real_run_exports_every_series_with_what_happened() {
     let dir = ledger_dir("metrics");
     let worker = redis
         .worker_process()
-        .queues(["outcomes", "spawn", "conversions", "slots", "ledger", "rates"])
+        .queues([
+            "outcomes",
+            "spawn",
+            "conversions",
+            "slots",
+            "ledger",
+            "rates",
+        ])
         .concurrency(6)
         .ledger(&dir)
         .flag("--metrics-interval", "200ms")

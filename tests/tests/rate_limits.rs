@@ -268,3 +268,53 @@ async fn the_lua_rule_is_the_rust_rule() {
         }
     }
 }
+
+/// Counts its runs (the fake's test of pacing on the virtual clock).
+static FAKE_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Two starts per second per account, in the testing fake.
+#[derive(Debug, serde::Serialize, serde::Deserialize, fairjob::Job)]
+#[job(queue = "fake_rates")]
+#[rate_limit(limit = 2, per = "1s", key = account)]
+struct Paced {
+    account: u32,
+}
+
+impl fairjob::Perform for Paced {
+    async fn perform(self, _cx: &fairjob::JobContext) -> Result<(), fairjob::JobError> {
+        FAKE_RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn the_fake_keeps_jobs_over_the_rate_pending_until_the_clock_advances() {
+    use fairjob::Job as _;
+    let fake = fairjob::testing::Fake::new();
+    let c = fake.client();
+    for _ in 0..5 {
+        Paced { account: 1 }.perform_async(&c).await.unwrap();
+    }
+    Paced { account: 2 }.perform_async(&c).await.unwrap();
+    // One start now per key (starts are spread: one every 500 ms).
+    assert_eq!(fake.drain().await.unwrap(), 2);
+    assert_eq!(
+        fake.enqueued::<Paced>().len(),
+        4,
+        "over the rate: still pending"
+    );
+    fake.advance(Duration::from_millis(500));
+    assert_eq!(fake.drain().await.unwrap(), 1);
+    fake.advance(Duration::from_secs(10));
+    assert_eq!(
+        fake.drain().await.unwrap(),
+        1,
+        "one at a time, never a herd"
+    );
+    fake.advance(Duration::from_millis(500));
+    fake.drain().await.unwrap();
+    fake.advance(Duration::from_millis(500));
+    fake.drain().await.unwrap();
+    assert!(fake.enqueued::<Paced>().is_empty());
+    assert_eq!(FAKE_RUNS.load(std::sync::atomic::Ordering::SeqCst), 6);
+}

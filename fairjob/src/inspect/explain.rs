@@ -898,7 +898,10 @@ impl Inspector {
                 position,
                 waiting,
             } => {
-                let page = self.broker.rate_limit_rows(std::slice::from_ref(key)).await?;
+                let page = self
+                    .broker
+                    .rate_limit_rows(std::slice::from_ref(key))
+                    .await?;
                 let view = page
                     .rows
                     .first()
