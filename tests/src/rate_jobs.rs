@@ -146,3 +146,27 @@ impl Perform for BenchKeyedJob {
         Ok(())
     }
 }
+
+/// Rate- and slot-limited: 20 starts per second and 2 at once per key.
+#[derive(Debug, Clone, Serialize, Deserialize, Job)]
+#[job(class = "RateSlotJob", queue = "rates")]
+#[rate_limit(limit = 20, per = "1s", key = key)]
+#[concurrency(limit = 2, key = key)]
+pub struct RateSlotJob {
+    /// The limited key.
+    pub key: String,
+    /// Sleep.
+    pub ms: u64,
+}
+
+impl Perform for RateSlotJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        crate::slot_jobs::SlotJob {
+            key: self.key.clone(),
+            ms: self.ms,
+        }
+        .perform(cx)
+        .await?;
+        started(cx, &self.key).await
+    }
+}

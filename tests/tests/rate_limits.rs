@@ -318,3 +318,30 @@ async fn the_fake_keeps_jobs_over_the_rate_pending_until_the_clock_advances() {
     assert!(fake.enqueued::<Paced>().is_empty());
     assert_eq!(FAKE_RUNS.load(std::sync::atomic::Ordering::SeqCst), 6);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_limited_by_rate_and_slots_waits_for_each_in_turn() {
+    use fairjob_tests::rate_jobs::RateSlotJob;
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let jobs = (0..20).map(|_| RateSlotJob {
+        key: "both".into(),
+        ms: 150,
+    });
+    c.push_bulk(jobs).await.unwrap();
+    let _w = worker(redis.url(), redis.ns()).start();
+    eventually!(
+        within Duration::from_secs(20),
+        starts(&redis, "both").await.len() == 20,
+        "every job runs"
+    );
+    let most: i64 = redis.counter(redis.key("gauge-max:both")).await;
+    assert!(most <= 2, "never more than 2 at once, saw {most}");
+    let ends: Vec<u64> = starts(&redis, "both").await.iter().map(|s| s.0).collect();
+    assert!(max_in_window(&ends, 1_000_000) <= 20);
+    let slot = redis.keys().limit("RateSlotJob:both");
+    assert_eq!(redis.zcard(slot.holders).await, 0, "no slot leaks");
+    let rate = redis.keys().rate("RateSlotJob:both");
+    assert_eq!(redis.llen(rate.waiters).await, 0);
+    assert_eq!(redis.zcard(redis.key("retry")).await, 0, "no retry spent");
+}

@@ -18,8 +18,13 @@ local function rate_keys(first, schedule)
     reserved = KEYS[first + 3], due = KEYS[schedule] }
 end
 
--- The effective limit, period (µs) and burst: the override, else the declaration.
-local function rate_effective(rk)
+-- The effective limit, period (µs) and burst: the override, else the
+-- declaration (given by the caller, or as stored in conf).
+local function rate_effective(rk, dl, dp, db)
+  if dl then
+    local c = redis.call('HMGET', rk.conf, 'limit', 'per', 'burst')
+    return tonumber(c[1] or dl), tonumber(c[2] or dp), tonumber(c[3] or db)
+  end
   local c = redis.call('HMGET', rk.conf, 'limit', 'per', 'burst', 'dlimit', 'dper', 'dburst')
   return tonumber(c[1] or c[4] or 0), tonumber(c[2] or c[5] or 1000000), tonumber(c[3] or c[6] or 0)
 end

@@ -3,7 +3,8 @@
 -- on a sharded queue), where it holds no worker until the release schedule
 -- says the key has room. A job released from the list passes at once (its
 -- start was counted when it was released). Nobody jumps the queue: while
--- jobs wait, a new one waits behind them.
+-- jobs wait, a new one waits behind them. A limiter is registered when it
+-- first parks a job (or is set at runtime).
 -- KEYS[1..4] = tat, conf, waiters, reserved; KEYS[5] = release schedule;
 --   KEYS[6] = in-progress hash; KEYS[7] = rate limiters registry set;
 --   for a sharded job KEYS[8..18] = the shard state (ShardKeys::state()).
@@ -14,17 +15,23 @@
 -- or {-1, 0} (the job is no longer this worker's).
 local rk = rate_keys(1, 5)
 local now = rate_now_us()
-redis.call('ZREMRANGEBYSCORE', rk.reserved, '-inf', fj_num(now))
-if redis.call('ZREM', rk.reserved, ARGV[4]) == 1 then return { 1, 0 } end
-redis.call('HSET', rk.conf, 'dlimit', ARGV[1], 'dper', ARGV[2], 'dburst', ARGV[3])
-redis.call('SADD', KEYS[7], ARGV[7])
-local limit, per, burst = rate_effective(rk)
+local reserved = redis.call('ZSCORE', rk.reserved, ARGV[4])
+if reserved then
+  redis.call('ZREM', rk.reserved, ARGV[4])
+  if tonumber(reserved) >= now then return { 1, 0 } end
+end
+local limit, per, burst = rate_effective(rk, ARGV[1], ARGV[2], ARGV[3])
 local ok, v = rate_judge(limit, per, burst, rate_tat(rk), now)
 if ok and redis.call('LLEN', rk.waiters) == 0 then
   rate_store(rk, v, now)
   return { 1, 0 }
 end
+-- Parking: the limiter is registered (for the Limits page and the releaser,
+-- which reads the declaration from conf), stale reservations dropped.
 if redis.call('HDEL', KEYS[6], ARGV[5]) == 0 then return { -1, 0 } end
+redis.call('HSET', rk.conf, 'dlimit', ARGV[1], 'dper', ARGV[2], 'dburst', ARGV[3])
+redis.call('SADD', KEYS[7], ARGV[7])
+redis.call('ZREMRANGEBYSCORE', rk.reserved, '-inf', fj_num(now))
 redis.call('RPUSH', rk.waiters, ARGV[6])
 if ARGV[8] ~= '' then
   shard_release(shard_keys(8, ARGV[8]), ARGV[9])
