@@ -18,7 +18,13 @@ use syn::{Attribute, Expr, ExprPath, Lit, LitInt, LitStr, Path, Token};
 use crate::ctxt::Ctxt;
 
 /// The helper attributes that `#[derive(Job)]` declares.
-pub(crate) const HELPERS: [&str; 4] = ["job", "fair_tenant", "throttle", "concurrency"];
+pub(crate) const HELPERS: [&str; 5] = [
+    "job",
+    "fair_tenant",
+    "throttle",
+    "concurrency",
+    "rate_limit",
+];
 
 /// The window of a `#[throttle]` rule that gives no `per`: one day, the
 /// largest window of sidekiq-fair_tenant.
@@ -35,6 +41,8 @@ pub(crate) struct Attrs {
     pub(crate) throttles: Vec<Throttle>,
     /// `#[concurrency(...)]`, if given (and valid).
     pub(crate) concurrency: Option<Concurrency>,
+    /// `#[rate_limit(...)]`, if given (and valid).
+    pub(crate) rate_limit: Option<RateLimitAttr>,
 }
 
 /// The keys of `#[job(...)]`; `None` where a key was not given.
@@ -107,6 +115,30 @@ pub(crate) struct Concurrency {
     pub(crate) group: Option<LitStr>,
 }
 
+/// `#[rate_limit(...)]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RateLimitAttr {
+    /// Starts per period.
+    pub(crate) limit: u32,
+    /// The period.
+    pub(crate) per: Duration,
+    /// Extra starts allowed at once.
+    pub(crate) burst: u32,
+    /// Where the key comes from; `None`: one limiter for the class or group.
+    pub(crate) key: Option<RateKey>,
+    /// A limiter shared by several job types.
+    pub(crate) group: Option<LitStr>,
+}
+
+/// The `key` of `#[rate_limit]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RateKey {
+    /// `key = tenant`: the job's tenant.
+    Tenant,
+    /// A field or a function, as in `#[concurrency]`.
+    Key(KeyRef),
+}
+
 /// The `key` of `#[concurrency]` as written; `validate` decides whether a
 /// single identifier names a field or a function.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +166,7 @@ impl Attrs {
         );
         let mut seen_fair_tenant = false;
         let mut seen_concurrency = false;
+        let mut seen_rate_limit = false;
         for attr in attrs {
             let path = attr.path();
             if path.is_ident("job") {
@@ -159,6 +192,13 @@ impl Attrs {
                 }
                 seen_concurrency = true;
                 out.concurrency = parse_concurrency(cx, attr);
+            } else if path.is_ident("rate_limit") {
+                if seen_rate_limit {
+                    cx.error_spanned_by(attr, "`#[rate_limit]` may appear only once");
+                    continue;
+                }
+                seen_rate_limit = true;
+                out.rate_limit = parse_rate_limit(cx, attr);
             }
         }
         out
@@ -442,6 +482,86 @@ fn parse_concurrency(cx: &mut Ctxt, attr: &Attribute) -> Option<Concurrency> {
         key: key_ref?,
         group,
     })
+}
+
+fn parse_rate_limit(cx: &mut Ctxt, attr: &Attribute) -> Option<RateLimitAttr> {
+    let errors_before = cx.error_count();
+    let mut keys = Keys::new("rate_limit", &["limit", "per", "burst", "key", "group"]);
+    let mut limit = None;
+    let mut per = None;
+    let mut burst = None;
+    let mut key_ref = None;
+    let mut group = None;
+    let parsed = attr.parse_nested_meta(|meta| {
+        let Some(key) = keys.accept(cx, &meta)? else {
+            return Ok(());
+        };
+        let example = match key {
+            "limit" => "limit = 100",
+            "per" => "per = \"1m\"",
+            "burst" => "burst = 10",
+            "key" => "key = account_id",
+            _ => "group = \"stripe\"",
+        };
+        let Some(value) = value(cx, &meta, key, example)? else {
+            return Ok(());
+        };
+        match key {
+            "limit" => limit = positive::<u32>(cx, key, &value, example),
+            "per" => per = duration(cx, "per", &value, false),
+            "burst" => burst = whole::<u32>(cx, key, &value, example),
+            "key" => {
+                key_ref = match &value {
+                    Expr::Path(p) if p.path.is_ident("tenant") => Some(RateKey::Tenant),
+                    other => concurrency_key(cx, other).map(RateKey::Key),
+                }
+            }
+            _ => group = string(cx, key, &value, example),
+        }
+        Ok(())
+    });
+    if let Err(err) = parsed {
+        cx.syn_error(err);
+        return None;
+    }
+    keys.require(
+        cx,
+        attr,
+        errors_before,
+        &[("limit", "limit = 100"), ("per", "per = \"1m\"")],
+    );
+    if cx.error_count() > errors_before {
+        return None;
+    }
+    Some(RateLimitAttr {
+        limit: limit?,
+        per: per?,
+        burst: burst.unwrap_or(0),
+        key: key_ref,
+        group,
+    })
+}
+
+/// A whole number, 0 allowed.
+fn whole<N>(cx: &mut Ctxt, key: &str, value: &Expr, example: &str) -> Option<N>
+where
+    N: FromStr,
+    N::Err: std::fmt::Display,
+{
+    let Some(Lit::Int(int)) = lit(value) else {
+        cx.error_spanned_by(
+            value,
+            format_args!("`{key}` must be a whole number, like `{example}`"),
+        );
+        return None;
+    };
+    match int.base10_parse::<N>() {
+        Ok(n) => Some(n),
+        Err(err) => {
+            cx.syn_error(err);
+            None
+        }
+    }
 }
 
 fn concurrency_key(cx: &mut Ctxt, value: &Expr) -> Option<KeyRef> {

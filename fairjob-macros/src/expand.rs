@@ -13,7 +13,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
 use crate::ast::{Container, Shape};
-use crate::attr::{Concurrency, Retry, Throttle};
+use crate::attr::{Concurrency, RateKey, RateLimitAttr, Retry, Throttle};
 use crate::ctxt::Ctxt;
 use crate::validate::{self, DEFAULT_QUEUE, Resolved, Source};
 
@@ -84,6 +84,21 @@ fn implementation(container: &Container<'_>, resolved: &Resolved) -> TokenStream
             }
         }
     });
+    let rate_key = resolved.rate_key.as_ref().map(|source| {
+        let value = match source {
+            Source::Field(member) => quote_spanned! {member.span()=>
+                ::fairjob::__private::key_of(&self.#member)
+            },
+            Source::Call(path) => quote_spanned! {path.span()=>
+                ::fairjob::__private::key_of(&#path(self))
+            },
+        };
+        quote! {
+            fn rate_key(&self) -> ::core::option::Option<::std::string::String> {
+                #value
+            }
+        }
+    });
     let registration = registration(ident);
     let sharded = container.attrs.job.shard_by_tenant.then(|| {
         let queue = container
@@ -107,6 +122,7 @@ fn implementation(container: &Container<'_>, resolved: &Resolved) -> TokenStream
                 const ARGS: ::fairjob::__private::ArgsShape = #args;
                 #fair_tenant
                 #concurrency_key
+                #rate_key
             }
             #registration
             #sharded
@@ -155,6 +171,7 @@ fn options(container: &Container<'_>) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
+    let rate_limit = option(container.attrs.rate_limit.as_ref().map(rate_limit));
     let timeout = option(job.timeout.map(|d| {
         let ms = d.as_millis() as u64;
         quote!(::core::time::Duration::from_millis(#ms))
@@ -166,6 +183,7 @@ fn options(container: &Container<'_>) -> TokenStream {
             throttles: &[#(#throttles),*],
             shard_by_tenant: #shard_by_tenant,
             concurrency: #concurrency,
+            rate_limit: #rate_limit,
             timeout: #timeout,
             active_job: #active_job,
         }
@@ -183,6 +201,26 @@ fn throttle(rule: &Throttle) -> TokenStream {
             threshold: #threshold,
             per: ::core::time::Duration::from_secs(#secs),
             weight: #weight,
+        }
+    }
+}
+
+fn rate_limit(rate: &RateLimitAttr) -> TokenStream {
+    let limit = rate.limit;
+    let micros = rate.per.as_micros() as u64;
+    let burst = rate.burst;
+    let by_tenant = matches!(rate.key, Some(RateKey::Tenant));
+    let group = option(rate.group.as_ref().map(|g| {
+        let g = g.value();
+        quote!(#g)
+    }));
+    quote! {
+        ::fairjob::__private::RateLimit {
+            limit: #limit,
+            per: ::core::time::Duration::from_micros(#micros),
+            burst: #burst,
+            group: #group,
+            by_tenant: #by_tenant,
         }
     }
 }

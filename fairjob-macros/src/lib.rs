@@ -50,6 +50,12 @@ use proc_macro::TokenStream;
 ///   most `limit` jobs of one key run at once. `key` is a field (a name or a
 ///   tuple index) or a function `fn(&Self) -> T` with `T: Display`; `group`
 ///   shares the slots between job types.
+/// - `#[rate_limit(limit = 100, per = "1m", burst = 0, key = account_id, group = "stripe")]`:
+///   at most `limit` starts of one key per `per` (plus `burst` at once; by
+///   default starts are spread evenly). `key` is a field, a function as in
+///   `#[concurrency]`, or `tenant` (the job's tenant); without `key`, one
+///   limiter for the class (or group). A job over the limit waits without
+///   holding a worker and is released when the limiter has room.
 ///
 /// # Example
 ///
@@ -72,7 +78,7 @@ use proc_macro::TokenStream;
 ///     }
 /// }
 /// ```
-#[proc_macro_derive(Job, attributes(job, fair_tenant, throttle, concurrency))]
+#[proc_macro_derive(Job, attributes(job, fair_tenant, throttle, concurrency, rate_limit))]
 pub fn derive_job(input: TokenStream) -> TokenStream {
     expand::derive(&syn::parse_macro_input!(input as syn::DeriveInput)).into()
 }

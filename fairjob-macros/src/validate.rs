@@ -9,7 +9,7 @@ use quote::ToTokens;
 use syn::{ExprPath, Member};
 
 use crate::ast::Container;
-use crate::attr::{FairTenant, FieldRef, KeyRef};
+use crate::attr::{FairTenant, FieldRef, KeyRef, RateKey};
 use crate::ctxt::Ctxt;
 
 /// The queue of a job without `#[job(queue)]`.
@@ -29,6 +29,9 @@ pub(crate) struct Resolved {
     pub(crate) fair_tenant: Option<Source>,
     /// The source of `Job::concurrency_key`, if the type declares one.
     pub(crate) concurrency_key: Option<Source>,
+    /// The source of `Job::rate_key`, if the type declares a `#[rate_limit]`
+    /// keyed by a field or a function (`key = tenant` needs none).
+    pub(crate) rate_key: Option<Source>,
 }
 
 /// Checks the cross-attribute rules into `cx` and resolves field references.
@@ -52,9 +55,21 @@ pub(crate) fn check(cx: &mut Ctxt, container: &Container<'_>) -> Resolved {
             }
             KeyRef::Path(path) => Some(key_source(container, path)),
         });
+    let rate_key = container
+        .attrs
+        .rate_limit
+        .as_ref()
+        .and_then(|rate| match &rate.key {
+            Some(RateKey::Key(KeyRef::Index(index))) => {
+                field_member(cx, container, &FieldRef::Index(index.clone())).map(Source::Field)
+            }
+            Some(RateKey::Key(KeyRef::Path(path))) => Some(key_source(container, path)),
+            Some(RateKey::Tenant) | None => None,
+        });
     Resolved {
         fair_tenant,
         concurrency_key,
+        rate_key,
     }
 }
 

@@ -196,6 +196,44 @@ pub(crate) async fn on_limit(state: &WebState, form: &Params) -> Result<Done, We
     )))
 }
 
+/// `POST /limits/rate`: `key`, `rate` (`50/s`, `100/1m`; `0` or `pause`
+/// pauses; `default` goes back to the declared rate), optional `burst`.
+pub(crate) async fn on_rate(state: &WebState, form: &Params) -> Result<Done, WebError> {
+    let key = form
+        .value("key")
+        .ok_or_else(|| WebError::BadRequest("no key".into()))?;
+    let limits = state.inspector().rate_limits();
+    let text = form.value("rate").unwrap_or("").trim();
+    let (waiting, said) = match text {
+        "" => (0, None),
+        "default" => (
+            limits.reset(key).await?,
+            Some("back to the declared rate".to_owned()),
+        ),
+        "0" | "pause" => (limits.pause(key).await?, Some("paused".to_owned())),
+        other => {
+            let (limit, per) = fairjob::rate::parse_rate(other).map_err(WebError::BadRequest)?;
+            (limits.set(key, limit, per).await?, Some(other.to_owned()))
+        }
+    };
+    let burst = match form.value("burst").map(str::trim).filter(|b| !b.is_empty()) {
+        None => None,
+        Some(b) => Some(
+            b.parse::<u32>()
+                .map_err(|_| WebError::BadRequest(format!("burst takes a number, not {b:?}")))?,
+        ),
+    };
+    if let Some(b) = burst {
+        limits.set_burst(key, b).await?;
+    }
+    tracing::info!(key, rate = text, ?burst, "dashboard: rate limit changed");
+    Ok(done(format!(
+        "`{key}`: {}{}; {waiting} job(s) waiting",
+        said.unwrap_or_else(|| "rate unchanged".to_owned()),
+        burst.map_or_else(String::new, |b| format!(", burst {b}"))
+    )))
+}
+
 /// `POST /busy`: `identity`, `signal=quiet|stop`.
 pub(crate) async fn on_process(state: &WebState, form: &Params) -> Result<Done, WebError> {
     let identity = form

@@ -168,6 +168,11 @@ pub(crate) async fn post_limits(form: CheckedForm) -> JsonResult<Done> {
     Ok(Json(act::on_limit(&form.state, &form.fields).await?))
 }
 
+/// `POST /api/limits/rate`.
+pub(crate) async fn post_rate(form: CheckedForm) -> JsonResult<Done> {
+    Ok(Json(act::on_rate(&form.state, &form.fields).await?))
+}
+
 /// `POST /api/busy`.
 pub(crate) async fn post_busy(form: CheckedForm) -> JsonResult<Done> {
     Ok(Json(act::on_process(&form.state, &form.fields).await?))

@@ -5,7 +5,8 @@
 use fairjob::inspect::JobSet;
 use fairjob::inspect::{
     Explanation, JobFilter, JobPage, LimitDetail, LimitPage, LongWait, MAX_MINUTES, OverviewView,
-    Page, ProcessPage, QueuesView, SCAN_BUDGET, ShardView, TenantView, class_of_limit,
+    Page, ProcessPage, QueuesView, RateLimitsView, SCAN_BUDGET, ShardView, TenantView,
+    class_of_limit,
 };
 use serde::Serialize;
 
@@ -119,6 +120,8 @@ pub(crate) struct LimitsView {
     pub details: Vec<LimitDetail>,
     /// Declared default limits by key, where a published class says.
     pub defaults: Vec<(String, u32)>,
+    /// Rate limiters (the first page).
+    pub rates: RateLimitsView,
 }
 
 pub(crate) async fn limits(
@@ -157,10 +160,12 @@ pub(crate) async fn limits(
                 .map(|d| (r.key.clone(), d))
         })
         .collect();
+    let rates = inspector.rate_limits().list(Page::first(PAGE_ROWS)).await?;
     Ok(LimitsView {
         page,
         details,
         defaults,
+        rates,
     })
 }
 

@@ -174,6 +174,23 @@ pub fn reason_text(reason: &Reason) -> String {
             )
         }
         Reason::SlotPaused { key } => format!("`{key}` is paused: its limit is 0"),
+        Reason::RateWait {
+            key,
+            ahead,
+            waiting,
+            rate,
+            next_release_in_secs,
+        } => format!(
+            "waits for the {key} limiter: {ahead} ahead ({waiting} waiting{}){}",
+            rate.filter(|r| !r.is_paused())
+                .map_or_else(String::new, |r| format!(
+                    "; {}",
+                    crate::fmt::rate(r.limit, r.per_ms)
+                )),
+            next_release_in_secs
+                .map_or_else(String::new, |s| format!(", next release in {s:.1} s"))
+        ),
+        Reason::RatePaused { key } => format!("the {key} limiter is paused: its limit is 0"),
         Reason::Scheduled { at, due_in_secs } => format!(
             "scheduled for {} ({})",
             format_time(*at),

@@ -228,6 +228,12 @@ enum Command {
         #[command(subcommand)]
         action: Option<LimitsAction>,
     },
+    /// Rate limits (`#[rate_limit]`): keys with their rate, waiting jobs and next
+    /// release; `rate-limits set KEY LIMIT PER`, `pause KEY`, `resume KEY` change one live
+    RateLimits {
+        #[command(subcommand)]
+        action: Option<RateLimitsAction>,
+    },
     /// Set a sharded queue's fair-share settings for a tenant, or the defaults
     /// (weight: share under contention; floor: jobs guaranteed running; cap:
     /// running limit, 0 pauses). "default" removes a tenant's own value, "none"
@@ -285,6 +291,32 @@ enum LimitsAction {
         key: String,
         /// The new limit, or "default"
         limit: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum RateLimitsAction {
+    /// Set a key's rate at runtime (0 pauses it), e.g. `set Charge:42 50 1s`
+    Set {
+        /// The full key, as `rate-limits` lists it (`Class:key`, `group:name:key`, `Class`)
+        key: String,
+        /// Starts per period
+        limit: u32,
+        /// The period (`1s`, `1m`, `250ms`)
+        per: String,
+        /// Extra starts allowed at once
+        #[arg(long)]
+        burst: Option<u32>,
+    },
+    /// Pause a key: its jobs wait, none starts
+    Pause {
+        /// The full key
+        key: String,
+    },
+    /// Back to the declared rate (resumes a paused key)
+    Resume {
+        /// The full key
+        key: String,
     },
 }
 
@@ -348,7 +380,7 @@ link the crate that declares your `#[derive(Job)]` types: add `fairjob-worker` t
 crate's dependencies and create `src/bin/worker.rs` containing the single line \
 `fairjob_worker::main!(my_jobs);` (naming your crate, and any other crate with jobs), \
 then run `cargo run --release --bin worker -- -r redis://127.0.0.1:6379 -c 10`. The \
-commands that need no job types (`stats`, `tenants`, `shards`, `shard-limit`, `limits`, `web`, \
+commands that need no job types (`stats`, `tenants`, `shards`, `shard-limit`, `limits`, `rate-limits`, `web`, \
 `explain`) work here.";
 
 async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
@@ -404,6 +436,25 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
                 ),
             };
             inspect?.set_limit(&registry()?, &key, limit).await
+        }
+        Command::RateLimits { action: None } => inspect?.rate_limits().await,
+        Command::RateLimits {
+            action: Some(action),
+        } => {
+            let inspect = inspect?;
+            match action {
+                RateLimitsAction::Set {
+                    key,
+                    limit,
+                    per,
+                    burst,
+                } => {
+                    let per = fairjob::rate::parse_period(&per).map_err(anyhow::Error::msg)?;
+                    inspect.set_rate(&key, limit, per, burst).await
+                }
+                RateLimitsAction::Pause { key } => inspect.pause_rate(&key).await,
+                RateLimitsAction::Resume { key } => inspect.resume_rate(&key).await,
+            }
         }
         Command::Shards { queue } => inspect?.shards(&queue).await,
         Command::Web { bind } => crate::web::serve_only(&config, &web, bind).await,

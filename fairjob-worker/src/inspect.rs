@@ -4,6 +4,8 @@
 //! fairjob::inspect and prints a table. Nothing here runs jobs or names a
 //! Redis key.
 
+use std::time::Duration;
+
 use anyhow::{Context, Result, bail};
 use fairjob::config::WorkerConfig;
 use fairjob::fair::DEFAULT_MAX_WINDOW;
@@ -354,6 +356,82 @@ impl Inspect {
                 .map(|l| l.to_string())
                 .unwrap_or_else(|| "back to the declared default".into())
         );
+        Ok(())
+    }
+}
+
+impl Inspect {
+    pub(crate) async fn rate_limits(&self) -> Result<()> {
+        println!(
+            "{:<40} {:>14} {:>6} {:>8} {:>14}",
+            "key", "rate", "burst", "waiting", "next release"
+        );
+        let limits = self.inspector.rate_limits();
+        let mut page = Page::first(MAX_READ_ROWS);
+        let mut count = 0;
+        loop {
+            let found = limits.list(page).await?;
+            for l in &found.rows {
+                let (rate, burst) = match l.rate {
+                    Some(r) if r.is_paused() => ("paused".to_owned(), r.burst.to_string()),
+                    Some(r) => (
+                        format!(
+                            "{}/{}{}",
+                            r.limit,
+                            humantime::format_duration(Duration::from_millis(r.per_ms)),
+                            if l.overridden { "" } else { " (declared)" }
+                        ),
+                        r.burst.to_string(),
+                    ),
+                    None => ("?".to_owned(), "?".to_owned()),
+                };
+                let next = l
+                    .next_release_in_secs
+                    .map(|s| format!("in {s:.1} s"))
+                    .unwrap_or_else(|| "-".to_owned());
+                println!(
+                    "{:<40} {:>14} {:>6} {:>8} {:>14}",
+                    l.key, rate, burst, l.waiting, next
+                );
+                count += 1;
+            }
+            match found.next {
+                Some(cursor) => page.cursor = cursor,
+                None => break,
+            }
+        }
+        println!("{count} key(s)");
+        Ok(())
+    }
+
+    pub(crate) async fn set_rate(
+        &self,
+        key: &str,
+        limit: u32,
+        per: Duration,
+        burst: Option<u32>,
+    ) -> Result<()> {
+        let limits = self.inspector.rate_limits();
+        let waiting = limits.set(key, limit, per).await?;
+        if let Some(b) = burst {
+            limits.set_burst(key, b).await?;
+        }
+        println!(
+            "{key}: {limit} per {}; {waiting} job(s) waiting",
+            humantime::format_duration(per)
+        );
+        Ok(())
+    }
+
+    pub(crate) async fn pause_rate(&self, key: &str) -> Result<()> {
+        let waiting = self.inspector.rate_limits().pause(key).await?;
+        println!("{key}: paused; {waiting} job(s) waiting");
+        Ok(())
+    }
+
+    pub(crate) async fn resume_rate(&self, key: &str) -> Result<()> {
+        let waiting = self.inspector.rate_limits().reset(key).await?;
+        println!("{key}: back to the declared rate; {waiting} job(s) waiting");
         Ok(())
     }
 }

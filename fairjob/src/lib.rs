@@ -37,7 +37,7 @@
 //! | 0 | [`error`] | `Error`, `JobError` |
 //! | 1 | [`wire`] | Sidekiq's payload, field names, job options; no IO |
 //! | 2 | [`broker`] | Redis: connection, keys, scripts, admin views (the only code naming the Redis client) |
-//! | 3 | [`fair`], [`limit`], [`queues`], [`config`], [`metrics`] | reroute rules, slot limits, queue lists, settings, metric names and label bounds |
+//! | 3 | [`fair`], [`limit`], [`rate`], [`queues`], [`config`], [`metrics`] | reroute rules, slot limits, queue lists, settings, metric names and label bounds |
 //! | 4 | [`client`] | untyped push: payload in, jid out; client middleware |
 //! | 5 | [`job`] | `Job`, `Perform`, `Enqueue`, `JobContext`, the registry |
 //! | 6 | [`worker`] | fetch, process, retry, heartbeat, reaper, scheduler, shutdown |
@@ -55,6 +55,7 @@ pub mod metrics;
 mod otel;
 pub mod prelude;
 pub mod queues;
+pub mod rate;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod wire;
@@ -68,7 +69,9 @@ pub use error::{Error, JobError, Result};
 pub use fairjob_macros::Job;
 pub use job::{Enqueue, Job, JobContext, JobRegistration, Perform, Registry};
 pub use queues::QueueSpec;
-pub use wire::{ArgsShape, ConcurrencyLimit, JobOptions, Payload, Retry, ThrottleRule, payload};
+pub use wire::{
+    ArgsShape, ConcurrencyLimit, JobOptions, Payload, RateLimit, Retry, ThrottleRule, payload,
+};
 pub use worker::{
     ServerMiddleware, ServerNext, Worker, WorkerBuilder, WorkerHandle, server_middleware_fn,
 };
@@ -80,7 +83,9 @@ pub mod __private {
 
     pub use crate::client::DeclaredShardedQueue;
     pub use crate::job::{JobRegistration, Perform};
-    pub use crate::wire::{ArgsShape, ConcurrencyLimit, JobOptions, Retry, ThrottleRule};
+    pub use crate::wire::{
+        ArgsShape, ConcurrencyLimit, JobOptions, RateLimit, Retry, ThrottleRule,
+    };
 
     /// A `#[fair_tenant(field)]` value; empty is no tenant.
     pub fn tenant_of<T: std::fmt::Display + ?Sized>(value: &T) -> Option<String> {

@@ -44,6 +44,10 @@ pub const SHARD_RUNNING: &str = "fairjob_shard_running";
 pub const SHARD_PENDING: &str = "fairjob_shard_pending";
 /// Jobs parked in a slot limit's lock-wait list, by `key`. Gauge.
 pub const SLOT_WAITING: &str = "fairjob_slot_waiting";
+/// Jobs waiting in a rate limiter's list, by `key`. Gauge.
+pub const RATE_WAITING: &str = "fairjob_rate_waiting";
+/// Jobs a rate limiter released from its list, by `key`. Counter.
+pub const RATE_RELEASED_TOTAL: &str = "fairjob_rate_released_total";
 /// Jobs this process's reaper returned from dead workers. Counter.
 pub const RECOVERED_TOTAL: &str = "fairjob_recovered_total";
 /// Completions of this process fenced (the job had been recovered from it). Counter.
@@ -62,6 +66,8 @@ pub const ALL: &[&str] = &[
     SHARD_RUNNING,
     SHARD_PENDING,
     SLOT_WAITING,
+    RATE_WAITING,
+    RATE_RELEASED_TOTAL,
     RECOVERED_TOTAL,
     FENCED_TOTAL,
     BUSY,
@@ -156,6 +162,14 @@ pub fn describe() {
     describe_gauge!(
         SLOT_WAITING,
         "Jobs waiting for a slot of a concurrency limit key. Sampled by one process."
+    );
+    describe_gauge!(
+        RATE_WAITING,
+        "Jobs waiting in a rate limiter's list. Sampled by one process."
+    );
+    describe_counter!(
+        RATE_RELEASED_TOTAL,
+        "Jobs a rate limiter released from its list. Sampled by one process."
     );
     describe_counter!(
         RECOVERED_TOTAL,

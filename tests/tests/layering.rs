@@ -28,6 +28,7 @@ const LIBRARY: &[(&str, u8)] = &[
     ("broker", 2),
     ("fair", 3),
     ("limit", 3),
+    ("rate", 3),
     ("queues", 3),
     ("config", 3),
     ("metrics", 3),

@@ -37,6 +37,7 @@ impl Charge {
 #[throttle(queue = "imports_throttled", threshold = 100, per = "1h", weight = 2)]
 #[throttle(queue = "imports_slow", threshold = 1000)]
 #[concurrency(limit = 10, key = account_id, group = "imports")]
+#[rate_limit(limit = 100, per = "1m", burst = 5, key = account_id, group = "stripe")]
 struct Import {
     account_id: u64,
     file: String,
@@ -46,6 +47,7 @@ struct Import {
 #[job(shard_by_tenant = false)]
 #[fair_tenant(with = tenants::of_report)]
 #[concurrency(limit = 1, key = tenants::region)]
+#[rate_limit(limit = 20, per = "1s", key = tenant)]
 struct Report {}
 
 mod tenants {
@@ -131,6 +133,19 @@ fn main() {
     assert_eq!(import.fair_tenant().as_deref(), Some("3"));
     assert_eq!(import.concurrency_key().as_deref(), Some("3"));
     assert_eq!(import.file, "a.csv");
+    assert_eq!(
+        Import::OPTIONS.rate_limit,
+        Some(fairjob::RateLimit {
+            limit: 100,
+            per: Duration::from_secs(60),
+            burst: 5,
+            group: Some("stripe"),
+            by_tenant: false,
+        })
+    );
+    assert_eq!(import.rate_key().as_deref(), Some("3"));
+    assert_eq!(Report {}.rate_key(), None);
+    assert!(Report::OPTIONS.rate_limit.is_some_and(|r| r.by_tenant && r.burst == 0));
 
     assert_eq!(Report::ARGS, ArgsShape::Named);
     assert!(!Report::OPTIONS.shard_by_tenant);

@@ -27,7 +27,7 @@ pub(crate) use auth::{login, login_form, logout};
 pub(crate) use busy::{busy, post_busy};
 pub(crate) use explain::explain;
 pub(crate) use jobs::{dead, post_dead, post_retries, post_scheduled, retries, scheduled};
-pub(crate) use limits::{limits, post_limits};
+pub(crate) use limits::{limits, post_limits, post_rate};
 pub(crate) use overview::overview;
 pub(crate) use queues::{post_queues, queues};
 pub(crate) use shards::{post_shards, shards};

@@ -257,6 +257,26 @@ impl Keys {
         }
     }
 
+    /// Every rate limiter key seen (encoded full keys), for the Limits page.
+    pub fn rates_registry(&self) -> String {
+        self.k("fairjob:rates")
+    }
+    /// The release schedule of rate limiters with waiting jobs: encoded full
+    /// key → when it next has room (µs, Redis's clock).
+    pub fn rates_due(&self) -> String {
+        self.k("fairjob:rates:due")
+    }
+    /// The keys of one rate limiter (`full_key` is `<Class>:<key>` or `group:<group>:<key>`).
+    pub fn rate(&self, full_key: &str) -> RateKeys {
+        let tag = self.k(&format!("fairjob:{{rk:{}}}", encode(full_key)));
+        RateKeys {
+            tat: format!("{tag}:tat"),
+            conf: format!("{tag}:conf"),
+            waiters: format!("{tag}:waiters"),
+            reserved: format!("{tag}:reserved"),
+        }
+    }
+
     /// The keys of one tenant-sharded queue. Their hash tag is the inbox key
     /// itself (`{<ns>queue:<name>}`), so all of them hash to the inbox's slot;
     /// [`Keys::check_shardable`] refuses the rare names (braces) where it can't.
@@ -367,6 +387,26 @@ pub struct LimitKeys {
     /// Redis Cluster mode: released waiters on their way to their queues
     /// (ZSET entry → delivery lease expiry, ms).
     pub releasing: String,
+}
+
+/// The keys of one rate limiter; they share one hash tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateKeys {
+    /// The theoretical arrival time (STRING, µs; expires once past).
+    pub tat: String,
+    /// The declared rate and the runtime overrides (HASH).
+    pub conf: String,
+    /// The FIFO list of parked jobs.
+    pub waiters: String,
+    /// Released waiters whose start is already counted (ZSET jid → expiry µs).
+    pub reserved: String,
+}
+
+impl RateKeys {
+    /// The four keys, in the scripts' order.
+    pub fn all(&self) -> [&str; 4] {
+        [&self.tat, &self.conf, &self.waiters, &self.reserved]
+    }
 }
 
 /// The keys of one tenant-sharded queue; all hash to the slot of the inbox.

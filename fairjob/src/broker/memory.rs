@@ -271,7 +271,7 @@ impl MemoryStore {
     }
 
     /// Takes out the first queued job that `pick` accepts.
-    pub(crate) fn take_queued(&self, pick: impl Fn(&Entry) -> bool) -> Option<Entry> {
+    pub(crate) fn take_queued(&self, mut pick: impl FnMut(&Entry) -> bool) -> Option<Entry> {
         let mut st = self.lock();
         let i = st
             .jobs

@@ -35,6 +35,10 @@
 //! | **slots** (`slots.rs`) | | | |
 //! | `slot_acquire` | takes a slot of a fetched job or parks it in the lock-wait list | `slot_acquire.lua`, `slot_take.lua` | `Acquired` |
 //! | `set_slot_limit` | a key's runtime limit; releases waiters into new slots | `slot_set.lua` | released `u64` |
+//! | **rate limits** (`rates.rs`) | | | |
+//! | `rate_acquire` | counts a fetched job's start (GCRA, Redis's clock) or parks it in the limiter's FIFO list; schedules the key's release | `rate_acquire.lua` | `RateAcquired` |
+//! | `rates_due`, `rate_release` | the release schedule's earliest keys; releases the waiters the rule allows now to the front of their queues | `TIME`+`ZRANGE`, `rate_release.lua` | `RateReleased` |
+//! | `set_rate_limit` | a key's runtime limit, period, burst (0 pauses); schedules a release | `rate_set.lua` | waiting `u64` |
 //! | **tenant shards** (`shards.rs`) | | | |
 //! | `set_shard_policy`, `set_shard_limit` | a tenant's (or the default) weight, floor, cap; re-checks runnability | `shard_policy.lua` | `()` |
 //! | `migrate_shard_ring` | moves a 0.1 round-robin ring to fair-share structures | `shard_policy.lua` | `u64` |
@@ -60,6 +64,7 @@
 //! | `shard_view`, `shard_tenants`, `shard_heads`, `shard_running`, `shard_pending_step`, `shard_tenant_count` | a sharded queue's tenants and settings | `SSCAN`, `LLEN`, `HGET`, `ZSCORE`, `ZRANK` | `ShardView`, rows |
 //! | `limits`, `limit_detail`, `slot_waiters`, `limit_keys_step` | slot-limited keys, holders, waiters | `SSCAN`, `GET`, `ZCARD`, `LRANGE` | `LimitPage`, `LimitDetail` |
 //! | `process_records` | Sidekiq's process records and work hashes, raw | `SSCAN`, `HMGET`, `HGETALL` | `ProcessRecord`s |
+//! | `rate_limits`, `rate_limit_rows`, `rate_keys_step`, `rate_waiters` | rate limiters: declared and runtime rate, waiting, next release; a limiter's first waiters | `SSCAN`, `TIME`, `HGETALL`, `LLEN`, `ZSCORE`, `LRANGE` | `RatePage` |
 //! | `waits`, `longest_waits`, `recent_tenants`, `throughput` | wait histograms, finished counts per minute | `HMGET`, `ZREVRANGE` | `WaitSummary`, `Throughput` |
 //! | `window_counts`, `window_scores_at`, `window_keys_step` | reroute windows | `ZCOUNT`, `ZRANGE BYSCORE`, `SCAN` | counts, scores |
 //! | `list_len`, `list_from_tail`, `tenant_lists_step`, `walk_total` | lists, for explain's bounded walk | `LLEN`, `LRANGE`, `SSCAN` | entries |
@@ -79,6 +84,7 @@ mod memory;
 mod process;
 mod promote;
 mod push;
+mod rates;
 pub mod read;
 mod reconcile;
 mod scripts;
@@ -102,13 +108,14 @@ pub use fetch::Reserved;
 pub use fetch::ShardQueue;
 pub(crate) use finish::AckRecord;
 pub use finish::{Finish, FinishReply};
-pub use keys::{Keys, LimitKeys, ShardKeys};
+pub use keys::{Keys, LimitKeys, RateKeys, ShardKeys};
 #[cfg(feature = "testing")]
 pub(crate) use memory::{Entry, MemoryStore, PushObserver, Waiting};
 pub use process::Beat;
 pub use promote::Due;
 pub(crate) use push::{Candidate, PushSpec, RerouteSpec};
 pub use push::{Pushed, When};
+pub use rates::{RATE_RESERVATION_TTL, RateAcquired, RateReleased, RateRequest};
 pub use reconcile::Healed;
 pub use scripts::{SCRIPT_SOURCES, script_hashes};
 pub use shards::{Setting, ShardPolicy};

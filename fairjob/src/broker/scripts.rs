@@ -94,6 +94,8 @@ macro_rules! script {
                 "\n",
                 include_str!("scripts/lib_window.lua"),
                 "\n",
+                include_str!("scripts/lib_rate.lua"),
+                "\n",
                 include_str!(concat!("scripts/", $file))
             )),
         });
@@ -120,12 +122,15 @@ script!(SLOT_TAKE, "slot_take.lua");
 script!(RECLAIM, "reclaim.lua");
 script!(SAMPLER_LEASE, "sampler_lease.lua");
 script!(SHARD_ACK_MANY, "shard_ack_many.lua");
+script!(RATE_ACQUIRE, "rate_acquire.lua");
+script!(RATE_RELEASE, "rate_release.lua");
+script!(RATE_SET, "rate_set.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
 /// slow call was.
 pub fn script_hashes() -> Vec<(&'static str, String)> {
-    let all: [(&str, &LazyLock<Lua>); 20] = [
+    let all: [(&str, &LazyLock<Lua>); 23] = [
         ("push", &PUSH),
         ("fetch", &FETCH),
         ("shard_fetch", &SHARD_FETCH),
@@ -146,6 +151,9 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("reclaim", &RECLAIM),
         ("sampler_lease", &SAMPLER_LEASE),
         ("shard_ack_many", &SHARD_ACK_MANY),
+        ("rate_acquire", &RATE_ACQUIRE),
+        ("rate_release", &RATE_RELEASE),
+        ("rate_set", &RATE_SET),
     ];
     all.iter()
         .map(|(name, s)| (*name, s.hash().to_owned()))
@@ -186,6 +194,10 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
         "shard_ack_many.lua",
         include_str!("scripts/shard_ack_many.lua"),
     ),
+    ("lib_rate.lua", include_str!("scripts/lib_rate.lua")),
+    ("rate_acquire.lua", include_str!("scripts/rate_acquire.lua")),
+    ("rate_release.lua", include_str!("scripts/rate_release.lua")),
+    ("rate_set.lua", include_str!("scripts/rate_set.lua")),
 ];
 
 #[cfg(test)]

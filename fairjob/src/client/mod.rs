@@ -261,6 +261,12 @@ impl Client {
         crate::inspect::Inspector::new(self.inner.broker.clone(), self.clock_offset())
     }
 
+    /// Rate limiters, live: list them, change a key's rate, pause and resume
+    /// it (`#[rate_limit]`; see [`crate::rate`]).
+    pub fn rate_limits(&self) -> crate::inspect::RateLimits {
+        self.inspector().rate_limits()
+    }
+
     /// The settings this client was built with.
     pub fn config(&self) -> &ClientConfig {
         &self.inner.config

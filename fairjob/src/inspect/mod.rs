@@ -17,6 +17,7 @@ mod explain;
 mod jobs;
 mod processes;
 mod queues;
+mod rates;
 mod sample;
 mod tenant;
 mod windows;
@@ -38,6 +39,10 @@ pub use processes::{ProcessPage, ProcessRow, RunningJob};
 pub use queues::{
     BlockReason, Blocked, FetchPlan, MEASURED_MINUTES, OverviewView, PlanTier, QueueState,
     QueuesView, SCHEDULED_SAMPLE, SHARD_COUNT_PAGES, class_of_limit,
+};
+pub use rates::{
+    RateLimitView, RateLimits, RateLimitsView, RateView, effective as effective_rate,
+    view_of as rate_view_of,
 };
 pub use sample::{MetricsSample, QueueSample, SAMPLE_HEADS, TenantSample};
 pub use tenant::{RerouteState, RuleState, TENANT_SET_SCAN, TenantQueue, TenantView};
@@ -166,6 +171,11 @@ impl Inspector {
     /// One slot-limited key with its first `n` holders and waiters.
     pub async fn limit_detail(&self, full_key: &str, n: usize) -> Result<LimitDetail> {
         self.broker.limit_detail(full_key, n).await
+    }
+
+    /// Rate limiters: list, set, pause, resume.
+    pub fn rate_limits(&self) -> RateLimits {
+        RateLimits::new(self.broker.clone())
     }
 
     /// Pauses `queue`: workers stop fetching it; jobs can still be enqueued.

@@ -21,7 +21,7 @@ pub use context::JobContext;
 pub(crate) use context::JobParts;
 pub use enqueue::Enqueue;
 pub use registry::{JobRegistration, Registry};
-pub(crate) use registry::{Prepared, SlotRequest};
+pub(crate) use registry::{Prepared, RateGate, SlotRequest};
 
 use crate::client::Client;
 use crate::error::{DecodeError, Error, JobError, Result};
@@ -53,6 +53,11 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + Sized + 'static {
 
     /// The key of `#[concurrency]`, if the type declares one.
     fn concurrency_key(&self) -> Option<String> {
+        None
+    }
+
+    /// The key of `#[rate_limit(key = field | function)]`, if the type declares one.
+    fn rate_key(&self) -> Option<String> {
         None
     }
 

@@ -8,11 +8,11 @@ use std::fmt;
 
 use futures_util::future::BoxFuture;
 
-use super::{JobContext, Perform};
+use super::{Job, JobContext, Perform};
 use crate::error::{Error, JobError, Result};
-use crate::limit;
 use crate::wire::ClassInfo;
 use crate::wire::{JobOptions, Payload, Retry, WireRule};
+use crate::{limit, rate};
 
 /// A performing job's future.
 pub(crate) type RunFuture = BoxFuture<'static, Result<(), JobError>>;
@@ -24,6 +24,8 @@ pub(crate) type PrepareFn = fn(&Payload) -> std::result::Result<Prepared, JobErr
 pub(crate) struct Prepared {
     /// The slot it must hold while it runs, if its type has a `#[concurrency]` limit.
     pub slot: Option<SlotRequest>,
+    /// The rate limiter it must pass before it starts, if its type has a `#[rate_limit]`.
+    pub rate: Option<RateGate>,
     /// Its type's `#[job(timeout)]`, if any.
     pub timeout: Option<std::time::Duration>,
     run: Box<dyn FnOnce(JobContext) -> RunFuture + Send>,
@@ -51,6 +53,27 @@ pub(crate) struct SlotRequest {
     pub limit: u32,
 }
 
+/// A rate limiter a job must pass: `full_key` with the type's declared rate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RateGate {
+    pub full_key: String,
+    pub rate: rate::Rate,
+}
+
+/// The rate limiter of a job of `T`, if its type declares one.
+fn rate_gate<T: Job>(job: &T, payload: &Payload) -> Option<RateGate> {
+    let l = T::OPTIONS.rate_limit?;
+    let key = if l.by_tenant {
+        payload.tenant()
+    } else {
+        job.rate_key()
+    };
+    Some(RateGate {
+        full_key: rate::full_key(T::CLASS, &l, key.as_deref()),
+        rate: rate::Rate::of(&l),
+    })
+}
+
 /// Decodes `T` from the payload's args and captures it for [`Prepared::run`].
 fn prepare<T: Perform>(payload: &Payload) -> std::result::Result<Prepared, JobError> {
     let job = T::from_payload(payload).map_err(|e| match e {
@@ -69,8 +92,10 @@ fn prepare<T: Perform>(payload: &Payload) -> std::result::Result<Prepared, JobEr
         }),
         _ => None,
     };
+    let rate = rate_gate(&job, payload);
     Ok(Prepared {
         slot,
+        rate,
         timeout: T::OPTIONS.timeout,
         run: Box::new(move |cx: JobContext| -> RunFuture {
             Box::pin(async move { job.perform(&cx).await })

@@ -3,6 +3,7 @@
 //! reroute planning and every `Enqueue` option run exactly as in production,
 //! and only the final write lands in memory instead of in Redis.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -15,6 +16,7 @@ use crate::client::{Client, ClientBuilder, ClientMiddleware};
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use crate::job::{Job, JobContext, JobParts, Registry};
+use crate::rate;
 use crate::wire::Payload;
 use crate::worker::{Outcome, ServerMiddleware, perform_detached};
 
@@ -37,6 +39,10 @@ const MAX_PER_DRAIN: usize = 100_000;
 ///
 /// The client runs its middleware and the jobs' reroute rules as in
 /// production (the fake keeps its own windows, with `push.lua`'s semantics).
+/// Rate limits (`#[rate_limit]`) are paced on the virtual clock: a job over
+/// its limiter's rate stays queued (a drain leaves it) until
+/// [`Fake::advance`] gives the limiter room; runtime changes of a rate are
+/// not simulated (they live in Redis).
 /// Not simulated: slot limits (`#[concurrency]`) and tenant-shard running
 /// limits and weights; a push to a sharded queue is recorded under the queue
 /// with its tenant. Commands that need Redis (a job's own commands on
@@ -100,6 +106,9 @@ struct Shared {
     chain: Arc<[Arc<dyn ServerMiddleware>]>,
     inline: bool,
     failures: Mutex<Vec<Failure>>,
+    /// Rate limiters on the virtual clock: full key → theoretical arrival
+    /// time (µs), the state `rate::judge` reads.
+    rates: Mutex<HashMap<String, u64>>,
 }
 
 impl fmt::Debug for Fake {
@@ -294,6 +303,7 @@ impl FakeBuilder {
                 chain: self.server_middleware.into(),
                 inline,
                 failures: Mutex::new(Vec::new()),
+                rates: Mutex::new(HashMap::new()),
             }
         });
         Ok(Fake { inner })
@@ -468,7 +478,7 @@ impl Shared {
         let mut first_failure = None;
         while limit.is_none_or(|l| ran < l) {
             self.promote_due().await?;
-            let Some(entry) = self.store.take_queued(pick) else {
+            let Some(entry) = self.take(pick) else {
                 break;
             };
             ran += 1;
@@ -485,6 +495,53 @@ impl Shared {
             Some(e) => Err(e),
             None => Ok(ran),
         }
+    }
+
+    /// Takes the first queued job that `pick` accepts and whose rate limiter
+    /// has room on the virtual clock (its start is counted); a job over its
+    /// rate stays queued until [`Fake::advance`] gives its limiter room, and
+    /// the jobs of its key behind it wait too (FIFO per key).
+    fn take(&self, pick: &(dyn Fn(&Entry) -> bool + Sync)) -> Option<Entry> {
+        let now = self
+            .store
+            .now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros() as u64;
+        let mut rates = self.rates.lock().expect("rates lock");
+        let mut blocked: Vec<String> = Vec::new();
+        let entry = self.store.take_queued(|e| {
+            if !pick(e) {
+                return false;
+            }
+            let Some(gate) = self.rate_gate(e) else {
+                return true;
+            };
+            if blocked.contains(&gate.full_key) {
+                return false;
+            }
+            let allowed = matches!(
+                rate::judge(gate.rate, rates.get(&gate.full_key).copied(), now),
+                rate::Verdict::Allow { .. }
+            );
+            if !allowed {
+                blocked.push(gate.full_key);
+            }
+            allowed
+        })?;
+        if let Some(gate) = self.rate_gate(&entry)
+            && let rate::Verdict::Allow { tat } =
+                rate::judge(gate.rate, rates.get(&gate.full_key).copied(), now)
+        {
+            rates.insert(gate.full_key, tat);
+        }
+        Some(entry)
+    }
+
+    /// The rate limiter of a recorded job, if its type declares one.
+    fn rate_gate(&self, entry: &Entry) -> Option<crate::job::RateGate> {
+        let payload = parse(entry).ok()?;
+        self.registry.prepare(&payload).ok()?.rate
     }
 
     /// Pushes the scheduled jobs and retries that are due, as the scheduler
@@ -560,7 +617,7 @@ impl PushObserver for InlineObserver {
             };
             let mut first_failure = None;
             for seq in seqs {
-                if let Some(entry) = fake.store.take_queued(|e| e.seq == seq)
+                if let Some(entry) = fake.take(&|e: &Entry| e.seq == seq)
                     && let Err(e) = fake.perform(entry).await
                 {
                     first_failure.get_or_insert(e);

@@ -36,6 +36,7 @@ mod heartbeat;
 mod middleware;
 mod processor;
 mod reaper;
+mod releaser;
 mod retry;
 mod runtime;
 mod sampler;
@@ -114,6 +115,8 @@ pub(crate) struct Shared {
     /// Where succeeded jobs hand their acks to be written in batches (`None`
     /// with `config.batch_acks` off).
     pub acks: Option<acks::AckSender>,
+    /// Wakes the rate releaser when a job of this process is parked.
+    pub rate_release: releaser::ReleaseBell,
     last_trouble: Mutex<Option<Instant>>,
     suppressed: AtomicU64,
 }

@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use super::handle::{WorkerHandle, install_signals};
 use super::middleware::ServerMiddleware;
 use super::{
-    Running, Shared, Stats, WorkerBuilder, acks, exit, fetch, heartbeat, reaper, sampler, scheduler,
+    Running, Shared, Stats, WorkerBuilder, acks, exit, fetch, heartbeat, reaper, releaser, sampler,
+    scheduler,
 };
 use crate::client::Client;
 use crate::config::WorkerConfig;
@@ -128,6 +129,7 @@ impl Worker {
             started_at: now_f64(),
             series: Mutex::new(series),
             acks: ack_tx,
+            rate_release: Default::default(),
             last_trouble: Mutex::new(None),
             suppressed: AtomicU64::new(0),
         });
@@ -162,6 +164,7 @@ impl Worker {
         tasks.spawn(scheduler::run(shared.clone(), background.clone()));
         tasks.spawn(reaper::run(shared.clone(), background.clone()));
         tasks.spawn(sampler::run(shared.clone(), background.clone()));
+        tasks.spawn(releaser::run(shared.clone(), background.clone()));
         // Runs through the shutdown (jobs still finishing hand it their acks)
         // and stops when Redis work is abandoned, at its end.
         tasks.spawn(acks::run(shared.clone(), ack_rx));

@@ -14,6 +14,7 @@ mod limits;
 mod lists;
 mod processes;
 mod queues;
+mod rates;
 mod sets;
 mod shards;
 mod waits;
@@ -28,6 +29,7 @@ pub(crate) use limits::waiter_fields;
 pub use limits::{LimitDetail, LimitPage, LimitRow, SlotHolder, SlotWaiter};
 pub use processes::ProcessRecord;
 pub use queues::{MAX_QUEUES, Totals};
+pub use rates::{RatePage, RateRow};
 pub use shards::{SHARE_MINUTES, ShardRow, ShardView, tenant_name};
 pub use waits::{FinishedCounts, LongWait, MAX_MINUTES, RECENT_MINUTES, Throughput, WaitSummary};
 
