@@ -8,6 +8,7 @@
 //! Layer 1: it names only [`crate::error`] below it, and nothing of Redis.
 
 pub mod classes;
+pub mod cron;
 pub mod duration;
 pub mod fields;
 pub mod options;
