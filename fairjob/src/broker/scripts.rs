@@ -120,12 +120,17 @@ script!(SLOT_TAKE, "slot_take.lua");
 script!(RECLAIM, "reclaim.lua");
 script!(SAMPLER_LEASE, "sampler_lease.lua");
 script!(SHARD_ACK_MANY, "shard_ack_many.lua");
+script!(CRON_CLAIM, "cron_claim.lua");
+script!(CRON_REDRIVE, "cron_redrive.lua");
+script!(CRON_SET, "cron_set.lua");
+script!(CRON_RECONCILE, "cron_reconcile.lua");
+script!(CRON_RELEASE, "cron_release.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
 /// slow call was.
 pub fn script_hashes() -> Vec<(&'static str, String)> {
-    let all: [(&str, &LazyLock<Lua>); 20] = [
+    let all: [(&str, &LazyLock<Lua>); 25] = [
         ("push", &PUSH),
         ("fetch", &FETCH),
         ("shard_fetch", &SHARD_FETCH),
@@ -146,6 +151,11 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("reclaim", &RECLAIM),
         ("sampler_lease", &SAMPLER_LEASE),
         ("shard_ack_many", &SHARD_ACK_MANY),
+        ("cron_claim", &CRON_CLAIM),
+        ("cron_redrive", &CRON_REDRIVE),
+        ("cron_set", &CRON_SET),
+        ("cron_reconcile", &CRON_RECONCILE),
+        ("cron_release", &CRON_RELEASE),
     ];
     all.iter()
         .map(|(name, s)| (*name, s.hash().to_owned()))
@@ -186,6 +196,14 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
         "shard_ack_many.lua",
         include_str!("scripts/shard_ack_many.lua"),
     ),
+    ("cron_claim.lua", include_str!("scripts/cron_claim.lua")),
+    ("cron_redrive.lua", include_str!("scripts/cron_redrive.lua")),
+    ("cron_set.lua", include_str!("scripts/cron_set.lua")),
+    (
+        "cron_reconcile.lua",
+        include_str!("scripts/cron_reconcile.lua"),
+    ),
+    ("cron_release.lua", include_str!("scripts/cron_release.lua")),
 ];
 
 #[cfg(test)]

@@ -97,7 +97,11 @@ async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
     };
     report(shared, &cx, &ran.result);
     let outcome = retry::outcome(cx.payload(), &ran.result);
+    let ended = !matches!(outcome, Outcome::Retry(..));
     let label = end(shared, &token, &ran, outcome, permit).await;
+    if ended {
+        super::cron::run_ended(shared, cx.payload()).await;
+    }
     record_end(shared, &cx, label, ran.performed);
 }
 

@@ -31,6 +31,7 @@ pub struct Worker {
     pub(super) registry: Registry,
     pub(super) queues: QueueSpec,
     pub(super) sharded: Vec<String>,
+    pub(super) cron: Vec<crate::wire::cron::CronEntry>,
     pub(super) config: WorkerConfig,
     pub(super) identity: String,
     pub(super) server_middleware: Vec<Arc<dyn ServerMiddleware>>,
@@ -117,6 +118,7 @@ impl Worker {
             config: self.config,
             queues: self.queues,
             sharded: self.sharded,
+            cron: self.cron,
             chain: self.server_middleware.into(),
             running: Mutex::new(HashMap::new()),
             held: Mutex::new(std::collections::HashSet::new()),
@@ -160,6 +162,7 @@ impl Worker {
         let mut tasks = JoinSet::new();
         tasks.spawn(heartbeat::run(shared.clone(), background.clone()));
         tasks.spawn(scheduler::run(shared.clone(), background.clone()));
+        tasks.spawn(super::cron::run(shared.clone(), background.clone()));
         tasks.spawn(reaper::run(shared.clone(), background.clone()));
         tasks.spawn(sampler::run(shared.clone(), background.clone()));
         // Runs through the shutdown (jobs still finishing hand it their acks)

@@ -38,10 +38,12 @@
 //! DST choices), and we need our exact gap/fold rules and the same parser in
 //! the macro crate.
 
+pub mod entry;
 pub mod expr;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub use entry::{CronEntry, CronSource};
 pub use expr::{CronFields, CronSyntaxError, parse_catch_up, parse_fields};
 use jiff::Timestamp;
 use jiff::tz::{AmbiguousOffset, Offset, TimeZone};
@@ -108,6 +110,23 @@ pub enum CronError {
     /// The catch-up policy does not parse.
     #[error("{0}")]
     CatchUp(String),
+}
+
+impl CronError {
+    /// The library's error for schedule `name`.
+    pub fn for_schedule(self, name: &str) -> crate::error::Error {
+        use crate::error::Error;
+        match self {
+            CronError::Zone(zone) => Error::UnknownZone {
+                name: name.to_owned(),
+                zone,
+            },
+            other => Error::InvalidSchedule {
+                name: name.to_owned(),
+                reason: other.to_string(),
+            },
+        }
+    }
 }
 
 /// A cron expression in a time zone.

@@ -1,0 +1,269 @@
+//! Periodic schedules against real Redis: exactly one enqueue per fire time
+//! across worker processes (one killed with `kill -9` midway), catch-up after
+//! a gap with no worker (on a shifted clock, not by sleeping), `overlap =
+//! "skip"`, start-up reconciliation with old and new declarations, and the
+//! client's run-time API. (DST gaps and folds are tested on the pure
+//! functions, `fairjob::wire::cron`.)
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use fairjob::wire::cron::Overlap;
+use fairjob::{CronSpec, Error, Registry, WorkerHandle};
+use fairjob_tests::jobs::CronRecordJob;
+use fairjob_tests::{Redis, eventually, temp_dir};
+
+/// `(schedule, fire time, jid, pid)` per recorded run.
+async fn runs(redis: &Redis) -> Vec<(String, i64, String, u32)> {
+    redis
+        .records()
+        .await
+        .iter()
+        .filter_map(|l| {
+            let mut p = l.split(' ');
+            Some((
+                p.next()?.to_owned(),
+                p.next()?.parse().ok()?,
+                p.next()?.to_owned(),
+                p.next()?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+fn registry() -> Registry {
+    let mut r = Registry::new();
+    r.register::<CronRecordJob>().expect("register");
+    r
+}
+
+/// Starts an in-process worker; returns its handle and task.
+fn spawn(
+    builder: fairjob::WorkerBuilder,
+) -> (WorkerHandle, tokio::task::JoinHandle<fairjob::Result<()>>) {
+    let handle = WorkerHandle::new();
+    let h = handle.clone();
+    let task = tokio::spawn(async move { builder.build().await?.run_with(h).await });
+    (handle, task)
+}
+
+async fn stop(handle: WorkerHandle, task: tokio::task::JoinHandle<fairjob::Result<()>>) {
+    handle.stop();
+    task.await.expect("worker task").expect("worker ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_enqueue_each_fire_time_once_through_a_kill() {
+    let redis = Redis::start().await;
+    let dir = temp_dir("cron");
+    let config = dir.join("worker.toml");
+    std::fs::write(
+        &config,
+        "[[cron]]\nname = \"tick\"\ncron = \"* * * * * *\"\nclass = \"CronRecordJob\"\nargs = [0]\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let mut a = redis.worker_process().flag("-C", config).start();
+    let mut b = redis.worker_process().flag("-C", config).start();
+    eventually!(runs(&redis).await.len() >= 3, "the schedule fires");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    a.signal("KILL");
+    let after_kill = runs(&redis).await.len();
+    eventually!(
+        runs(&redis).await.len() >= after_kill + 4,
+        "the survivor keeps firing"
+    );
+    assert!(b.stop().is_some(), "worker b stops");
+    let _ = a.wait_timeout(Duration::from_secs(5));
+
+    let runs = runs(&redis).await;
+    let mut jids: BTreeMap<i64, BTreeSet<String>> = BTreeMap::new();
+    for (name, fire, jid, _) in &runs {
+        assert_eq!(name, "tick");
+        jids.entry(*fire).or_default().insert(jid.clone());
+    }
+    // Exactly one job per fire time (a job re-run after the kill keeps its jid).
+    for (fire, set) in &jids {
+        assert_eq!(set.len(), 1, "fire time {fire} enqueued as {set:?}");
+    }
+    // And no fire time skipped between the first and the last.
+    let first = *jids.keys().next().unwrap();
+    let last = *jids.keys().last().unwrap();
+    let missing: Vec<i64> = (first..=last).filter(|f| !jids.contains_key(f)).collect();
+    assert!(
+        missing.is_empty(),
+        "fire times missing: {missing:?} of {first}..={last}"
+    );
+    assert!(jids.len() >= 7, "{} fire times", jids.len());
+    let pids: BTreeSet<u32> = runs.iter().map(|r| r.3).collect();
+    assert!(!pids.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gap_with_no_worker_runs_the_latest_missed_fire_time_once() {
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    client
+        .cron()
+        .set(CronSpec::new("minutely", "* * * * *", CronRecordJob(0)))
+        .await
+        .unwrap();
+    client
+        .cron()
+        .set(CronSpec::new("strict", "* * * * *", CronRecordJob(0)).catch_up("none"))
+        .await
+        .unwrap();
+    // No worker ran for 5 minutes: a worker whose clock is 5 minutes ahead.
+    let now = redis.client().await.broker().time().await.unwrap() as i64;
+    let offset = 300;
+    let (h, t) = spawn(redis.worker().registry(registry()).clock_offset(offset));
+    let got =
+        eventually!(let r = runs(&redis).await; !r.is_empty(), "the latest missed fire time runs");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop(h, t).await;
+    let got = if got.len() == 1 {
+        got
+    } else {
+        runs(&redis).await
+    };
+    assert_eq!(got.len(), 1, "one run, no backfill: {got:?}");
+    let (name, fire, _, _) = &got[0];
+    assert_eq!(name, "minutely");
+    let shifted_now = now + offset;
+    assert!(
+        *fire <= shifted_now && *fire > shifted_now - 61 && fire % 60 == 0,
+        "the latest minute before the shifted now: {fire} vs {shifted_now}"
+    );
+    let rows = client.inspector().cron().await.unwrap();
+    let strict = rows.iter().find(|r| r.name == "strict").unwrap();
+    assert_eq!(strict.last_outcome.as_deref(), Some("missed"));
+    assert!(strict.missed >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlap_skip_skips_while_the_previous_run_is_live() {
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    // Each run takes 2.5 s; the schedule fires every second.
+    client
+        .cron()
+        .set(CronSpec::new("slow", "* * * * * *", CronRecordJob(2500)).overlap(Overlap::Skip))
+        .await
+        .unwrap();
+    let (h, t) = spawn(redis.worker().registry(registry()));
+    eventually!(within Duration::from_secs(15), runs(&redis).await.len() >= 2, "two runs");
+    stop(h, t).await;
+    let got = runs(&redis).await;
+    let fires: Vec<i64> = got.iter().map(|r| r.1).collect();
+    for w in fires.windows(2) {
+        assert!(w[1] - w[0] >= 2, "runs overlapped: {fires:?}");
+    }
+    let rows = client.inspector().cron().await.unwrap();
+    let slow = rows.iter().find(|r| r.name == "slow").unwrap();
+    assert!(slow.skipped >= 2, "skips counted: {slow:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_reconciles_old_and_new_declarations() {
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    client
+        .cron()
+        .set(CronSpec::new("dynamic", "0 * * * *", CronRecordJob(0)))
+        .await
+        .unwrap();
+    let old = || {
+        redis
+            .worker()
+            .registry(registry())
+            .cron("report", "0 3 * * *", CronRecordJob(0))
+            .cron("cleanup", "*/5 * * * *", CronRecordJob(0))
+    };
+    let new = || {
+        redis
+            .worker()
+            .registry(registry())
+            .cron_spec(CronSpec::new("report", "0 4 * * *", CronRecordJob(0)).tz("Europe/Berlin"))
+            .cron("sync", "* * * * *", CronRecordJob(0))
+    };
+    // Several old workers starting at once: one entry per schedule.
+    let (h1, t1) = spawn(old());
+    let (h2, t2) = spawn(old());
+    let names = || async {
+        let mut n: Vec<String> = client
+            .inspector()
+            .cron()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        n.sort();
+        n
+    };
+    eventually!(
+        names().await == ["cleanup", "dynamic", "report"],
+        "old schedules stored once each"
+    );
+    // A new worker joins (a deploy): its declarations win, the dropped one
+    // goes, the run-time one stays.
+    let (h3, t3) = spawn(new());
+    eventually!(
+        names().await == ["dynamic", "report", "sync"],
+        "new declarations reconciled"
+    );
+    let report = client
+        .inspector()
+        .cron()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.name == "report")
+        .unwrap();
+    assert_eq!(report.expr, "0 4 * * *");
+    assert_eq!(report.tz, "Europe/Berlin");
+    stop(h1, t1).await;
+    stop(h2, t2).await;
+    stop(h3, t3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_api_pauses_resumes_runs_now_and_rejects_bad_input() {
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    let crons = client.cron();
+    let bad = crons
+        .set(CronSpec::new("x", "61 * * * *", CronRecordJob(0)))
+        .await;
+    assert!(matches!(bad, Err(Error::InvalidSchedule { .. })), "{bad:?}");
+    let bad = crons
+        .set(CronSpec::new("x", "0 3 * * *", CronRecordJob(0)).tz("Mars/Olympus"))
+        .await;
+    assert!(
+        matches!(&bad, Err(Error::UnknownZone { zone, .. }) if zone == "Mars/Olympus"),
+        "{bad:?}"
+    );
+    assert!(matches!(
+        crons.pause("nope").await,
+        Err(Error::NoSchedule(_))
+    ));
+
+    crons
+        .set(CronSpec::new("tick", "* * * * * *", CronRecordJob(0)))
+        .await
+        .unwrap();
+    crons.pause("tick").await.unwrap();
+    let (h, t) = spawn(redis.worker().registry(registry()));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(runs(&redis).await.is_empty(), "paused: nothing fires");
+    let jid = crons.run_now("tick").await.unwrap();
+    eventually!(
+        runs(&redis).await.iter().any(|r| r.2 == jid),
+        "run now enqueues the job"
+    );
+    crons.resume("tick").await.unwrap();
+    eventually!(runs(&redis).await.len() >= 3, "resumed: it fires again");
+    stop(h, t).await;
+    assert!(crons.remove("tick").await.unwrap());
+    assert!(!crons.remove("tick").await.unwrap());
+}
