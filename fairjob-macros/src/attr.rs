@@ -18,7 +18,7 @@ use syn::{Attribute, Expr, ExprPath, Lit, LitInt, LitStr, Path, Token};
 use crate::ctxt::Ctxt;
 
 /// The helper attributes that `#[derive(Job)]` declares.
-pub(crate) const HELPERS: [&str; 4] = ["job", "fair_tenant", "throttle", "concurrency"];
+pub(crate) const HELPERS: [&str; 5] = ["job", "fair_tenant", "throttle", "concurrency", "cron"];
 
 /// The window of a `#[throttle]` rule that gives no `per`: one day, the
 /// largest window of sidekiq-fair_tenant.
@@ -35,6 +35,8 @@ pub(crate) struct Attrs {
     pub(crate) throttles: Vec<Throttle>,
     /// `#[concurrency(...)]`, if given (and valid).
     pub(crate) concurrency: Option<Concurrency>,
+    /// The valid `#[cron(...)]` schedules, in declaration order.
+    pub(crate) crons: Vec<crate::attr_cron::Cron>,
 }
 
 /// The keys of `#[job(...)]`; `None` where a key was not given.
@@ -150,6 +152,10 @@ impl Attrs {
                 }
                 seen_concurrency = true;
                 out.concurrency = parse_concurrency(cx, attr);
+            } else if path.is_ident("cron") {
+                if let Some(cron) = crate::attr_cron::parse(cx, attr) {
+                    out.crons.push(cron);
+                }
             }
         }
         out

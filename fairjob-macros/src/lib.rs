@@ -9,6 +9,7 @@
 
 mod ast;
 mod attr;
+mod attr_cron;
 mod ctxt;
 mod expand;
 mod validate;
@@ -46,6 +47,13 @@ use proc_macro::TokenStream;
 ///   most `limit` jobs of one key run at once. `key` is a field (a name or a
 ///   tuple index) or a function `fn(&Self) -> T` with `T: Display`; `group`
 ///   shares the slots between job types.
+/// - `#[cron("0 3 * * *", tz = "Europe/Berlin", catch_up = "10m", overlap =
+///   "skip", name = "nightly")]`, repeatable, on a job that implements
+///   `Default`: a periodic schedule enqueuing `Self::default()` (5 fields, 6
+///   with seconds first, or `@hourly`, `@daily`…; `tz` defaults to UTC,
+///   `catch_up` to `"10m"` (or `"none"`), `overlap` to `"allow"`, `name` to
+///   the class name). A malformed expression or an unknown zone is a compile
+///   error at its literal.
 ///
 /// # Example
 ///
@@ -68,7 +76,7 @@ use proc_macro::TokenStream;
 ///     }
 /// }
 /// ```
-#[proc_macro_derive(Job, attributes(job, fair_tenant, throttle, concurrency))]
+#[proc_macro_derive(Job, attributes(job, fair_tenant, throttle, concurrency, cron))]
 pub fn derive_job(input: TokenStream) -> TokenStream {
     expand::derive(&syn::parse_macro_input!(input as syn::DeriveInput)).into()
 }
