@@ -152,10 +152,10 @@ impl Attrs {
                 }
                 seen_concurrency = true;
                 out.concurrency = parse_concurrency(cx, attr);
-            } else if path.is_ident("cron") {
-                if let Some(cron) = crate::attr_cron::parse(cx, attr) {
-                    out.crons.push(cron);
-                }
+            } else if path.is_ident("cron")
+                && let Some(cron) = crate::attr_cron::parse(cx, attr)
+            {
+                out.crons.push(cron);
             }
         }
         out
