@@ -267,3 +267,63 @@ async fn the_client_api_pauses_resumes_runs_now_and_rejects_bad_input() {
     assert!(crons.remove("tick").await.unwrap());
     assert!(!crons.remove("tick").await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seen_and_steered_from_the_dashboard_and_the_cli() {
+    use fairjob_tests::web::{Dashboard, Http, input_value};
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    let name = "<script>alert(1)</script> nightly";
+    client
+        .cron()
+        .set(CronSpec::new(name, "0 3 * * *", CronRecordJob(0)).tz("Europe/Berlin"))
+        .await
+        .unwrap();
+    let dash = Dashboard::start(
+        redis.url(),
+        redis.ns(),
+        &["web", "--bind", "127.0.0.1:0", "--web-actions"],
+        &[],
+    );
+    let base = dash.url.clone();
+    let mut http = Http::new();
+    let page = http.get(&format!("{base}/cron"), &[]);
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(!page.body.contains("<script>alert(1)"), "escaped");
+    assert!(page.body.contains("0 3 * * *") && page.body.contains("Europe/Berlin"));
+    let api = http.get(&format!("{base}/api/cron"), &[]).json();
+    assert_eq!(api[0]["name"], name);
+    assert_eq!(api[0]["paused"], false);
+    assert!(api[0]["next"].as_i64().is_some());
+
+    let csrf = input_value(&page.body, "csrf").expect("a CSRF token");
+    let r = http.post(
+        &format!("{base}/cron"),
+        &[("origin", &base)],
+        &[("name", name), ("action", "pause"), ("csrf", &csrf)],
+    );
+    assert_eq!(r.status, 303, "{}", r.body);
+    let api = http.get(&format!("{base}/api/cron"), &[]).json();
+    assert_eq!(api[0]["paused"], true);
+    assert!(api[0]["next"].is_null());
+
+    // The CLI lists it and steers it.
+    let out = redis.cli(&["cron"]);
+    assert!(
+        out.contains("paused") && out.contains("1 schedule(s)"),
+        "{out}"
+    );
+    let out = redis.cli(&["cron", "resume", name]);
+    assert!(out.contains("resumed"), "{out}");
+    let out = redis.cli(&["cron", "run-now", name]);
+    assert!(out.contains("enqueued"), "{out}");
+    let rows = client.inspector().cron().await.unwrap();
+    assert!(!rows[0].paused);
+    assert_eq!(rows[0].last_outcome.as_deref(), Some("run_now"));
+    assert_eq!(
+        redis.zcard(redis.keys().schedule()).await,
+        1,
+        "run now goes through the scheduler"
+    );
+    drop(dash);
+}
