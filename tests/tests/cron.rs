@@ -327,3 +327,42 @@ async fn seen_and_steered_from_the_dashboard_and_the_cli() {
     );
     drop(dash);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_fires_skips_and_lateness() {
+    use fairjob::metrics as m;
+    use fairjob_tests::metrics::MetricsWorker;
+    let redis = Redis::start().await;
+    let dir = temp_dir("cron-metrics");
+    let config = dir.join("worker.toml");
+    std::fs::write(
+        &config,
+        "[[cron]]\nname = \"slow\"\ncron = \"* * * * * *\"\nclass = \"CronRecordJob\"\nargs = [2500]\noverlap = \"skip\"\n",
+    )
+    .unwrap();
+    let worker = redis
+        .worker_process()
+        .flag("-C", config.to_str().unwrap())
+        .flag("--metrics-interval", "200ms");
+    let w = MetricsWorker::start(&worker);
+    let s = eventually!(
+        within Duration::from_secs(15),
+        let s = w.scrape();
+        s.value(m::CRON_FIRES_TOTAL, &[("schedule", "slow")]) >= 2.0
+            && s.value(m::CRON_SKIPPED_TOTAL, &[("schedule", "slow"), ("reason", "overlap")]) >= 2.0,
+        "fires and overlap skips counted"
+    );
+    assert!(s.has(m::CRON_LATENESS_SECONDS));
+    let sum = s.value(
+        &format!("{}_sum", m::CRON_LATENESS_SECONDS),
+        &[("schedule", "slow")],
+    );
+    let count = s.value(
+        &format!("{}_count", m::CRON_LATENESS_SECONDS),
+        &[("schedule", "slow")],
+    );
+    println!(
+        "mean lateness of {count} fires: {:.1} ms",
+        sum / count * 1000.0
+    );
+}
