@@ -366,3 +366,53 @@ async fn metrics_count_fires_skips_and_lateness() {
         sum / count * 1000.0
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_into_a_tenant_sharded_queue_each_fire_time_once() {
+    use fairjob::testing::RedisCluster;
+    use fairjob::{Client, Enqueue, Job, QueueSpec, Worker};
+    let cluster = RedisCluster::start(3, 1, &[]).expect("cluster starts");
+    let url = cluster.url();
+    let ns = fairjob_tests::namespace();
+    let c = Client::builder(&url).namespace(&ns).build().await.unwrap();
+    assert!(c.broker().is_cluster());
+    let job: Enqueue<CronRecordJob> = CronRecordJob(0).set_tenant("ac:me {1}").queue("fanout");
+    c.cron()
+        .set(CronSpec::new("tick", "* * * * * *", job))
+        .await
+        .unwrap();
+    let worker = || {
+        Worker::builder(&url)
+            .namespace(&ns)
+            .registry(registry())
+            .queues(QueueSpec::parse(&["fanout".to_owned()]).unwrap())
+            .sharded_queue("fanout")
+            .poll_interval(Duration::from_millis(100))
+            .lease(Duration::from_millis(1500))
+            .heartbeat(Duration::from_millis(300))
+    };
+    let (h1, t1) = spawn(worker());
+    let (h2, t2) = spawn(worker());
+    let key = format!("{}record", c.broker().keys().prefix());
+    let records = || async {
+        let lines: Vec<String> =
+            fairjob_tests::query(c.broker(), redis::cmd("LRANGE").arg(&key).arg(0).arg(-1))
+                .await
+                .unwrap();
+        lines
+    };
+    eventually!(within Duration::from_secs(20), records().await.len() >= 4, "fire times run on the cluster");
+    stop(h1, t1).await;
+    stop(h2, t2).await;
+    let mut per_fire: BTreeMap<i64, BTreeSet<String>> = BTreeMap::new();
+    for l in records().await {
+        let p: Vec<&str> = l.split(' ').collect();
+        per_fire
+            .entry(p[1].parse().unwrap())
+            .or_default()
+            .insert(p[2].to_owned());
+    }
+    for (fire, jids) in &per_fire {
+        assert_eq!(jids.len(), 1, "fire time {fire}: {jids:?}");
+    }
+}
