@@ -18,12 +18,13 @@ use syn::{Attribute, Expr, ExprPath, Lit, LitInt, LitStr, Path, Token};
 use crate::ctxt::Ctxt;
 
 /// The helper attributes that `#[derive(Job)]` declares.
-pub(crate) const HELPERS: [&str; 5] = [
+pub(crate) const HELPERS: [&str; 6] = [
     "job",
     "fair_tenant",
     "throttle",
     "concurrency",
     "rate_limit",
+    "cron",
 ];
 
 /// The window of a `#[throttle]` rule that gives no `per`: one day, the
@@ -43,6 +44,8 @@ pub(crate) struct Attrs {
     pub(crate) concurrency: Option<Concurrency>,
     /// `#[rate_limit(...)]`, if given (and valid).
     pub(crate) rate_limit: Option<RateLimitAttr>,
+    /// The valid `#[cron(...)]` schedules, in declaration order.
+    pub(crate) crons: Vec<crate::attr_cron::Cron>,
 }
 
 /// The keys of `#[job(...)]`; `None` where a key was not given.
@@ -199,6 +202,10 @@ impl Attrs {
                 }
                 seen_rate_limit = true;
                 out.rate_limit = parse_rate_limit(cx, attr);
+            } else if path.is_ident("cron")
+                && let Some(cron) = crate::attr_cron::parse(cx, attr)
+            {
+                out.crons.push(cron);
             }
         }
         out

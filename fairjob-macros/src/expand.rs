@@ -113,6 +113,7 @@ fn implementation(container: &Container<'_>, resolved: &Resolved) -> TokenStream
             }
         }
     });
+    let crons = container.attrs.crons.iter().map(|c| cron(ident, &class, c));
     quote! {
         const _: () = {
             #[automatically_derived]
@@ -126,7 +127,37 @@ fn implementation(container: &Container<'_>, resolved: &Resolved) -> TokenStream
             }
             #registration
             #sharded
+            #(#crons)*
         };
+    }
+}
+
+/// One `#[cron]` schedule's registration. The job is `Self::default()`,
+/// spanned at the attribute, so a job without `Default` is an error there.
+fn cron(ident: &Ident, class: &str, cron: &crate::attr_cron::Cron) -> TokenStream {
+    let name = cron
+        .name
+        .as_ref()
+        .map_or_else(|| class.to_owned(), |n| n.value());
+    let expr = &cron.expr;
+    let tz = &cron.tz;
+    let catch_up = &cron.catch_up;
+    let skip = cron.skip_overlap;
+    let default = quote_spanned! {cron.attr.span()=>
+        <#ident as ::core::default::Default>::default()
+    };
+    quote! {
+        ::fairjob::__private::inventory::submit! {
+            ::fairjob::__private::CronDeclaration {
+                name: #name,
+                class: #class,
+                expr: #expr,
+                tz: #tz,
+                catch_up: #catch_up,
+                skip_overlap: #skip,
+                job: || ::fairjob::IntoPush::into_push(#default),
+            }
+        }
     }
 }
 

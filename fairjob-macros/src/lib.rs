@@ -9,6 +9,7 @@
 
 mod ast;
 mod attr;
+mod attr_cron;
 mod ctxt;
 mod expand;
 mod validate;
@@ -56,6 +57,13 @@ use proc_macro::TokenStream;
 ///   `#[concurrency]`, or `tenant` (the job's tenant); without `key`, one
 ///   limiter for the class (or group). A job over the limit waits without
 ///   holding a worker and is released when the limiter has room.
+/// - `#[cron("0 3 * * *", tz = "Europe/Berlin", catch_up = "10m", overlap =
+///   "skip", name = "nightly")]`, repeatable, on a job that implements
+///   `Default`: a periodic schedule enqueuing `Self::default()` (5 fields, 6
+///   with seconds first, or `@hourly`, `@daily`…; `tz` defaults to UTC,
+///   `catch_up` to `"10m"` (or `"none"`), `overlap` to `"allow"`, `name` to
+///   the class name). A malformed expression or an unknown zone is a compile
+///   error at its literal.
 ///
 /// # Example
 ///
@@ -78,7 +86,10 @@ use proc_macro::TokenStream;
 ///     }
 /// }
 /// ```
-#[proc_macro_derive(Job, attributes(job, fair_tenant, throttle, concurrency, rate_limit))]
+#[proc_macro_derive(
+    Job,
+    attributes(job, fair_tenant, throttle, concurrency, rate_limit, cron)
+)]
 pub fn derive_job(input: TokenStream) -> TokenStream {
     expand::derive(&syn::parse_macro_input!(input as syn::DeriveInput)).into()
 }

@@ -37,6 +37,7 @@ pub(crate) struct Resolved {
 /// Checks the cross-attribute rules into `cx` and resolves field references.
 pub(crate) fn check(cx: &mut Ctxt, container: &Container<'_>) -> Resolved {
     check_throttles(cx, container);
+    check_crons(cx, container);
     let fair_tenant = container
         .attrs
         .fair_tenant
@@ -70,6 +71,28 @@ pub(crate) fn check(cx: &mut Ctxt, container: &Container<'_>) -> Resolved {
         fair_tenant,
         concurrency_key,
         rate_key,
+    }
+}
+
+/// Two `#[cron]` schedules of one type need different names (the default
+/// name is the class name).
+fn check_crons(cx: &mut Ctxt, container: &Container<'_>) {
+    let mut seen: Vec<Option<String>> = Vec::new();
+    for cron in &container.attrs.crons {
+        let name = cron.name.as_ref().map(|n| n.value());
+        if seen.contains(&name) {
+            match &cron.name {
+                Some(n) => cx.error_spanned_by(
+                    n,
+                    format_args!("two `#[cron]` schedules are named `{}`", n.value()),
+                ),
+                None => cx.error_spanned_by(
+                    &cron.attr,
+                    "a second `#[cron]` on this job needs its own `name = \"...\"`",
+                ),
+            }
+        }
+        seen.push(name);
     }
 }
 

@@ -234,6 +234,35 @@ pub(crate) async fn on_rate(state: &WebState, form: &Params) -> Result<Done, Web
     )))
 }
 
+/// `POST /cron`: `name`, `action=pause|resume|run_now`.
+pub(crate) async fn on_cron(state: &WebState, form: &Params) -> Result<Done, WebError> {
+    let name = form
+        .value("name")
+        .ok_or_else(|| WebError::BadRequest("no schedule name".into()))?;
+    let inspector = state.inspector();
+    let message = match form.value("action") {
+        Some("pause") => {
+            inspector.pause_cron(name).await?;
+            format!("`{name}` paused")
+        }
+        Some("resume") => {
+            inspector.resume_cron(name).await?;
+            format!("`{name}` resumed from its next fire time")
+        }
+        Some("run_now") => {
+            let jid = inspector.run_cron_now(name).await?;
+            format!("`{name}`: job {jid} enqueued")
+        }
+        other => {
+            return Err(WebError::BadRequest(format!(
+                "action must be pause, resume or run_now, not {other:?}"
+            )));
+        }
+    };
+    tracing::info!(cron = name, "dashboard: {message}");
+    Ok(done(message))
+}
+
 /// `POST /busy`: `identity`, `signal=quiet|stop`.
 pub(crate) async fn on_process(state: &WebState, form: &Params) -> Result<Done, WebError> {
     let identity = form

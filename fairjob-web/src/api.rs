@@ -173,6 +173,18 @@ pub(crate) async fn post_rate(form: CheckedForm) -> JsonResult<Done> {
     Ok(Json(act::on_rate(&form.state, &form.fields).await?))
 }
 
+/// `GET /api/cron`.
+pub(crate) async fn cron(
+    State(state): State<Arc<WebState>>,
+) -> JsonResult<Vec<fairjob::inspect::CronRow>> {
+    Ok(Json(load::cron(&state).await?))
+}
+
+/// `POST /api/cron`.
+pub(crate) async fn post_cron(form: CheckedForm) -> JsonResult<Done> {
+    Ok(Json(act::on_cron(&form.state, &form.fields).await?))
+}
+
 /// `POST /api/busy`.
 pub(crate) async fn post_busy(form: CheckedForm) -> JsonResult<Done> {
     Ok(Json(act::on_process(&form.state, &form.fields).await?))

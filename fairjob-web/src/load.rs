@@ -196,6 +196,11 @@ pub(crate) async fn jobs(
 }
 
 /// The worker processes and their running jobs.
+/// Periodic schedules.
+pub(crate) async fn cron(state: &WebState) -> Result<Vec<fairjob::inspect::CronRow>, WebError> {
+    Ok(state.inspector().cron().await?)
+}
+
 pub(crate) async fn busy(state: &WebState, cursor: u64) -> Result<ProcessPage, WebError> {
     let mut page = state
         .inspector()

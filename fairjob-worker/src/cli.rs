@@ -271,6 +271,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Periodic schedules: expression, zone, next and last fire time and
+    /// outcome, paused; `cron pause|resume|run-now NAME` steers one
+    Cron {
+        #[command(subcommand)]
+        action: Option<CronAction>,
+    },
     /// Set a sharded queue's per-tenant running limit (0 pauses; "none" removes it)
     ShardLimit {
         /// Queue name
@@ -317,6 +323,25 @@ enum RateLimitsAction {
     Resume {
         /// The full key
         key: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum CronAction {
+    /// Pause a schedule: no fire time is enqueued until it is resumed
+    Pause {
+        /// The schedule's name
+        name: String,
+    },
+    /// Resume a paused schedule from its next fire time
+    Resume {
+        /// The schedule's name
+        name: String,
+    },
+    /// Enqueue the schedule's job now (through the scheduler)
+    RunNow {
+        /// The schedule's name
+        name: String,
     },
 }
 
@@ -457,6 +482,15 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
             }
         }
         Command::Shards { queue } => inspect?.shards(&queue).await,
+        Command::Cron { action } => {
+            let inspect = inspect?;
+            match action {
+                None => inspect.cron().await,
+                Some(CronAction::Pause { name }) => inspect.cron_act(&name, "pause").await,
+                Some(CronAction::Resume { name }) => inspect.cron_act(&name, "resume").await,
+                Some(CronAction::RunNow { name }) => inspect.cron_act(&name, "run-now").await,
+            }
+        }
         Command::Web { bind } => crate::web::serve_only(&config, &web, bind).await,
         Command::Explain { jid, tenant, json } => {
             inspect?

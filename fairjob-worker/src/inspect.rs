@@ -1,6 +1,6 @@
 //! The inspection commands (`jobs`, `stats`, `tenants`, `shards`, `limits`,
-//! `explain`) and
-//! the steering ones (`shard-limit`, `limits set`): each reads or writes through
+//! `explain`, `cron`) and
+//! the steering ones (`shard-limit`, `limits set`, `cron pause|resume|run-now`): each reads or writes through
 //! fairjob::inspect and prints a table. Nothing here runs jobs or names a
 //! Redis key.
 
@@ -57,6 +57,12 @@ pub(crate) fn jobs(registry: &Registry) {
         );
     }
     println!("{} job type(s)", registry.len());
+}
+
+/// Unix seconds as `2026-11-25T03:00:00Z`.
+fn utc(secs: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 /// A connection for the commands, from the worker's settings (its namespace and
@@ -309,6 +315,53 @@ impl Inspect {
                 .map(|l| l.to_string())
                 .unwrap_or_else(|| "none".into())
         );
+        Ok(())
+    }
+
+    pub(crate) async fn cron(&self) -> Result<()> {
+        let rows = self.inspector.cron().await?;
+        println!(
+            "{:<24} {:<18} {:<16} {:<21} {:<21} {:<10} {:>6} {:>7} {:>6}",
+            "name", "cron", "zone", "next", "last fire", "outcome", "fires", "skipped", "missed"
+        );
+        for r in &rows {
+            let next = if r.paused {
+                "paused".to_owned()
+            } else {
+                r.next.map_or_else(|| "never".to_owned(), utc)
+            };
+            println!(
+                "{:<24} {:<18} {:<16} {:<21} {:<21} {:<10} {:>6} {:>7} {:>6}{}",
+                r.name,
+                r.expr,
+                r.tz,
+                next,
+                r.last_fire.map_or_else(|| "-".to_owned(), utc),
+                r.last_outcome.as_deref().unwrap_or("-"),
+                r.fires,
+                r.skipped,
+                r.missed,
+                r.problem
+                    .as_ref()
+                    .map(|p| format!("  ({p})"))
+                    .unwrap_or_default()
+            );
+        }
+        println!("{} schedule(s)", rows.len());
+        Ok(())
+    }
+
+    pub(crate) async fn cron_act(&self, name: &str, action: &str) -> Result<()> {
+        match action {
+            "pause" => self.inspector.pause_cron(name).await?,
+            "resume" => self.inspector.resume_cron(name).await?,
+            _ => {
+                let jid = self.inspector.run_cron_now(name).await?;
+                println!("{name}: enqueued {jid}");
+                return Ok(());
+            }
+        }
+        println!("{name}: {action}d");
         Ok(())
     }
 

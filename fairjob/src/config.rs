@@ -19,7 +19,9 @@ pub use crate::broker::ConnectOptions;
 use crate::error::{Error, Result};
 use crate::fair::DEFAULT_MAX_WINDOW;
 use crate::queues::QueueSpec;
+use crate::wire::Payload;
 use crate::wire::Propagation;
+use crate::wire::cron::{CatchUp, CronEntry, CronSource, Overlap};
 pub use crate::wire::duration::parse_duration;
 use crate::wire::duration::{human, human_opt};
 
@@ -136,6 +138,8 @@ pub struct WorkerConfig {
     /// trace context its enqueue wrote (`child`, `link` or `none`; default
     /// `child`).
     pub propagation: Propagation,
+    /// Periodic schedules (`[[cron]]` entries), declared like `#[cron]`.
+    pub cron: Vec<CronConfig>,
 }
 
 /// Settings of the worker's metrics (see [`crate::metrics`]). In the TOML
@@ -202,6 +206,7 @@ impl Default for WorkerConfig {
             batch_acks: true,
             metrics: MetricsConfig::default(),
             propagation: Propagation::Child,
+            cron: Vec::new(),
         }
     }
 }
@@ -307,6 +312,107 @@ struct WorkerConfigFile {
     #[serde(with = "human")]
     metrics_sample_interval: Duration,
     propagation: Propagation,
+    cron: Vec<CronConfig>,
+}
+
+/// A `[[cron]]` entry of the worker's TOML: a periodic schedule of a job
+/// class with fixed arguments.
+///
+/// ```toml
+/// [[cron]]
+/// name = "nightly-report"
+/// cron = "0 3 * * *"
+/// class = "ReportJob"
+/// args = [42]
+/// tz = "Europe/Berlin"     # default "UTC"
+/// catch_up = "10m"          # or "none"
+/// overlap = "skip"          # default "allow"
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CronConfig {
+    /// The schedule's name.
+    pub name: String,
+    /// The cron expression.
+    pub cron: String,
+    /// The job class it enqueues.
+    pub class: String,
+    /// Its arguments (Sidekiq's positional `args`).
+    #[serde(default = "empty_args")]
+    pub args: serde_json::Value,
+    /// Its queue (default `default`).
+    #[serde(default)]
+    pub queue: Option<String>,
+    /// Its tenant.
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// The IANA zone (default `UTC`).
+    #[serde(default = "utc")]
+    pub tz: String,
+    /// `"none"` or a grace (default `"10m"`).
+    #[serde(default = "ten_minutes")]
+    pub catch_up: String,
+    /// `"allow"` (default) or `"skip"`.
+    #[serde(default = "allow")]
+    pub overlap: String,
+}
+
+fn empty_args() -> serde_json::Value {
+    serde_json::Value::Array(Vec::new())
+}
+fn utc() -> String {
+    "UTC".into()
+}
+fn ten_minutes() -> String {
+    "10m".into()
+}
+fn allow() -> String {
+    "allow".into()
+}
+
+impl CronConfig {
+    /// The checked entry.
+    pub fn to_entry(&self) -> Result<CronEntry> {
+        let name = &self.name;
+        let bad = |reason: String| Error::InvalidSchedule {
+            name: name.clone(),
+            reason,
+        };
+        let args = match &self.args {
+            a @ serde_json::Value::Array(_) => a.clone(),
+            other => serde_json::Value::Array(vec![other.clone()]),
+        };
+        let raw = serde_json::value::to_raw_value(&args).map_err(|e| bad(e.to_string()))?;
+        let mut job = Payload::new(&self.class, raw, self.queue.as_deref().unwrap_or("default"));
+        job.set("retry", true);
+        if let Some(t) = self.tenant.as_deref().filter(|t| !t.is_empty()) {
+            job.set(crate::wire::fields::FAIR_TENANT, t);
+        }
+        let catch_up = CatchUp::parse(&self.catch_up).map_err(|e| e.for_schedule(name))?;
+        let overlap = Overlap::parse(&self.overlap).ok_or_else(|| {
+            bad(format!(
+                "overlap `{}`: expected `allow` or `skip`",
+                self.overlap
+            ))
+        })?;
+        CronEntry::new(
+            name.clone(),
+            &self.cron,
+            &self.tz,
+            catch_up,
+            overlap,
+            CronSource::Code,
+            &job,
+        )
+        .map_err(|e| e.for_schedule(name))
+    }
+}
+
+impl WorkerConfig {
+    /// The `[[cron]]` entries, checked.
+    pub fn cron_entries(&self) -> Result<Vec<CronEntry>> {
+        self.cron.iter().map(CronConfig::to_entry).collect()
+    }
 }
 
 impl Default for WorkerConfigFile {
@@ -367,6 +473,7 @@ impl From<WorkerConfig> for WorkerConfigFile {
             metrics_sample: w.metrics.sample,
             metrics_sample_interval: w.metrics.sample_interval,
             propagation: w.propagation,
+            cron: w.cron,
         }
     }
 }
@@ -416,6 +523,7 @@ impl From<WorkerConfigFile> for WorkerConfig {
                 sample_interval: f.metrics_sample_interval,
             },
             propagation: f.propagation,
+            cron: f.cron,
         }
     }
 }

@@ -99,6 +99,28 @@ pub enum Error {
     /// Invalid configuration (queue list, durations, limits…).
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A periodic schedule's expression (or catch-up policy) does not parse,
+    /// or never fires.
+    #[error("periodic schedule `{name}`: {reason}")]
+    InvalidSchedule {
+        /// The schedule's name.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A periodic schedule names a time zone the system's database lacks.
+    #[error(
+        "periodic schedule `{name}`: unknown time zone `{zone}` (expected an IANA name such as `Europe/Berlin`, or `UTC`)"
+    )]
+    UnknownZone {
+        /// The schedule's name.
+        name: String,
+        /// The zone given.
+        zone: String,
+    },
+    /// No periodic schedule of this name.
+    #[error("no periodic schedule named `{0}`")]
+    NoSchedule(String),
     /// A push reached Redis but fewer replicas than
     /// [`ClientBuilder::wait_replicas`](crate::ClientBuilder::wait_replicas)
     /// asked for confirmed it in time: a failover now could lose it. The job

@@ -62,7 +62,8 @@ pub mod wire;
 pub mod worker;
 
 pub use client::{
-    Client, ClientBuilder, ClientMiddleware, ClientNext, IntoPush, PushJob, client_middleware_fn,
+    Client, ClientBuilder, ClientMiddleware, ClientNext, CronSpec, IntoPush, PushJob,
+    client_middleware_fn,
 };
 pub use config::{ClientConfig, WorkerConfig};
 pub use error::{Error, JobError, Result};
@@ -82,7 +83,7 @@ pub mod __private {
     pub use inventory;
 
     pub use crate::client::DeclaredShardedQueue;
-    pub use crate::job::{JobRegistration, Perform};
+    pub use crate::job::{CronDeclaration, JobRegistration, Perform};
     pub use crate::wire::{
         ArgsShape, ConcurrencyLimit, JobOptions, RateLimit, Retry, ThrottleRule,
     };

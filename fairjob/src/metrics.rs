@@ -54,6 +54,14 @@ pub const RECOVERED_TOTAL: &str = "fairjob_recovered_total";
 pub const FENCED_TOTAL: &str = "fairjob_fenced_total";
 /// Jobs this process is running, by `process` (its identity). Gauge.
 pub const BUSY: &str = "fairjob_busy";
+/// Fire times of periodic schedules this process enqueued, by `schedule`. Counter.
+pub const CRON_FIRES_TOTAL: &str = "fairjob_cron_fires_total";
+/// Fire times skipped, by `schedule`, `reason` (`overlap`: the previous run was
+/// still queued or running; `missed`: missed while no poller ran, past the
+/// catch-up grace or collapsed into the latest). Counter.
+pub const CRON_SKIPPED_TOTAL: &str = "fairjob_cron_skipped_total";
+/// How late a fire time was enqueued after it came due, by `schedule`. Histogram, seconds.
+pub const CRON_LATENESS_SECONDS: &str = "fairjob_cron_lateness_seconds";
 
 /// Every series name, in the order the README lists them.
 pub const ALL: &[&str] = &[
@@ -71,6 +79,9 @@ pub const ALL: &[&str] = &[
     RECOVERED_TOTAL,
     FENCED_TOTAL,
     BUSY,
+    CRON_FIRES_TOTAL,
+    CRON_SKIPPED_TOTAL,
+    CRON_LATENESS_SECONDS,
 ];
 
 /// The label value of every tenant (or slot key) without a series of its own.
@@ -180,6 +191,19 @@ pub fn describe() {
         "Completions of this process fenced because the job had been recovered from it."
     );
     describe_gauge!(BUSY, "Jobs this process is running.");
+    describe_counter!(
+        CRON_FIRES_TOTAL,
+        "Fire times of periodic schedules this process enqueued."
+    );
+    describe_counter!(
+        CRON_SKIPPED_TOTAL,
+        "Fire times of periodic schedules skipped (overlap, missed)."
+    );
+    describe_histogram!(
+        CRON_LATENESS_SECONDS,
+        Unit::Seconds,
+        "How late a periodic schedule's fire time was enqueued."
+    );
 }
 
 /// Bounded label values for one queue's tenants (or for slot keys): at most

@@ -488,3 +488,30 @@ impl Perform for ManyJob {
         Ok(())
     }
 }
+
+/// Records `<schedule> <fire time> <jid> <pid>` onto the list `record` (the
+/// cron tests' ledger: which fire times were enqueued, as which jobs, run by
+/// which process). Sleeps `.0` milliseconds first.
+#[derive(Debug, Default, Serialize, Deserialize, Job)]
+#[job(class = "CronRecordJob")]
+pub struct CronRecordJob(pub u64);
+
+impl Perform for CronRecordJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        if self.0 > 0 {
+            tokio::time::sleep(Duration::from_millis(self.0)).await;
+        }
+        let fire = cx
+            .fire_time()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(-1, |d| d.as_secs() as i64);
+        let line = format!(
+            "{} {} {} {}",
+            cx.schedule().unwrap_or_else(|| "-".into()),
+            fire,
+            cx.jid(),
+            std::process::id()
+        );
+        record(cx, line).await
+    }
+}

@@ -227,8 +227,9 @@ async fn a_real_run_exports_every_series_with_what_happened() {
     assert_eq!(redis.stat("fenced").await, 1);
     assert_eq!(fenced.value(m::RECOVERED_TOTAL, &[]), 0.0);
 
-    // Every series of the public interface appeared on one of the scrapes.
-    for name in SERIES {
+    // Every series of the public interface appeared on one of the scrapes
+    // (periodic schedules' series: `tests/tests/cron.rs`).
+    for name in SERIES.iter().filter(|n| !n.starts_with("fairjob_cron_")) {
         let anywhere = [
             &seen_waiting,
             &shard,

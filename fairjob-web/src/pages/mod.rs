@@ -11,6 +11,7 @@
 
 mod auth;
 mod busy;
+mod cron;
 mod explain;
 mod jobs;
 mod limits;
@@ -25,6 +26,7 @@ use fairjob::inspect::{JobEntry, LongWait};
 
 pub(crate) use auth::{login, login_form, logout};
 pub(crate) use busy::{busy, post_busy};
+pub(crate) use cron::{cron, post_cron};
 pub(crate) use explain::explain;
 pub(crate) use jobs::{dead, post_dead, post_retries, post_scheduled, retries, scheduled};
 pub(crate) use limits::{limits, post_limits, post_rate};
@@ -66,6 +68,7 @@ const NAV: &[(&str, &str)] = &[
     ("/tenants", "Tenants"),
     ("/limits", "Limits"),
     ("/busy", "Busy"),
+    ("/cron", "Cron"),
     ("/retries", "Retries"),
     ("/scheduled", "Scheduled"),
     ("/dead", "Dead"),

@@ -188,6 +188,29 @@ impl Keys {
     pub fn promoting(&self, source: &str) -> String {
         self.k(&format!("fairjob:{{{source}}}:promoting"))
     }
+    /// Periodic schedules, by name: the stored entry (JSON). Every cron key
+    /// shares the hash tag `{cron}`, so each cron script stays in one slot.
+    pub fn cron_defs(&self) -> String {
+        self.k("fairjob:{cron}:defs")
+    }
+    /// Schedule names scored by their next fire time (Unix seconds); a paused
+    /// schedule is absent.
+    pub fn cron_due(&self) -> String {
+        self.k("fairjob:{cron}:due")
+    }
+    /// The names of the schedules declared in code (reconciled at start-up).
+    pub fn cron_code(&self) -> String {
+        self.k("fairjob:{cron}:code")
+    }
+    /// Claimed fire times' jobs not yet pushed, scored by lease expiry (ms).
+    pub fn cron_firing(&self) -> String {
+        self.k("fairjob:{cron}:firing")
+    }
+    /// One schedule's state: last fire time, outcome and jid, paused, the
+    /// running job (`overlap = "skip"`), counters.
+    pub fn cron_state(&self, name: &str) -> String {
+        self.k(&format!("fairjob:{{cron}}:state:{}", encode(name)))
+    }
     /// The reaper's lock (one reaper pass per interval across the fleet).
     pub fn reaper_lock(&self) -> String {
         self.k("fairjob:reaper-lock")

@@ -56,6 +56,12 @@
 //! | **operators' actions** (`actions.rs`) | | | |
 //! | `act_on_entries` | retry now, delete, kill, add to queue on `retry`/`schedule`/`dead` entries | `ZREM` + `LPUSH`/`ZADD` per entry | `Acted` |
 //! | `pause_queue`, `resume_queue`, `signal_process` | paused set; Sidekiq's remote signals | `SADD`/`SREM`, `LPUSH` | `()` |
+//! | **periodic schedules** (`cron.rs`) | | | |
+//! | `cron_set`, `cron_reconcile` | stores a schedule; replaces the code-declared ones (stale removed, run-time kept) | `cron_set.lua`, `cron_reconcile.lua` | changed `bool`, removed names |
+//! | `cron_remove`, `cron_pause`, `cron_resume`, `cron_ran_now` | deletes; takes out of / puts back in `due`; records a run by hand | `MULTI` (`HDEL`, `ZREM`, `ZADD`, `HSET`) | `()` |
+//! | `cron_claim` | compare-and-set of the next fire time; the fire time's job into the firing record (or a miss, an overlap skip) | `cron_claim.lua` | `CronClaim` |
+//! | `cron_redrive` | re-leases claimed jobs whose poller died | `cron_redrive.lua` | payloads |
+//! | `cron_release` | forgets a finished run as the schedule's live one (`overlap = "skip"`) | `cron_release.lua` | `bool` |
 //! | **statistics** (`stats.rs`) | | | |
 //! | `stats_writes` | wait histograms and processed/failed per minute, in the heartbeat's pipeline | `HINCRBY`, `ZADD`, `EXPIRE` | — |
 //! | **raw reads** (`read/`) | | | |
@@ -68,6 +74,7 @@
 //! | `waits`, `longest_waits`, `recent_tenants`, `throughput` | wait histograms, finished counts per minute | `HMGET`, `ZREVRANGE` | `WaitSummary`, `Throughput` |
 //! | `window_counts`, `window_scores_at`, `window_keys_step` | reroute windows | `ZCOUNT`, `ZRANGE BYSCORE`, `SCAN` | counts, scores |
 //! | `list_len`, `list_from_tail`, `tenant_lists_step`, `walk_total` | lists, for explain's bounded walk | `LLEN`, `LRANGE`, `SSCAN` | entries |
+//! | `cron_due_at`, `cron_earliest`, `cron_entry`, `cron_entries`, `cron_state_row` | schedules, next fire times, state | `ZRANGE BYSCORE`, `HGET`, `HSCAN`, `HGETALL`+`ZSCORE` | rows, `CronStateRow` |
 //! | `classes`, `key_len`, `key_ttl` | published classes; any key's size and TTL | `HSCAN`, `TYPE`+`*LEN`, `TTL` | rows |
 //!
 //! `memory` (feature `testing`) is the in-memory backend of fairjob's
@@ -76,6 +83,7 @@
 
 mod actions;
 mod conn;
+mod cron;
 pub(crate) mod fetch;
 mod finish;
 pub mod keys;
@@ -102,6 +110,7 @@ use redis::{FromRedisValue, Value};
 
 pub use actions::{Acted, JobSet, MAX_BULK, ProcessSignal, SetAction};
 pub use conn::{Conn, ConnectOptions, Node, Waiter, redacted};
+pub use cron::{ClaimSpec, CronClaim};
 pub(crate) use fetch::PlainQueue;
 pub use fetch::Reserved;
 #[doc(hidden)]

@@ -125,12 +125,17 @@ script!(SHARD_ACK_MANY, "shard_ack_many.lua");
 script!(RATE_ACQUIRE, "rate_acquire.lua");
 script!(RATE_RELEASE, "rate_release.lua");
 script!(RATE_SET, "rate_set.lua");
+script!(CRON_CLAIM, "cron_claim.lua");
+script!(CRON_REDRIVE, "cron_redrive.lua");
+script!(CRON_SET, "cron_set.lua");
+script!(CRON_RECONCILE, "cron_reconcile.lua");
+script!(CRON_RELEASE, "cron_release.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
 /// slow call was.
 pub fn script_hashes() -> Vec<(&'static str, String)> {
-    let all: [(&str, &LazyLock<Lua>); 23] = [
+    let all: [(&str, &LazyLock<Lua>); 28] = [
         ("push", &PUSH),
         ("fetch", &FETCH),
         ("shard_fetch", &SHARD_FETCH),
@@ -154,6 +159,11 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("rate_acquire", &RATE_ACQUIRE),
         ("rate_release", &RATE_RELEASE),
         ("rate_set", &RATE_SET),
+        ("cron_claim", &CRON_CLAIM),
+        ("cron_redrive", &CRON_REDRIVE),
+        ("cron_set", &CRON_SET),
+        ("cron_reconcile", &CRON_RECONCILE),
+        ("cron_release", &CRON_RELEASE),
     ];
     all.iter()
         .map(|(name, s)| (*name, s.hash().to_owned()))
@@ -198,6 +208,14 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
     ("rate_acquire.lua", include_str!("scripts/rate_acquire.lua")),
     ("rate_release.lua", include_str!("scripts/rate_release.lua")),
     ("rate_set.lua", include_str!("scripts/rate_set.lua")),
+    ("cron_claim.lua", include_str!("scripts/cron_claim.lua")),
+    ("cron_redrive.lua", include_str!("scripts/cron_redrive.lua")),
+    ("cron_set.lua", include_str!("scripts/cron_set.lua")),
+    (
+        "cron_reconcile.lua",
+        include_str!("scripts/cron_reconcile.lua"),
+    ),
+    ("cron_release.lua", include_str!("scripts/cron_release.lua")),
 ];
 
 #[cfg(test)]

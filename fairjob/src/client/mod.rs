@@ -6,6 +6,7 @@
 //! implements for every `#[derive(Job)]` type; this module knows no job type.
 //! Layer 4: it fetches and runs nothing.
 
+mod cron;
 mod middleware;
 mod policy;
 mod push;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
+pub use cron::{CronSpec, Crons};
 pub use middleware::{ClientMiddleware, ClientNext, FnClientMiddleware, client_middleware_fn};
 pub use policy::ShardPolicyChange;
 pub use push::{IntoPush, PushJob};

@@ -128,6 +128,13 @@ impl PushJob {
         }
     }
 
+    /// The payload with its default tenant written in (a periodic
+    /// schedule's job template).
+    pub(crate) fn into_template(mut self) -> Payload {
+        self.settle_tenant();
+        self.payload
+    }
+
     /// Writes the default tenant into the payload when it has none.
     fn settle_tenant(&mut self) {
         if self.payload.tenant().is_none()

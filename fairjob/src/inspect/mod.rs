@@ -13,6 +13,7 @@
 //!
 //! Layer 4: above `fair`, `limit`, `queues` and `config`; no `redis::` here.
 
+mod cron;
 mod explain;
 mod jobs;
 mod processes;
@@ -33,6 +34,8 @@ pub use crate::broker::read::{
 };
 pub use crate::broker::{Acted, JobSet, MAX_BULK, ProcessSignal, SetAction, Setting, ShardPolicy};
 pub use crate::wire::ClassInfo;
+pub use crate::wire::cron::CronSource;
+pub use cron::CronRow;
 pub use explain::{EXPLAIN_BUDGET, EXPLAIN_MAX_BUDGET, Explanation, JobSummary, Location, Reason};
 pub use jobs::{JobEntry, JobFilter, JobPage, SCAN_BUDGET};
 pub use processes::{ProcessPage, ProcessRow, RunningJob};

@@ -7,6 +7,7 @@
 //! worker, which runs what the registry prepares.
 
 mod context;
+mod cron;
 mod enqueue;
 mod registry;
 
@@ -19,6 +20,8 @@ use serde_json::value::RawValue;
 
 pub use context::JobContext;
 pub(crate) use context::JobParts;
+pub use cron::CronDeclaration;
+pub(crate) use cron::declared_crons;
 pub use enqueue::Enqueue;
 pub use registry::{JobRegistration, Registry};
 pub(crate) use registry::{Prepared, RateGate, SlotRequest};

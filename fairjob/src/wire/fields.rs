@@ -13,3 +13,7 @@ pub const INTERRUPTED_COUNT: &str = "interrupted_count";
 /// Marks a parked job of a sharded queue, so that when a slot frees it goes to
 /// the front of its tenant's list (read by the shard scripts).
 pub const SLOT_RELEASED: &str = "fairjob_slot_released";
+/// The periodic schedule that enqueued this job (its name).
+pub const CRON: &str = "fairjob_cron";
+/// The fire time (Unix seconds) of the schedule that enqueued this job.
+pub const FIRE_TIME: &str = "fairjob_fire_time";

@@ -10,6 +10,7 @@
 
 pub mod active_job;
 pub mod classes;
+pub mod cron;
 pub mod date;
 pub mod duration;
 pub mod fields;

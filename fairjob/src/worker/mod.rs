@@ -8,7 +8,8 @@
 //!   end; `retry.rs`: Sidekiq's retry rules (pure); `middleware.rs`: the
 //!   server chain; `exit.rs`: every write that ends a fetched job (ack, retry,
 //!   dead, requeue, recovery), one broker call each;
-//! - `heartbeat.rs`, `reaper.rs`, `scheduler.rs`: the background loops;
+//! - `heartbeat.rs`, `reaper.rs`, `scheduler.rs`, `cron.rs`: the background
+//!   loops (`cron.rs`: periodic schedules, reconciled at start-up);
 //!   `stats.rs`: wait statistics gathered in memory, flushed by the heartbeat;
 //!   `sampler.rs`: the gauges read from Redis, set by one process at a time;
 //!   `series.rs`: the per-job series and their kept handles; `acks.rs`: the
@@ -29,6 +30,7 @@
 
 mod acks;
 mod builder;
+mod cron;
 mod exit;
 mod fetch;
 mod handle;
@@ -92,6 +94,8 @@ pub(crate) struct Shared {
     pub config: WorkerConfig,
     pub queues: QueueSpec,
     pub sharded: Vec<String>,
+    /// The periodic schedules this worker's code declares.
+    pub cron: Vec<crate::wire::cron::CronEntry>,
     /// The user's server middleware.
     pub chain: Arc<[Arc<dyn ServerMiddleware>]>,
     /// Jobs being performed, by token.

@@ -107,7 +107,11 @@ async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
         label(&ran.result, &outcome).as_str(),
         ran.result.as_ref().err().map(JobError::message),
     );
+    let ended = !matches!(outcome, Outcome::Retry(..));
     let label = end(shared, &token, &ran, outcome, permit).await;
+    if ended {
+        super::cron::run_ended(shared, cx.payload()).await;
+    }
     record_end(shared, &cx, label, ran.performed);
 }
 

@@ -140,6 +140,12 @@ async fn recover(shared: &Shared, identity: &str) -> crate::Result<usize> {
             .and_then(|v| SlotHold::from_record(identity, &token.raw, v));
         let done = exit::recover(shared, identity, &token, &exit, slot.as_ref()).await?;
         if done == FinishReply::Done {
+            if let Exit::Dead(payload) = &exit
+                && let Ok(p) = Payload::parse_slice(payload.as_bytes())
+            {
+                // A periodic job gone to dead frees its schedule (overlap = skip).
+                super::cron::run_ended(shared, &p).await;
+            }
             recovered += 1;
             ::metrics::counter!(crate::metrics::RECOVERED_TOTAL).increment(1);
             tracing::warn!(dead_worker = identity, job.queue = %token.queue, "recovered a job from a dead worker");

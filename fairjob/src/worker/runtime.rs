@@ -32,6 +32,7 @@ pub struct Worker {
     pub(super) registry: Registry,
     pub(super) queues: QueueSpec,
     pub(super) sharded: Vec<String>,
+    pub(super) cron: Vec<crate::wire::cron::CronEntry>,
     pub(super) config: WorkerConfig,
     pub(super) identity: String,
     pub(super) server_middleware: Vec<Arc<dyn ServerMiddleware>>,
@@ -118,6 +119,7 @@ impl Worker {
             config: self.config,
             queues: self.queues,
             sharded: self.sharded,
+            cron: self.cron,
             chain: self.server_middleware.into(),
             running: Mutex::new(HashMap::new()),
             held: Mutex::new(std::collections::HashSet::new()),
@@ -162,6 +164,7 @@ impl Worker {
         let mut tasks = JoinSet::new();
         tasks.spawn(heartbeat::run(shared.clone(), background.clone()));
         tasks.spawn(scheduler::run(shared.clone(), background.clone()));
+        tasks.spawn(super::cron::run(shared.clone(), background.clone()));
         tasks.spawn(reaper::run(shared.clone(), background.clone()));
         tasks.spawn(sampler::run(shared.clone(), background.clone()));
         tasks.spawn(releaser::run(shared.clone(), background.clone()));

@@ -10,6 +10,7 @@
 //! reroute windows) is a resumable scan step that says how far it got.
 
 mod classes;
+mod cron;
 mod limits;
 mod lists;
 mod processes;
@@ -25,6 +26,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 pub use classes::MAX_CLASSES;
+pub use cron::CronStateRow;
 pub(crate) use limits::waiter_fields;
 pub use limits::{LimitDetail, LimitPage, LimitRow, SlotHolder, SlotWaiter};
 pub use processes::ProcessRecord;
