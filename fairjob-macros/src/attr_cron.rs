@@ -1,6 +1,6 @@
 //! `#[cron("expr", tz = "Zone", catch_up = "10m", overlap = "skip", name =
 //! "schedule")]`: parsed and checked at the token with the runtime's own
-//! expression grammar (the same source file, compiled in here) and the
+//! expression grammar (the `fairjob-cron` crate) and the
 //! system's time zone database, so a malformed expression or an unknown zone
 //! is a compile error pointing at its literal.
 
@@ -9,9 +9,7 @@ use syn::{Attribute, Ident, LitStr, Token};
 
 use crate::ctxt::Ctxt;
 
-#[allow(unreachable_pub, dead_code)]
-#[path = "../../fairjob/src/wire/cron/expr.rs"]
-mod expr;
+use fairjob_cron as expr;
 
 /// One `#[cron(...)]`.
 pub(crate) struct Cron {

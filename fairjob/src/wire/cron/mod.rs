@@ -29,8 +29,9 @@
 //!
 //! # Dependencies
 //!
-//! The expression grammar is ours ([`expr`], `std` only, also compiled into
-//! the derive macro so a bad expression is a compile error at its token).
+//! The expression grammar is ours ([`expr`], the `std`-only `fairjob-cron`
+//! crate, shared with the derive macro so a bad expression is a compile
+//! error at its token).
 //! Zones come from `jiff` with only its `std` and `tzdb-zoneinfo` features:
 //! it reads the system's `/usr/share/zoneinfo` (present on Debian and every
 //! usual server image) and pulls in no other crate but `jiff-core`. `cron`
@@ -39,7 +40,7 @@
 //! the macro crate.
 
 pub mod entry;
-pub mod expr;
+pub use fairjob_cron as expr;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

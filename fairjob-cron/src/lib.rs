@@ -1,7 +1,9 @@
+//! # fairjob-cron
+//!
 //! The text of a cron expression, parsed into one bit set per field: no time
-//! zones, no clock, nothing but `std`. The derive macro compiles this same
-//! file (through `#[path]`) to reject a malformed expression at the token,
-//! so the rule is written once; it must therefore name nothing of the crate.
+//! zones, no clock, nothing but `std`. Its own crate so that `fairjob` (which
+//! evaluates schedules) and `fairjob-macros` (which rejects a malformed
+//! `#[cron]` expression at its token) share one grammar, and both publish.
 //!
 //! Accepted: 5 fields (`minute hour day-of-month month day-of-week`) or 6
 //! with seconds first (`second minute hour day-of-month month day-of-week`);
