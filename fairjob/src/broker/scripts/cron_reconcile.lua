@@ -8,6 +8,7 @@
 -- encoded name: `Keys::cron_state`, in the same slot), ARGV[2] = count, then
 -- per schedule: name, entry JSON, next fire time (s, '' = never).
 -- Returns the names removed.
+local states = { prefix = ARGV[1] }
 local declared = {}
 local ai = 3
 for i = 1, tonumber(ARGV[2]) do
@@ -17,7 +18,8 @@ for i = 1, tonumber(ARGV[2]) do
   local old = redis.call('HGET', KEYS[1], name)
   redis.call('HSET', KEYS[1], name, entry)
   redis.call('SADD', KEYS[3], name)
-  local paused = redis.call('HGET', ARGV[1] .. fj_encode(name), 'paused') == '1'
+  local encoded = fj_encode(name)
+  local paused = redis.call('HGET', states.prefix .. encoded, 'paused') == '1'
   if not paused then
     if nxt == '' then
       redis.call('ZREM', KEYS[2], name)
@@ -32,7 +34,8 @@ for _, name in ipairs(redis.call('SMEMBERS', KEYS[3])) do
     redis.call('HDEL', KEYS[1], name)
     redis.call('ZREM', KEYS[2], name)
     redis.call('SREM', KEYS[3], name)
-    redis.call('DEL', ARGV[1] .. fj_encode(name))
+    local encoded = fj_encode(name)
+    redis.call('DEL', states.prefix .. encoded)
     removed[#removed + 1] = name
   end
 end
