@@ -294,24 +294,31 @@ fn connect_error(e: redis::RedisError, url: &str, display: &str) -> Error {
     if let Some(why) = tls_failure(&e, display) {
         return Error::Tls(scrub(&why, url));
     }
+    let tls_hint = if e.is_timeout() && display.starts_with("rediss://") {
+        Some(" (no answer to the TLS handshake: is this the server's TLS port?)")
+    } else if e.is_connection_dropped()
+        && !e.is_connection_refusal()
+        && display.starts_with("redis://")
+    {
+        Some(" (the server closed the connection: if it speaks TLS only, use a rediss:// URL)")
+    } else {
+        None
+    };
     match Error::from_redis(e) {
         Error::Auth(text) => Error::Auth(format!("{display}: {}", scrub(&text, url))),
-        Error::Redis(e) if e.is_connection_refusal() || e.is_io_error() || e.is_timeout() => {
-            // A plain server reached by a `rediss://` URL waits for the rest
-            // of what it takes for a command: the handshake times out.
-            // A TLS-only port drops a plain connection at its first command.
-            let hint = if e.is_timeout() && display.starts_with("rediss://") {
-                " (no answer to the TLS handshake: is this the server's TLS port?)"
-            } else if e.is_connection_dropped() && display.starts_with("redis://") {
-                " (the server closed the connection: if it speaks TLS only, use a rediss:// URL)"
-            } else {
-                ""
-            };
-            Error::Connection(format!(
-                "cannot reach {display}: {}{hint}",
-                scrub(&e.to_string(), url)
-            ))
-        }
+        // A plain server reached by a `rediss://` URL waits for the rest of
+        // what it takes for a command: the handshake times out. A TLS-only
+        // port drops a plain connection at its first command.
+        Error::Unreachable { detail, .. } if tls_hint.is_some() => Error::Connection(format!(
+            "cannot reach {display}: {}{}",
+            scrub(&detail, url),
+            tls_hint.unwrap_or_default()
+        )),
+        // Nothing was written while connecting: the caller may try again.
+        Error::Unreachable { detail, .. } => Error::Unreachable {
+            detail: format!("{display}: {}", scrub(&detail, url)),
+            maybe_ran: false,
+        },
         other => other,
     }
 }
