@@ -35,7 +35,9 @@ pub enum Error {
     },
     /// Redis is blocked by a long script or function (`BUSY`, after
     /// `busy-reply-threshold`): it ran nothing of this command.
-    #[error("redis is busy running a script ({0}): retry shortly, or end that script with SCRIPT KILL")]
+    #[error(
+        "redis is busy running a script ({0}): retry shortly, or end that script with SCRIPT KILL"
+    )]
     Busy(String),
     /// Redis is loading its dataset after a restart (`LOADING`): it ran
     /// nothing of this command.
@@ -43,7 +45,9 @@ pub enum Error {
     Loading(String),
     /// The server is a read-only replica (`READONLY`), e.g. a primary demoted
     /// by a failover: it wrote nothing.
-    #[error("redis is a read-only replica ({0}): point the client at the primary (after a failover the client reconnects by itself)")]
+    #[error(
+        "redis is a read-only replica ({0}): point the client at the primary (after a failover the client reconnects by itself)"
+    )]
     ReadOnly(String),
     /// Redis is out of memory (`maxmemory` reached with `noeviction`): it
     /// refused this write and wrote nothing.
@@ -51,7 +55,9 @@ pub enum Error {
     OutOfMemory(String),
     /// Redis stopped accepting writes after a failed snapshot (`MISCONF`,
     /// `stop-writes-on-bgsave-error`): it wrote nothing.
-    #[error("redis refuses writes after a failed save ({0}): fix its disk or dir; writes resume after the next good save")]
+    #[error(
+        "redis refuses writes after a failed save ({0}): fix its disk or dir; writes resume after the next good save"
+    )]
     WritesStopped(String),
     /// A cluster cannot serve the key's slot now (`CLUSTERDOWN`, `TRYAGAIN`,
     /// `MASTERDOWN`): nothing ran.
@@ -59,11 +65,15 @@ pub enum Error {
     ClusterDown(String),
     /// Redis does not have a fairjob script (`NOSCRIPT`) and loading it
     /// failed or was undone at once (`SCRIPT FLUSH`): nothing ran.
-    #[error("redis does not have fairjob's script ({0}): retry; if it persists, check that SCRIPT LOAD is allowed")]
+    #[error(
+        "redis does not have fairjob's script ({0}): retry; if it persists, check that SCRIPT LOAD is allowed"
+    )]
     NoScript(String),
-    /// A push was sent but its reply was lost: the job(s) may have been
-    /// enqueued. Pushing again may enqueue them twice; the jids say which.
-    #[error("the reply to the push of job {} was lost, so it may have been enqueued: check before pushing it again ({source})", jids_text(.jids))]
+    /// A push was sent but did not complete: its reply was lost, or a bulk
+    /// push's later part was refused after an earlier part was written. The
+    /// job(s) may have been enqueued; pushing again may enqueue them twice.
+    /// The jids say which.
+    #[error("the push of job {} did not complete and it may have been enqueued: check before pushing it again ({source})", jids_text(.jids))]
     MaybeEnqueued {
         /// The jids of the push (one, or a bulk push's batch).
         jids: Vec<String>,
@@ -255,7 +265,9 @@ impl Error {
             .into_server_errors()
             .and_then(|items| items.first().map(|(_, e)| e.clone()))
         {
-            Some(first) if err.kind() != redis::ErrorKind::Server(redis::ServerErrorKind::ExecAbort) => {
+            Some(first)
+                if err.kind() != redis::ErrorKind::Server(redis::ServerErrorKind::ExecAbort) =>
+            {
                 redis::RedisError::from(first)
             }
             _ => err,
@@ -546,18 +558,35 @@ mod tests {
             parsed("-NOAUTH Authentication required.\r\n"),
             Error::Auth(_)
         ));
-        let busy = parsed("-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n");
+        let busy = parsed(
+            "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n",
+        );
         assert!(matches!(busy, Error::Busy(_)), "{busy:?}");
         assert!(busy.to_string().contains("BUSY Redis is busy"), "{busy}");
         assert!(busy.is_safe_to_repeat() && busy.is_transient() && busy.is_refusal());
         for (reply, kind) in [
-            ("-LOADING Redis is loading the dataset in memory\r\n", "loading"),
-            ("-READONLY You can't write against a read only replica.\r\n", "readonly"),
-            ("-MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.\r\n", "misconf"),
-            ("-TRYAGAIN Multiple keys request during rehashing of slot\r\n", "clusterdown"),
+            (
+                "-LOADING Redis is loading the dataset in memory\r\n",
+                "loading",
+            ),
+            (
+                "-READONLY You can't write against a read only replica.\r\n",
+                "readonly",
+            ),
+            (
+                "-MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.\r\n",
+                "misconf",
+            ),
+            (
+                "-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+                "clusterdown",
+            ),
             ("-CLUSTERDOWN The cluster is down\r\n", "clusterdown"),
             ("-NOSCRIPT No matching script.\r\n", "noscript"),
-            ("-OOM command not allowed when used memory > 'maxmemory'.\r\n", "oom"),
+            (
+                "-OOM command not allowed when used memory > 'maxmemory'.\r\n",
+                "oom",
+            ),
         ] {
             let e = parsed(reply);
             assert_eq!(e.redis_kind(), kind, "{e:?}");
@@ -584,7 +613,13 @@ mod tests {
         for k in [K::ConnectionRefused, K::BrokenPipe, K::NotConnected] {
             let e = of(k);
             assert!(
-                matches!(e, Error::Unreachable { maybe_ran: false, .. }),
+                matches!(
+                    e,
+                    Error::Unreachable {
+                        maybe_ran: false,
+                        ..
+                    }
+                ),
                 "{k:?}: {e:?}"
             );
             assert!(e.is_safe_to_repeat(), "{e}");
@@ -593,7 +628,13 @@ mod tests {
         for k in [K::ConnectionReset, K::UnexpectedEof, K::TimedOut] {
             let e = of(k);
             assert!(
-                matches!(e, Error::Unreachable { maybe_ran: true, .. }),
+                matches!(
+                    e,
+                    Error::Unreachable {
+                        maybe_ran: true,
+                        ..
+                    }
+                ),
                 "{k:?}: {e:?}"
             );
             assert!(!e.is_safe_to_repeat() && e.is_transient(), "{e}");

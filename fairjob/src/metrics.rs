@@ -50,6 +50,10 @@ pub const RECOVERED_TOTAL: &str = "fairjob_recovered_total";
 pub const FENCED_TOTAL: &str = "fairjob_fenced_total";
 /// Jobs this process is running, by `process` (its identity). Gauge.
 pub const BUSY: &str = "fairjob_busy";
+/// Redis calls of this process that failed, by `kind` (`unreachable`,
+/// `busy`, `loading`, `readonly`, `oom`, `misconf`, `clusterdown`,
+/// `noscript`, `auth`, `maybe_enqueued`, `other`). Counter.
+pub const REDIS_ERRORS_TOTAL: &str = "fairjob_redis_errors_total";
 
 /// Every series name, in the order the README lists them.
 pub const ALL: &[&str] = &[
@@ -65,6 +69,7 @@ pub const ALL: &[&str] = &[
     RECOVERED_TOTAL,
     FENCED_TOTAL,
     BUSY,
+    REDIS_ERRORS_TOTAL,
 ];
 
 /// The label value of every tenant (or slot key) without a series of its own.
@@ -166,6 +171,10 @@ pub fn describe() {
         "Completions of this process fenced because the job had been recovered from it."
     );
     describe_gauge!(BUSY, "Jobs this process is running.");
+    describe_counter!(
+        REDIS_ERRORS_TOTAL,
+        "Redis calls of this process that failed, by the kind of refusal or failure."
+    );
 }
 
 /// Bounded label values for one queue's tenants (or for slot keys): at most
