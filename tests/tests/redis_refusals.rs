@@ -4,7 +4,8 @@
 //! stopped after a failed save (`MISCONF`), a long script (`BUSY`), a
 //! restart that stays `LOADING`. Every push succeeds or returns its typed
 //! error within the retry deadline, every acknowledged job runs, and a stall
-//! shorter than two leases runs no job twice and recovers nobody.
+//! shorter than two leases runs no job twice and recovers nobody; while
+//! Redis refuses writes, `/readyz`, the dashboard and the metrics say so.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,6 +14,8 @@ use std::time::{Duration, Instant};
 use fairjob::testing::RedisServer;
 use fairjob::{Client, Error, Job};
 use fairjob_tests::jobs::LedgerJob;
+use fairjob_tests::metrics::MetricsWorker;
+use fairjob_tests::web::Http;
 use fairjob_tests::{Ledger, Redis, TestWorker, eventually, ledger_dir};
 
 /// The producers' retry deadline.
@@ -335,4 +338,54 @@ async fn connecting_needs_no_write_and_a_refused_connection_reads_as_unreachable
         .unwrap_err();
     assert!(matches!(err, Error::WritesStopped(_)), "{err:?}");
     assert!(err.to_string().contains("MISCONF"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusing_redis_is_degraded_on_readyz_the_dashboard_and_the_metrics() {
+    let redis = Redis::start().await;
+    let port = redis.server().port();
+    let worker = redis
+        .worker_process()
+        .queues(["ledger"])
+        .flag("--web", "127.0.0.1:0");
+    let w = MetricsWorker::start(&worker);
+    let web = eventually!(
+        let line = w.log().lines().find_map(|l| l.strip_prefix("fairjob dashboard on ").map(|u| u.split_whitespace().next().unwrap_or("").trim_end_matches('/').to_owned()));
+        line.is_some(),
+        "the dashboard's address"
+    )
+    .unwrap();
+    let get = |url: String| Http::new().get(&url, &[]);
+    eventually!(w.status("/readyz") == 200, "ready once fetching");
+
+    // Demoted to a read-only replica: Redis answers but refuses writes.
+    cli(port, &["REPLICAOF", "127.0.0.1", "1"]);
+    let ready = eventually!(
+        let r = get(format!("{}/readyz", w.url)); r.body.starts_with("degraded"),
+        "the worker's /readyz says degraded"
+    );
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    assert!(ready.body.contains("read-only"), "{}", ready.body);
+    let page = get(format!("{web}/"));
+    assert!(
+        page.body.contains("Degraded") && page.body.contains("read-only replica"),
+        "the overview's banner: {}",
+        page.body
+    );
+    let api = get(format!("{web}/api/")).json();
+    assert_eq!(api["redis_refusal"]["kind"], "read_only_replica", "{api}");
+    eventually!(
+        w.scrape().value(
+            fairjob::metrics::REDIS_ERRORS_TOTAL,
+            &[("kind", "readonly")]
+        ) > 0.0,
+        "the worker counts the refusals"
+    );
+
+    cli(port, &["REPLICAOF", "NO", "ONE"]);
+    eventually!(
+        get(format!("{}/readyz", w.url)).body == "ready\n",
+        "ready again once Redis takes writes"
+    );
+    assert!(!get(format!("{web}/")).body.contains("Degraded"));
 }

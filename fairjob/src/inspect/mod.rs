@@ -14,6 +14,7 @@
 //! Layer 4: above `fair`, `limit`, `queues` and `config`; no `redis::` here.
 
 mod explain;
+mod health;
 mod jobs;
 mod queues;
 mod sample;
@@ -27,12 +28,13 @@ pub use crate::broker::keys::{decode as decode_key, encode as encode_key};
 pub use crate::broker::read::{
     FinishedCounts, LimitDetail, LimitPage, LimitRow, LongWait, MAX_CLASSES, MAX_MINUTES,
     MAX_QUEUES, MAX_READ_ROWS, OVERVIEW_TENANT_CAP, Overview, Page, ProcessPage, ProcessRow,
-    QueueRow, RECENT_MINUTES, RunningJob, SHARE_MINUTES, ShardRow, ShardView, SlotHolder,
-    SlotWaiter, Throughput, WaitSummary, WorkerRow,
+    QueueRow, RECENT_MINUTES, RunningJob, SHARE_MINUTES, ServerFacts, ShardRow, ShardView,
+    SlotHolder, SlotWaiter, Throughput, WaitSummary, WorkerRow,
 };
 pub use crate::broker::{Acted, JobSet, MAX_BULK, ProcessSignal, SetAction, Setting, ShardPolicy};
 pub use crate::wire::ClassInfo;
 pub use explain::{EXPLAIN_BUDGET, EXPLAIN_MAX_BUDGET, Explanation, JobSummary, Location, Reason};
+pub use health::{Refusal, refusal_of};
 pub use jobs::{JobEntry, JobFilter, JobPage, SCAN_BUDGET};
 pub use queues::{
     BlockReason, Blocked, FetchPlan, MEASURED_MINUTES, OverviewView, PlanTier, QueueState,
