@@ -24,14 +24,15 @@ const DEADLINE: Duration = Duration::from_secs(2);
 const SLACK: Duration = Duration::from_millis(1500);
 
 /// Two workers of the queue `ledger` with a 1 s lease: a stall of 1.6 s
-/// expires every lease, and is shorter than two.
+/// expires every lease, and is shorter than two. Their reapers look three
+/// times per heartbeat, so after a stall a reaper runs before its peer renews.
 fn worker(redis: &Redis, dir: &std::path::Path) -> TestWorker {
     redis
         .ledger_worker(dir)
-        .concurrency(4)
+        .concurrency(8)
         .flag("--lease", "1s")
         .flag("--heartbeat", "300ms")
-        .flag("--reaper-interval", "300ms")
+        .flag("--reaper-interval", "100ms")
 }
 
 /// What a paced producer saw.
@@ -42,15 +43,19 @@ struct Produced {
     slowest: Duration,
 }
 
-/// Pushes a 30 ms `LedgerJob` every 25 ms until `stop`, checking that each
-/// call ends within the deadline and fails only with a typed error.
-fn produce(client: Client, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Produced> {
+/// Pushes a `LedgerJob` of `job_ms` every 25 ms until `stop`, checking that
+/// each call ends within the deadline and fails only with a typed error.
+fn produce(
+    client: Client,
+    job_ms: u64,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Produced> {
     let limit = client.config().retry_deadline + SLACK;
     tokio::spawn(async move {
         let mut out = Produced::default();
         while !stop.load(Ordering::Relaxed) {
             let started = Instant::now();
-            let got = LedgerJob::sleeping(30).perform_async(&client).await;
+            let got = LedgerJob::sleeping(job_ms).perform_async(&client).await;
             let took = started.elapsed();
             out.slowest = out.slowest.max(took);
             assert!(took <= limit, "a push took {took:?}: {got:?}");
@@ -129,7 +134,8 @@ async fn a_busy_stall_shorter_than_two_leases_recovers_nobody() {
         "both workers register"
     );
     let stop = Arc::new(AtomicBool::new(false));
-    let producer = produce(client(&redis, DEADLINE).await, stop.clone());
+    // Jobs of 300 ms: some are running when the stall ends.
+    let producer = produce(client(&redis, DEADLINE).await, 300, stop.clone());
     tokio::time::sleep(Duration::from_millis(800)).await;
 
     // Another client's script holds Redis for 1.6 s: everyone gets BUSY,
@@ -172,8 +178,8 @@ async fn every_refusal_is_typed_retried_and_loses_no_acknowledged_job() {
         "both workers register"
     );
     let stop = Arc::new(AtomicBool::new(false));
-    let with_retry = produce(client(&redis, DEADLINE).await, stop.clone());
-    let without = produce(client(&redis, Duration::ZERO).await, stop.clone());
+    let with_retry = produce(client(&redis, DEADLINE).await, 30, stop.clone());
+    let without = produce(client(&redis, Duration::ZERO).await, 30, stop.clone());
     let hold = || tokio::time::sleep(Duration::from_millis(700));
     tokio::time::sleep(Duration::from_millis(500)).await;
 
