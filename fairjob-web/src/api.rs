@@ -43,11 +43,36 @@ pub(crate) async fn readyz(State(state): State<Arc<WebState>>) -> Response {
             return (StatusCode::SERVICE_UNAVAILABLE, "not fetching yet\n").into_response();
         }
     }
-    match tokio::time::timeout(READY_PING, state.inspector().ping()).await {
-        Ok(Ok(_)) => (StatusCode::OK, "ready\n").into_response(),
-        Ok(Err(_)) | Err(_) => {
-            (StatusCode::SERVICE_UNAVAILABLE, "redis unreachable\n").into_response()
-        }
+    let (status, text) = readiness(state.inspector()).await;
+    (status, text).into_response()
+}
+
+/// What `/readyz` answers about Redis, beside a worker or not: 200 `ready`;
+/// 200 `degraded: <why>` while Redis answers but refuses writes (read-only
+/// replica, out of memory, writes stopped after a failed save); 503 with the
+/// reason when it does not answer (unreachable, busy, loading).
+pub async fn readiness(
+    inspector: &fairjob::inspect::Inspector,
+) -> (axum::http::StatusCode, String) {
+    use axum::http::StatusCode;
+    let refusal = async {
+        inspector.ping().await?;
+        inspector.redis_refusal().await
+    };
+    match tokio::time::timeout(READY_PING, refusal).await {
+        Ok(Ok(None)) => (StatusCode::OK, "ready\n".to_owned()),
+        Ok(Ok(Some(r))) => (
+            StatusCode::OK,
+            format!("degraded: {}\n", crate::reasons::refusal_text(&r)),
+        ),
+        Ok(Err(e)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("redis unavailable: {e}\n"),
+        ),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "redis unreachable: no answer within a second\n".to_owned(),
+        ),
     }
 }
 

@@ -51,7 +51,15 @@ pub struct ClientConfig {
     /// Queues that are tenant-sharded (besides those declared by
     /// `#[job(shard_by_tenant)]` and those workers announce in Redis).
     pub sharded_queues: Vec<String>,
+    /// How long a push keeps retrying while Redis refuses it (busy, loading,
+    /// read-only, out of memory, writes stopped) or before it could be sent;
+    /// 0 turns retries off (default 2 s). See the README's "When Redis says no".
+    #[serde(with = "human")]
+    pub retry_deadline: Duration,
 }
+
+/// The default [`ClientConfig::retry_deadline`].
+pub const DEFAULT_RETRY_DEADLINE: Duration = Duration::from_secs(2);
 
 impl Default for ClientConfig {
     fn default() -> Self {
@@ -61,6 +69,7 @@ impl Default for ClientConfig {
             max_throttling_window: DEFAULT_MAX_WINDOW,
             max_payload_bytes: DEFAULT_MAX_PAYLOAD,
             sharded_queues: Vec::new(),
+            retry_deadline: DEFAULT_RETRY_DEADLINE,
         }
     }
 }
@@ -281,6 +290,8 @@ struct WorkerConfigFile {
     max_throttling_window: Duration,
     max_enqueue_bytes: usize,
     sharded_queues: Vec<String>,
+    #[serde(with = "human")]
+    retry_deadline: Duration,
     queues: Vec<String>,
     tiers: Vec<Vec<String>>,
     concurrency: usize,
@@ -451,6 +462,7 @@ impl From<WorkerConfig> for WorkerConfigFile {
             max_throttling_window: c.max_throttling_window,
             max_enqueue_bytes: c.max_payload_bytes,
             sharded_queues: c.sharded_queues,
+            retry_deadline: c.retry_deadline,
             queues: w.queues,
             tiers: w.tiers,
             concurrency: w.concurrency,
@@ -498,6 +510,7 @@ impl From<WorkerConfigFile> for WorkerConfig {
                 max_throttling_window: f.max_throttling_window,
                 max_payload_bytes: f.max_enqueue_bytes,
                 sharded_queues: f.sharded_queues,
+                retry_deadline: f.retry_deadline,
             },
             queues: f.queues,
             tiers: f.tiers,
@@ -570,6 +583,9 @@ mod tests {
         assert_eq!(client.connect.connect_timeout, Duration::from_secs(2));
         assert!(client.connect.cluster);
         assert_eq!(client.max_payload_bytes, DEFAULT_MAX_PAYLOAD);
+        assert_eq!(client.retry_deadline, DEFAULT_RETRY_DEADLINE);
+        let off: WorkerConfig = serde_json::from_str(r#"{"retry_deadline":"0s"}"#).unwrap();
+        assert_eq!(off.client.retry_deadline, Duration::ZERO);
         assert_eq!(
             client.connect_options(),
             ConnectOptions {

@@ -62,6 +62,10 @@ pub const CRON_FIRES_TOTAL: &str = "fairjob_cron_fires_total";
 pub const CRON_SKIPPED_TOTAL: &str = "fairjob_cron_skipped_total";
 /// How late a fire time was enqueued after it came due, by `schedule`. Histogram, seconds.
 pub const CRON_LATENESS_SECONDS: &str = "fairjob_cron_lateness_seconds";
+/// Redis calls of this process that failed, by `kind` (`unreachable`,
+/// `busy`, `loading`, `readonly`, `oom`, `misconf`, `clusterdown`,
+/// `noscript`, `auth`, `maybe_enqueued`, `other`). Counter.
+pub const REDIS_ERRORS_TOTAL: &str = "fairjob_redis_errors_total";
 
 /// Every series name, in the order the README lists them.
 pub const ALL: &[&str] = &[
@@ -82,6 +86,7 @@ pub const ALL: &[&str] = &[
     CRON_FIRES_TOTAL,
     CRON_SKIPPED_TOTAL,
     CRON_LATENESS_SECONDS,
+    REDIS_ERRORS_TOTAL,
 ];
 
 /// The label value of every tenant (or slot key) without a series of its own.
@@ -203,6 +208,10 @@ pub fn describe() {
         CRON_LATENESS_SECONDS,
         Unit::Seconds,
         "How late a periodic schedule's fire time was enqueued."
+    );
+    describe_counter!(
+        REDIS_ERRORS_TOTAL,
+        "Redis calls of this process that failed, by the kind of refusal or failure."
     );
 }
 

@@ -16,9 +16,10 @@
 //! | operation | changes or reads | script or commands | reply |
 //! |---|---|---|---|
 //! | **connection** (`mod.rs`, `conn/`) | | | |
-//! | `connect` | opens the shared connection (node or cluster, TLS), checks it | `HELLO`/`AUTH`, `PING` | `RedisBroker` |
+//! | `connect` | opens the shared connection (node or cluster, TLS), checks it without writing (a server that is loading, busy or refusing writes is reached) | `HELLO`/`AUTH`, `INFO cluster` (`PING` if INFO is refused) | `RedisBroker` |
 //! | `connection`, `waiter`, `primaries`, `is_cluster` | the shared handle; a blocking waiter on wake-up lists; the cluster's primaries | `BLPOP`, `CLUSTER NODES` | `Conn`, `Waiter`, `Option<Vec<Node>>` |
 //! | `time`, `ping` | Redis's clock; one round trip | `TIME`, `PING` | `f64`, `Duration` |
+//! | `reconnect` | drops the shared connection to one server; the next command opens a new one (after `READONLY`) | — | `()` |
 //! | `wake` | pushes a wake-up token (kept at one) | `LPUSH`+`LTRIM` | `()` |
 //! | **enqueue** (`push.rs`) | | | |
 //! | `push` | registers reroute windows, picks the queue, pushes (plain list, sharded inbox), wakes | `push.lua` (`window.lua` on a cluster) | `Vec<Pushed>` |
@@ -66,6 +67,7 @@
 //! | `stats_writes` | wait histograms and processed/failed per minute, in the heartbeat's pipeline | `HINCRBY`, `ZADD`, `EXPIRE` | — |
 //! | **raw reads** (`read/`) | | | |
 //! | `overview`, `totals`, `queue_names`, `queue_heads`, `scheduled_head`, `eviction_policy` | queue sizes and oldest entries, set sizes, counters | `SMEMBERS`, `LLEN`, `LINDEX`, `ZCARD`, `GET`, `CONFIG GET` | rows |
+//! | `server_facts` | whether the server takes writes: loading, role, last snapshot, memory | `INFO`, `CONFIG GET` | `ServerFacts` |
 //! | `set_size`, `set_range`, `set_members_at`, `set_scan_step` | `retry`/`schedule`/`dead` | `ZCARD`, `ZRANGE`, `ZSCAN` | members with scores |
 //! | `shard_view`, `shard_tenants`, `shard_heads`, `shard_running`, `shard_pending_step`, `shard_tenant_count` | a sharded queue's tenants and settings | `SSCAN`, `LLEN`, `HGET`, `ZSCORE`, `ZRANK` | `ShardView`, rows |
 //! | `limits`, `limit_detail`, `slot_waiters`, `limit_keys_step` | slot-limited keys, holders, waiters | `SSCAN`, `GET`, `ZCARD`, `LRANGE` | `LimitPage`, `LimitDetail` |
@@ -206,6 +208,13 @@ impl RedisBroker {
     /// through the broker's functions.
     pub fn connection(&self) -> Conn {
         self.conn.clone()
+    }
+
+    /// Drops the shared connection and opens a new one at the next command
+    /// (after a `READONLY` reply: a failover may have moved the primary
+    /// behind the same name). On a cluster its client follows the slot map.
+    pub(crate) fn reconnect(&self) {
+        self.conn.reconnect();
     }
 
     /// A waiter that blocks on `keys` (wake-up lists) for up to `block` per
@@ -387,7 +396,7 @@ impl RedisBroker {
         &self,
         calls: &[scripts::Call<'_>],
     ) -> Result<Vec<T>> {
-        let mut out: Vec<Option<T>> = (0..calls.len()).map(|_| None).collect();
+        let mut out: Vec<Option<Result<T>>> = (0..calls.len()).map(|_| None).collect();
         let mut todo: Vec<usize> = (0..calls.len()).collect();
         for attempt in 0..2 {
             let mut pipe = redis::pipe();
@@ -397,11 +406,12 @@ impl RedisBroker {
             }
             let replies: Vec<redis::RedisResult<Value>> = self.pipe(&pipe).await?;
             let mut missing = Vec::new();
+            let mut failed = None;
             for (&i, reply) in todo.iter().zip(replies) {
                 match reply {
                     Ok(v) => {
                         out[i] =
-                            Some(T::from_redis_value(v).map_err(|e| Error::from_redis(e.into()))?)
+                            Some(T::from_redis_value(v).map_err(|e| Error::from_redis(e.into())))
                     }
                     Err(e)
                         if attempt == 0
@@ -410,8 +420,15 @@ impl RedisBroker {
                     {
                         missing.push(i)
                     }
-                    Err(e) => return Err(Error::from_redis(e)),
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                    }
                 }
+            }
+            if let Some(e) = failed {
+                // Calls that ran wrote; the caller must not repeat them all.
+                let written = out.iter().filter(|v| v.is_some()).count();
+                return Err(push::partly(Error::from_redis(e), written));
             }
             if missing.is_empty() {
                 break;
@@ -426,10 +443,9 @@ impl RedisBroker {
             }
             todo = missing;
         }
-        Ok(out
-            .into_iter()
+        out.into_iter()
             .map(|v| v.expect("every call answered"))
-            .collect())
+            .collect()
     }
 
     /// Loads a script into Redis (every node of a cluster).

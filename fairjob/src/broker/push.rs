@@ -6,7 +6,7 @@ use redis::Value;
 
 use super::scripts::{Call, PUSH, SCHEDULE, WINDOW};
 use super::{RedisBroker, Src, keys};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// When a scheduled job is due.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -326,17 +326,24 @@ impl RedisBroker {
             }
         }
         let mut pipe = redis::pipe();
+        pipe.ignore_errors();
         pipe.sadd(
             self.keys.queues(),
             queues.iter().map(|(q, _)| *q).collect::<Vec<_>>(),
         )
         .ignore();
         for (queue, payloads) in &queues {
-            pipe.lpush(self.keys.queue(queue), payloads).ignore();
+            pipe.lpush(self.keys.queue(queue), payloads);
             let wake = self.keys.wake(queue);
             pipe.lpush(&wake, "1").ignore().ltrim(&wake, 0, 0).ignore();
         }
-        self.pipe::<()>(&pipe).await?;
+        // One reply per queue's LPUSH: a refusal of all of them wrote no job
+        // (the caller may repeat the push); of some, wrote some.
+        let replies: Vec<redis::RedisResult<Value>> = self.pipe(&pipe).await?;
+        let written = replies.iter().filter(|r| r.is_ok()).count();
+        if let Some(Err(e)) = replies.into_iter().find(Result::is_err) {
+            return Err(partly(Error::from_redis(e), written));
+        }
         Ok(vec![Pushed::To(0); jobs.len()])
     }
 
@@ -536,6 +543,20 @@ impl RedisBroker {
         };
         let _: i64 = self.query(redis::cmd("ZREM").arg(key).arg(payload)).await?;
         Ok(())
+    }
+}
+
+/// The error of a push of which `written` commands (queues' pushes or
+/// script calls) went through before another was refused: the caller must
+/// not repeat it blindly.
+pub(super) fn partly(err: Error, written: usize) -> Error {
+    if written > 0 && err.is_safe_to_repeat() {
+        Error::MaybeEnqueued {
+            jids: Vec::new(),
+            source: Box::new(err),
+        }
+    } else {
+        err
     }
 }
 

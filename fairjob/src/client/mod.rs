@@ -10,6 +10,7 @@ mod cron;
 mod middleware;
 mod policy;
 mod push;
+mod retry;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -114,6 +115,17 @@ impl ClientBuilder {
         self
     }
 
+    /// How long a push keeps retrying while Redis refuses it (busy, loading,
+    /// a read-only replica, out of memory, writes stopped after a failed
+    /// save) or before it could be sent (default 2 s; zero turns retries
+    /// off). A push whose reply was lost is never repeated: it fails with
+    /// [`Error::MaybeEnqueued`]. Connecting waits this long for a server
+    /// that is loading or busy.
+    pub fn retry_deadline(mut self, deadline: Duration) -> Self {
+        self.config.retry_deadline = deadline;
+        self
+    }
+
     /// Appends a client middleware; links run in the order added.
     pub fn middleware(self, m: impl ClientMiddleware) -> Self {
         self.middleware_arc(Arc::new(m))
@@ -204,8 +216,30 @@ impl ClientBuilder {
     pub async fn build(self) -> Result<Client> {
         let broker =
             RedisBroker::connect(self.config.redis_url(), self.config.connect_options()).await?;
-        // Queues that workers declared sharded; best effort (an ACL may forbid it).
-        let announced = broker.sharded_queues().await.unwrap_or_default();
+        // Queues that workers declared sharded; best effort (an ACL may
+        // forbid it), waiting up to the retry deadline for a server that is
+        // loading or busy.
+        let started = std::time::Instant::now();
+        let mut attempt = 0;
+        let announced = loop {
+            match broker.sharded_queues().await {
+                Ok(q) => break q,
+                Err(e) => {
+                    match retry::next(&e, attempt, started.elapsed(), self.config.retry_deadline) {
+                        retry::Next::Retry { after, .. } => {
+                            tokio::time::sleep(after).await;
+                            attempt += 1;
+                        }
+                        retry::Next::Fail => {
+                            if e.is_transient() {
+                                tracing::warn!(error = %e, "cannot read the queues workers declared sharded");
+                            }
+                            break Vec::new();
+                        }
+                    }
+                }
+            }
+        };
         self.build_on(broker, announced)
     }
 

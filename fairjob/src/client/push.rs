@@ -209,7 +209,12 @@ impl Client {
             classes.push(job.payload.class());
             specs.push(self.prepare(job, now, None)?.0);
         }
-        let pushed = self.broker().push(&specs, self.clock_offset()).await?;
+        let pushed = self
+            .retrying(
+                || jids.iter().map(|(_, j)| j.clone()).collect(),
+                || self.broker().push(&specs, self.clock_offset()),
+            )
+            .await?;
         for ((spec, class), p) in specs.iter().zip(classes).zip(pushed) {
             if let Pushed::To(i) = p
                 && i > 0
@@ -323,8 +328,13 @@ impl Client {
         let class = job.payload.class();
         let (spec, rules, base_queue) = self.prepare(job, now_f64(), src)?;
         let pushed = self
-            .broker()
-            .push(std::slice::from_ref(&spec), self.clock_offset())
+            .retrying(
+                || vec![jid.clone()],
+                || {
+                    self.broker()
+                        .push(std::slice::from_ref(&spec), self.clock_offset())
+                },
+            )
             .await?;
         let Some(Pushed::To(idx)) = pushed.first().copied() else {
             return Ok(None);
@@ -394,9 +404,12 @@ impl Client {
                     max,
                 });
             }
-            self.broker()
-                .schedule(&[(when, json)], self.clock_offset())
-                .await?;
+            let entries = [(when, json)];
+            self.retrying(
+                || vec![jid.clone()],
+                || self.broker().schedule(&entries, self.clock_offset()),
+            )
+            .await?;
             Ok(jid)
         }
         .instrument(span)

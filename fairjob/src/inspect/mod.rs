@@ -15,6 +15,7 @@
 
 mod cron;
 mod explain;
+mod health;
 mod jobs;
 mod processes;
 mod queues;
@@ -30,13 +31,15 @@ pub use crate::broker::keys::{decode as decode_key, encode as encode_key};
 pub use crate::broker::read::{
     FinishedCounts, LimitDetail, LimitPage, LimitRow, LongWait, MAX_CLASSES, MAX_MINUTES,
     MAX_QUEUES, MAX_READ_ROWS, OVERVIEW_TENANT_CAP, Overview, Page, QueueRow, RECENT_MINUTES,
-    SHARE_MINUTES, ShardRow, ShardView, SlotHolder, SlotWaiter, Throughput, WaitSummary, WorkerRow,
+    SHARE_MINUTES, ServerFacts, ShardRow, ShardView, SlotHolder, SlotWaiter, Throughput,
+    WaitSummary, WorkerRow,
 };
 pub use crate::broker::{Acted, JobSet, MAX_BULK, ProcessSignal, SetAction, Setting, ShardPolicy};
 pub use crate::wire::ClassInfo;
 pub use crate::wire::cron::CronSource;
 pub use cron::CronRow;
 pub use explain::{EXPLAIN_BUDGET, EXPLAIN_MAX_BUDGET, Explanation, JobSummary, Location, Reason};
+pub use health::{Refusal, refusal_of};
 pub use jobs::{JobEntry, JobFilter, JobPage, SCAN_BUDGET};
 pub use processes::{ProcessPage, ProcessRow, RunningJob};
 pub use queues::{

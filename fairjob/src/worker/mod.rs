@@ -13,7 +13,9 @@
 //!   `stats.rs`: wait statistics gathered in memory, flushed by the heartbeat;
 //!   `sampler.rs`: the gauges read from Redis, set by one process at a time;
 //!   `series.rs`: the per-job series and their kept handles; `acks.rs`: the
-//!   task that writes succeeded jobs' acks in batches.
+//!   task that writes succeeded jobs' acks in batches; `stall.rs`: Redis-wide
+//!   stalls seen through the lease renewals, and the rule that keeps one
+//!   from recovering live workers' jobs.
 //!
 //! A fetched job moves atomically (one `fetch.lua` call, or `shard_fetch.lua`
 //! for a tenant-sharded queue, whose record lives in the queue's cluster slot)
@@ -44,6 +46,7 @@ mod runtime;
 mod sampler;
 mod scheduler;
 mod series;
+mod stall;
 mod stats;
 
 use std::collections::HashMap;
@@ -137,6 +140,7 @@ impl Shared {
 
     /// Logs a Redis failure at a bounded rate (one line per 10 s, with a count).
     pub(crate) fn redis_trouble(&self, during: &str, e: &Error) {
+        ::metrics::counter!(metrics::REDIS_ERRORS_TOTAL, "kind" => e.redis_kind()).increment(1);
         let mut last = self.last_trouble.lock().expect("trouble lock");
         let now = Instant::now();
         if last.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(10)) {

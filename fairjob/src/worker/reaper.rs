@@ -8,8 +8,12 @@
 //! job's token (finish.lua, or shard_finish.lua for a sharded queue's job, whose
 //! record lives in the queue's cluster slot), so concurrent reapers can't
 //! recover a job twice.
+//!
+//! A process whose own lease renewals failed (a Redis-wide stall) recovers
+//! nobody until one lease after they succeed again: the rule is in `stall.rs`.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
@@ -38,6 +42,15 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
 
 /// One reaper pass, if this worker gets the lock; returns jobs recovered.
 pub(crate) async fn pass(shared: &Shared) -> crate::Result<usize> {
+    if !shared
+        .control
+        .stalls()
+        .may_recover(Instant::now(), shared.config.lease)
+    {
+        // A Redis-wide stall expired every lease: live peers renew within
+        // a lease of its end (see `stall.rs`).
+        return Ok(0);
+    }
     let broker = shared.client.broker();
     match broker
         .try_reaper_lock(&shared.identity, shared.config.reaper_interval)

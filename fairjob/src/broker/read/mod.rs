@@ -30,7 +30,7 @@ pub use cron::CronStateRow;
 pub(crate) use limits::waiter_fields;
 pub use limits::{LimitDetail, LimitPage, LimitRow, SlotHolder, SlotWaiter};
 pub use processes::ProcessRecord;
-pub use queues::{MAX_QUEUES, Totals};
+pub use queues::{MAX_QUEUES, ServerFacts, Totals};
 pub use rates::{RatePage, RateRow};
 pub use shards::{SHARE_MINUTES, ShardRow, ShardView, tenant_name};
 pub use waits::{FinishedCounts, LongWait, MAX_MINUTES, RECENT_MINUTES, Throughput, WaitSummary};
