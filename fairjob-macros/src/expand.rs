@@ -13,7 +13,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
 use crate::ast::{Container, Shape};
-use crate::attr::{Concurrency, Retry, Throttle};
+use crate::attr::{Concurrency, FieldRef, Retry, Throttle};
 use crate::ctxt::Ctxt;
 use crate::validate::{self, DEFAULT_QUEUE, Resolved, Source};
 
@@ -84,6 +84,18 @@ fn implementation(container: &Container<'_>, resolved: &Resolved) -> TokenStream
             }
         }
     });
+    let unique_key = (!resolved.unique_by.is_empty()).then(|| {
+        let fields = &resolved.unique_by;
+        quote! {
+            fn unique_key_json(
+                &self,
+            ) -> ::core::option::Option<
+                ::core::result::Result<::std::string::String, ::fairjob::__private::JsonError>,
+            > {
+                ::core::option::Option::Some(::fairjob::__private::unique_key(&(#(&self.#fields,)*)))
+            }
+        }
+    });
     let registration = registration(ident);
     let sharded = container.attrs.job.shard_by_tenant.then(|| {
         let queue = container
@@ -107,6 +119,7 @@ fn implementation(container: &Container<'_>, resolved: &Resolved) -> TokenStream
                 const ARGS: ::fairjob::__private::ArgsShape = #args;
                 #fair_tenant
                 #concurrency_key
+                #unique_key
             }
             #registration
             #sharded
@@ -158,6 +171,31 @@ fn options(container: &Container<'_>) -> TokenStream {
         let ms = d.as_millis() as u64;
         quote!(::core::time::Duration::from_millis(#ms))
     }));
+    let unique = option(container.attrs.unique.as_ref().map(|u| {
+        let ms = u.lock_for.as_millis() as u64;
+        let by = u.by.iter().map(|f| match f {
+            FieldRef::Named(i) => i.unraw().to_string(),
+            FieldRef::Index(i) => i.index.to_string(),
+        });
+        let until = if u.until_start {
+            quote!(::fairjob::__private::UniqueUntil::Start)
+        } else {
+            quote!(::fairjob::__private::UniqueUntil::Success)
+        };
+        let on_conflict = if u.replace {
+            quote!(::fairjob::__private::OnConflict::Replace)
+        } else {
+            quote!(::fairjob::__private::OnConflict::Reject)
+        };
+        quote! {
+            ::fairjob::__private::UniqueOptions {
+                lock_for: ::core::time::Duration::from_millis(#ms),
+                by: &[#(#by),*],
+                until: #until,
+                on_conflict: #on_conflict,
+            }
+        }
+    }));
     quote! {
         ::fairjob::__private::JobOptions {
             queue: #queue,
@@ -166,6 +204,7 @@ fn options(container: &Container<'_>) -> TokenStream {
             shard_by_tenant: #shard_by_tenant,
             concurrency: #concurrency,
             timeout: #timeout,
+            unique: #unique,
         }
     }
 }

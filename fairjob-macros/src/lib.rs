@@ -46,6 +46,12 @@ use proc_macro::TokenStream;
 ///   most `limit` jobs of one key run at once. `key` is a field (a name or a
 ///   tuple index) or a function `fn(&Self) -> T` with `T: Display`; `group`
 ///   shares the slots between job types.
+/// - `#[unique(for = "10m", by(account_id), until = "start", on_conflict = "replace")]`:
+///   at most one job per key is queued, scheduled or running. `for` (the
+///   lock's longest life) is required; `by` picks the key's fields (default:
+///   all arguments); `until` is `"success"` (default) or `"start"`;
+///   `on_conflict` is `"reject"` (default: `Error::Duplicate`) or
+///   `"replace"` (the waiting job takes the new arguments and due time).
 ///
 /// # Example
 ///
@@ -68,7 +74,7 @@ use proc_macro::TokenStream;
 ///     }
 /// }
 /// ```
-#[proc_macro_derive(Job, attributes(job, fair_tenant, throttle, concurrency))]
+#[proc_macro_derive(Job, attributes(job, fair_tenant, throttle, concurrency, unique))]
 pub fn derive_job(input: TokenStream) -> TokenStream {
     expand::derive(&syn::parse_macro_input!(input as syn::DeriveInput)).into()
 }

@@ -1,6 +1,7 @@
 //! Rules that span several attributes or need the struct's fields: a throttle
 //! never reroutes to the job's own queue, no two throttles share a queue, and
-//! `#[fair_tenant]` / `#[concurrency(key)]` name fields that exist.
+//! `#[fair_tenant]` / `#[concurrency(key)]` / `#[unique(by(..))]` name fields
+//! that exist.
 //!
 //! Checks made by one attribute alone belong to `attr`; this module generates
 //! no code, it only resolves what the code will read.
@@ -29,6 +30,8 @@ pub(crate) struct Resolved {
     pub(crate) fair_tenant: Option<Source>,
     /// The source of `Job::concurrency_key`, if the type declares one.
     pub(crate) concurrency_key: Option<Source>,
+    /// The fields of `#[unique(by(...))]`, resolved (empty: all arguments).
+    pub(crate) unique_by: Vec<Member>,
 }
 
 /// Checks the cross-attribute rules into `cx` and resolves field references.
@@ -52,9 +55,20 @@ pub(crate) fn check(cx: &mut Ctxt, container: &Container<'_>) -> Resolved {
             }
             KeyRef::Path(path) => Some(key_source(container, path)),
         });
+    let unique_by = container
+        .attrs
+        .unique
+        .as_ref()
+        .map(|u| {
+            u.by.iter()
+                .filter_map(|field| field_member(cx, container, field))
+                .collect()
+        })
+        .unwrap_or_default();
     Resolved {
         fair_tenant,
         concurrency_key,
+        unique_by,
     }
 }
 

@@ -36,6 +36,7 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
             get(pages::shards).post(pages::post_shards),
         )
         .route("/limits", get(pages::limits).post(pages::post_limits))
+        .route("/unique", get(pages::unique).post(pages::post_unique))
         .route("/retries", get(pages::retries).post(pages::post_retries))
         .route(
             "/scheduled",
@@ -56,6 +57,7 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
             get(api::shards).post(api::post_shards),
         )
         .route("/api/limits", get(api::limits).post(api::post_limits))
+        .route("/api/unique", get(api::unique).post(api::post_unique))
         .route("/api/retries", get(api::retries).post(api::post_retries))
         .route(
             "/api/scheduled",

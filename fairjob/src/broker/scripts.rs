@@ -1,7 +1,7 @@
 //! The Lua scripts, each its own `.lua` file compiled in with `include_str!`
 //! and called by its SHA1 (`EVALSHA`; loaded with `SCRIPT LOAD` when Redis
-//! doesn't have it). The shared libraries `lib_shard.lua` and `lib_slot.lua`
-//! are prepended to each. Each script is called from exactly one typed
+//! doesn't have it). The shared libraries `lib_shard.lua`, `lib_slot.lua`,
+//! `lib_window.lua` and `lib_unique.lua` are prepended to each. Each script is called from exactly one typed
 //! function of the broker, which alone knows its argument order and decodes
 //! its reply.
 //!
@@ -94,6 +94,8 @@ macro_rules! script {
                 "\n",
                 include_str!("scripts/lib_window.lua"),
                 "\n",
+                include_str!("scripts/lib_unique.lua"),
+                "\n",
                 include_str!(concat!("scripts/", $file))
             )),
         });
@@ -120,12 +122,13 @@ script!(SLOT_TAKE, "slot_take.lua");
 script!(RECLAIM, "reclaim.lua");
 script!(SAMPLER_LEASE, "sampler_lease.lua");
 script!(SHARD_ACK_MANY, "shard_ack_many.lua");
+script!(UNIQUE_RELEASE, "unique_release.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
 /// slow call was.
 pub fn script_hashes() -> Vec<(&'static str, String)> {
-    let all: [(&str, &LazyLock<Lua>); 20] = [
+    let all: [(&str, &LazyLock<Lua>); 21] = [
         ("push", &PUSH),
         ("fetch", &FETCH),
         ("shard_fetch", &SHARD_FETCH),
@@ -146,6 +149,7 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("reclaim", &RECLAIM),
         ("sampler_lease", &SAMPLER_LEASE),
         ("shard_ack_many", &SHARD_ACK_MANY),
+        ("unique_release", &UNIQUE_RELEASE),
     ];
     all.iter()
         .map(|(name, s)| (*name, s.hash().to_owned()))
@@ -185,6 +189,11 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
     (
         "shard_ack_many.lua",
         include_str!("scripts/shard_ack_many.lua"),
+    ),
+    ("lib_unique.lua", include_str!("scripts/lib_unique.lua")),
+    (
+        "unique_release.lua",
+        include_str!("scripts/unique_release.lua"),
     ),
 ];
 

@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use super::Job;
 use crate::client::{Client, IntoPush, PushJob};
-use crate::error::Result;
-use crate::wire::{Payload, Retry, WireRule, fields, now_f64};
+use crate::error::{Error, Result};
+use crate::wire::{Payload, Retry, UniqueSpec, WireRule, fields, now_f64, unique_digest};
 
 /// An enqueue with per-call options: `job.set_tenant("acme").queue("x").retry(3).perform_async(&client)`.
 #[must_use]
@@ -84,6 +84,19 @@ impl<J: Job> Enqueue<J> {
 impl<J: Job> IntoPush for Enqueue<J> {
     fn into_push(self) -> Result<PushJob> {
         let args = self.job.to_args()?;
+        let unique = match J::OPTIONS.unique {
+            Some(options) => {
+                let key = match self.job.unique_key_json() {
+                    Some(key) => key.map_err(|source| Error::Encode {
+                        class: J::CLASS.to_owned(),
+                        source,
+                    })?,
+                    None => args.get().to_owned(),
+                };
+                Some((options, unique_digest(J::CLASS, &key)))
+            }
+            None => None,
+        };
         let mut payload = Payload::new(J::CLASS, args, J::OPTIONS.queue);
         payload.set("retry", self.retry.unwrap_or(J::OPTIONS.retry).to_json());
         if !J::OPTIONS.throttles.is_empty() {
@@ -97,6 +110,9 @@ impl<J: Job> IntoPush for Enqueue<J> {
         }
         if let Some(t) = self.tenant.filter(|t| !t.is_empty()) {
             payload.set(fields::FAIR_TENANT, t);
+        }
+        if let Some((options, digest)) = unique {
+            UniqueSpec::write(&options, digest, &mut payload);
         }
         let sharded = J::OPTIONS.shard_by_tenant.then_some(J::OPTIONS.queue);
         Ok(PushJob::typed(payload, self.job.fair_tenant(), sharded))

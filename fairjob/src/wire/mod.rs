@@ -2,7 +2,8 @@
 //! [`fields`] fairjob reads and writes, and the per-type job [`options`]
 //! (`Retry`, `ArgsShape`, `JobOptions`, `ThrottleRule`, `ConcurrencyLimit`),
 //! the published declaration of a job class ([`ClassInfo`]), the pure
-//! reroute rule (which rule matches and where a job goes), and the text form
+//! reroute rule (which rule matches and where a job goes), the [`unique`]
+//! job key, and the text form
 //! of a [`duration`] in settings.
 //!
 //! Layer 1: it names only [`crate::error`] below it, and nothing of Redis.
@@ -12,6 +13,7 @@ pub mod duration;
 pub mod fields;
 pub mod options;
 pub mod payload;
+pub mod unique;
 
 pub use classes::ClassInfo;
 pub use options::{
@@ -19,3 +21,4 @@ pub use options::{
     reroute_next_queue, reroute_target, reroute_window, rule_window,
 };
 pub use payload::{Malformed, Payload, malformed_entry, new_jid, now_f64};
+pub use unique::{OnConflict, UniqueOptions, UniqueSpec, UniqueUntil, unique_digest};

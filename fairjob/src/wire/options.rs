@@ -28,6 +28,9 @@ pub struct JobOptions {
     /// short grace counted as a failure and retried; `None`: the worker's
     /// default (none, as in Sidekiq).
     pub timeout: Option<Duration>,
+    /// `#[unique(...)]`: at most one job per key is queued, scheduled or
+    /// running (see [`super::unique`]).
+    pub unique: Option<super::UniqueOptions>,
 }
 
 impl JobOptions {
@@ -39,6 +42,7 @@ impl JobOptions {
         shard_by_tenant: false,
         concurrency: None,
         timeout: None,
+        unique: None,
     };
 }
 

@@ -19,14 +19,14 @@ use super::exit::{self, Exit};
 use super::middleware::{ServerMiddleware, ServerNext};
 use super::retry::{self, Outcome};
 use super::{Running, Shared};
-use crate::broker::{Acquired, Reserved, SlotHold, Token};
+use crate::broker::{Acquired, Reserved, SlotHold, Token, UniqueHold};
 use crate::error::JobError;
 #[cfg(feature = "testing")]
 use crate::job::Registry;
 use crate::job::{JobContext, JobParts, Prepared, SlotRequest};
 use crate::limit;
 use crate::metrics;
-use crate::wire::{Payload, malformed_entry};
+use crate::wire::{Payload, UniqueUntil, malformed_entry};
 
 /// Processes one fetched job to its end: its in-progress entry is gone, or its
 /// removal was fenced, or it was parked, or shutdown gave up on Redis.
@@ -92,12 +92,13 @@ async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
     // Cancelled at shutdown (the worker's token) or when this run times out.
     let cancel = shared.job_cancel.child_token();
     let cx = start(shared, token.clone(), payload, &cancel);
+    let unique = UniqueHold::of(cx.payload());
     let Some(ran) = execute(shared, &cx, &cancel).await else {
         return; // parked in the lock-wait list, or taken back meanwhile
     };
     report(shared, &cx, &ran.result);
     let outcome = retry::outcome(cx.payload(), &ran.result);
-    let label = end(shared, &token, &ran, outcome, permit).await;
+    let label = end(shared, &token, &ran, outcome, permit, unique.as_ref()).await;
     record_end(shared, &cx, label, ran.performed);
 }
 
@@ -207,6 +208,7 @@ async fn perform(
     slot: Option<SlotHold>,
 ) -> Ran {
     record_wait(shared, cx.token(), cx.payload());
+    release_at_start(shared, cx).await;
     let key = &cx.token().raw;
     let running = Running {
         cx: cx.clone(),
@@ -273,6 +275,21 @@ fn report(shared: &Shared, cx: &JobContext, result: &Result<(), JobError>) {
     }
 }
 
+/// A unique job with `until = "start"` gives its key up as it starts (a
+/// failure to do so leaves the lock to its TTL).
+async fn release_at_start(shared: &Shared, cx: &JobContext) {
+    let Some(hold) = UniqueHold::of(cx.payload()).filter(|u| u.until == UniqueUntil::Start) else {
+        return;
+    };
+    let broker = shared.client.broker();
+    if let Err(e) = broker
+        .unique_release(&broker.unique_key(&hold), Some(&hold.jid))
+        .await
+    {
+        tracing::warn!(error = %e, job.jid = %hold.jid, "could not release a unique lock at start; it expires with its TTL");
+    }
+}
+
 /// Writes the job's end ([`exit::finish`]) and returns its label for the
 /// series. A plain queue's job without a slot gives its permit back first,
 /// so the next job starts while this one's end is on its way. A job Redis
@@ -286,6 +303,7 @@ async fn end(
     ran: &Ran,
     outcome: Outcome,
     permit: Permit,
+    unique: Option<&UniqueHold>,
 ) -> metrics::Outcome {
     let label = label(&ran.result, &outcome);
     let permit = if ran.slot.is_none() && !token.is_sharded() {
@@ -294,7 +312,7 @@ async fn end(
     } else {
         Some(permit)
     };
-    let fenced = exit::finish(shared, token, outcome.into(), ran.slot.as_ref()).await;
+    let fenced = exit::finish(shared, token, outcome.into(), ran.slot.as_ref(), unique).await;
     drop(permit);
     if fenced {
         metrics::Outcome::Fenced
@@ -445,7 +463,7 @@ async fn bury_malformed(shared: &Shared, token: &Token, raw: &[u8], reason: &str
     tracing::error!(job.queue = %token.queue, reason, "malformed payload moved to dead");
     shared.stats.failed.fetch_add(1, Ordering::Relaxed);
     let entry = malformed_entry(raw, &token.queue, reason);
-    let label = if exit::finish(shared, token, Exit::Dead(entry), None).await {
+    let label = if exit::finish(shared, token, Exit::Dead(entry), None, None).await {
         metrics::Outcome::Fenced
     } else {
         metrics::Outcome::Dead

@@ -16,6 +16,7 @@ mod processes;
 mod queues;
 mod sets;
 mod shards;
+mod unique;
 mod waits;
 mod windows;
 
@@ -29,6 +30,7 @@ pub use limits::{LimitDetail, LimitPage, LimitRow, SlotHolder, SlotWaiter};
 pub use processes::{ProcessPage, ProcessRow, RunningJob};
 pub use queues::{MAX_QUEUES, Totals};
 pub use shards::{SHARE_MINUTES, ShardRow, ShardView, tenant_name};
+pub use unique::{RECENT_REJECTIONS, Rejection, UniqueLockPage, UniqueLockRow};
 pub use waits::{FinishedCounts, LongWait, MAX_MINUTES, RECENT_MINUTES, Throughput, WaitSummary};
 
 use super::RedisBroker;
