@@ -459,8 +459,12 @@ impl RedisBroker {
                 out.push(Pushed::SourceGone);
                 continue;
             }
+            // A promoted job is never refused: its lock was taken when it
+            // was first pushed, and the claim is dropped below whatever the
+            // push says, so the push takes no lock.
             let unsourced = PushSpec {
                 src: None,
+                unique: None,
                 ..job.clone()
             };
             let chosen: Vec<Pushed> = self
