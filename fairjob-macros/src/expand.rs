@@ -13,7 +13,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
 use crate::ast::{Container, Shape};
-use crate::attr::{Concurrency, RateKey, RateLimitAttr, Retry, Throttle};
+use crate::attr::{Concurrency, FieldRef, RateKey, RateLimitAttr, Retry, Throttle};
 use crate::ctxt::Ctxt;
 use crate::validate::{self, DEFAULT_QUEUE, Resolved, Source};
 
@@ -99,6 +99,18 @@ fn implementation(container: &Container<'_>, resolved: &Resolved) -> TokenStream
             }
         }
     });
+    let unique_key = (!resolved.unique_by.is_empty()).then(|| {
+        let fields = &resolved.unique_by;
+        quote! {
+            fn unique_key_json(
+                &self,
+            ) -> ::core::option::Option<
+                ::core::result::Result<::std::string::String, ::fairjob::__private::JsonError>,
+            > {
+                ::core::option::Option::Some(::fairjob::__private::unique_key(&(#(&self.#fields,)*)))
+            }
+        }
+    });
     let registration = registration(ident);
     let sharded = container.attrs.job.shard_by_tenant.then(|| {
         let queue = container
@@ -124,6 +136,7 @@ fn implementation(container: &Container<'_>, resolved: &Resolved) -> TokenStream
                 #fair_tenant
                 #concurrency_key
                 #rate_key
+                #unique_key
             }
             #registration
             #sharded
@@ -203,6 +216,31 @@ fn options(container: &Container<'_>) -> TokenStream {
         None => quote!(::core::option::Option::None),
     };
     let rate_limit = option(container.attrs.rate_limit.as_ref().map(rate_limit));
+    let unique = option(container.attrs.unique.as_ref().map(|u| {
+        let ms = u.lock_for.as_millis() as u64;
+        let by = u.by.iter().map(|f| match f {
+            FieldRef::Named(i) => i.unraw().to_string(),
+            FieldRef::Index(i) => i.index.to_string(),
+        });
+        let until = if u.until_start {
+            quote!(::fairjob::__private::UniqueUntil::Start)
+        } else {
+            quote!(::fairjob::__private::UniqueUntil::Success)
+        };
+        let on_conflict = if u.replace {
+            quote!(::fairjob::__private::OnConflict::Replace)
+        } else {
+            quote!(::fairjob::__private::OnConflict::Reject)
+        };
+        quote! {
+            ::fairjob::__private::UniqueOptions {
+                lock_for: ::core::time::Duration::from_millis(#ms),
+                by: &[#(#by),*],
+                until: #until,
+                on_conflict: #on_conflict,
+            }
+        }
+    }));
     let timeout = option(job.timeout.map(|d| {
         let ms = d.as_millis() as u64;
         quote!(::core::time::Duration::from_millis(#ms))
@@ -215,6 +253,7 @@ fn options(container: &Container<'_>) -> TokenStream {
             shard_by_tenant: #shard_by_tenant,
             concurrency: #concurrency,
             rate_limit: #rate_limit,
+            unique: #unique,
             timeout: #timeout,
             active_job: #active_job,
         }

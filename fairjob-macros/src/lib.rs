@@ -64,6 +64,12 @@ use proc_macro::TokenStream;
 ///   `catch_up` to `"10m"` (or `"none"`), `overlap` to `"allow"`, `name` to
 ///   the class name). A malformed expression or an unknown zone is a compile
 ///   error at its literal.
+/// - `#[unique(for = "10m", by(account_id), until = "start", on_conflict = "replace")]`:
+///   at most one job per key is queued, scheduled or running. `for` (the
+///   lock's longest life) is required; `by` picks the key's fields (default:
+///   all arguments); `until` is `"success"` (default) or `"start"`;
+///   `on_conflict` is `"reject"` (default: `Error::Duplicate`) or
+///   `"replace"` (the waiting job takes the new arguments and due time).
 ///
 /// # Example
 ///
@@ -88,7 +94,7 @@ use proc_macro::TokenStream;
 /// ```
 #[proc_macro_derive(
     Job,
-    attributes(job, fair_tenant, throttle, concurrency, rate_limit, cron)
+    attributes(job, fair_tenant, throttle, concurrency, rate_limit, cron, unique)
 )]
 pub fn derive_job(input: TokenStream) -> TokenStream {
     expand::derive(&syn::parse_macro_input!(input as syn::DeriveInput)).into()

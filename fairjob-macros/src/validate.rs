@@ -32,6 +32,8 @@ pub(crate) struct Resolved {
     /// The source of `Job::rate_key`, if the type declares a `#[rate_limit]`
     /// keyed by a field or a function (`key = tenant` needs none).
     pub(crate) rate_key: Option<Source>,
+    /// The fields of `#[unique(by(...))]`, resolved (empty: all arguments).
+    pub(crate) unique_by: Vec<Member>,
 }
 
 /// Checks the cross-attribute rules into `cx` and resolves field references.
@@ -67,10 +69,21 @@ pub(crate) fn check(cx: &mut Ctxt, container: &Container<'_>) -> Resolved {
             Some(RateKey::Key(KeyRef::Path(path))) => Some(key_source(container, path)),
             Some(RateKey::Tenant) | None => None,
         });
+    let unique_by = container
+        .attrs
+        .unique
+        .as_ref()
+        .map(|u| {
+            u.by.iter()
+                .filter_map(|field| field_member(cx, container, field))
+                .collect()
+        })
+        .unwrap_or_default();
     Resolved {
         fair_tenant,
         concurrency_key,
         rate_key,
+        unique_by,
     }
 }
 

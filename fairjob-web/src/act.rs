@@ -263,6 +263,20 @@ pub(crate) async fn on_cron(state: &WebState, form: &Params) -> Result<Done, Web
     Ok(done(message))
 }
 
+/// `POST /unique`: `key`, a lock to remove by hand.
+pub(crate) async fn on_unique(state: &WebState, form: &Params) -> Result<Done, WebError> {
+    let key = form
+        .value("key")
+        .ok_or_else(|| WebError::BadRequest("no key".into()))?;
+    let removed = state.inspector().unlock(key).await?;
+    tracing::info!(key, removed, "dashboard: unique lock removed");
+    Ok(done(if removed {
+        format!("`{key}`: unlocked")
+    } else {
+        format!("`{key}`: no such lock (expired or released)")
+    }))
+}
+
 /// `POST /busy`: `identity`, `signal=quiet|stop`.
 pub(crate) async fn on_process(state: &WebState, form: &Params) -> Result<Done, WebError> {
     let identity = form

@@ -8,7 +8,9 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use fairjob::inspect::JobSet;
-use fairjob::inspect::{JobPage, OverviewView, ProcessPage, QueuesView, ShardView, TenantView};
+use fairjob::inspect::{
+    JobPage, OverviewView, ProcessPage, QueuesView, ShardView, TenantView, UniqueLockPage,
+};
 
 use crate::act::{self, Done};
 use crate::error::WebError;
@@ -138,6 +140,14 @@ pub(crate) async fn limits(
     Ok(Json(load::limits(&state, query.cursor()?, key).await?))
 }
 
+/// `GET /api/unique?cursor=`.
+pub(crate) async fn unique(
+    State(state): State<Arc<WebState>>,
+    query: Params,
+) -> JsonResult<UniqueLockPage> {
+    Ok(Json(load::unique(&state, query.cursor()?).await?))
+}
+
 async fn jobs(state: &WebState, set: JobSet, query: &Params) -> JsonResult<JobPage> {
     let filter = load::job_filter(query);
     Ok(Json(
@@ -208,6 +218,11 @@ pub(crate) async fn cron(
 /// `POST /api/cron`.
 pub(crate) async fn post_cron(form: CheckedForm) -> JsonResult<Done> {
     Ok(Json(act::on_cron(&form.state, &form.fields).await?))
+}
+
+/// `POST /api/unique`.
+pub(crate) async fn post_unique(form: CheckedForm) -> JsonResult<Done> {
+    Ok(Json(act::on_unique(&form.state, &form.fields).await?))
 }
 
 /// `POST /api/busy`.

@@ -6,7 +6,7 @@ use fairjob::inspect::JobSet;
 use fairjob::inspect::{
     Explanation, JobFilter, JobPage, LimitDetail, LimitPage, LongWait, MAX_MINUTES, OverviewView,
     Page, ProcessPage, QueuesView, RateLimitsView, SCAN_BUDGET, ShardView, TenantView,
-    class_of_limit,
+    UniqueLockPage, class_of_limit,
 };
 use serde::Serialize;
 
@@ -111,6 +111,17 @@ pub(crate) async fn shards(
         count: PAGE_ROWS,
     };
     Ok(state.inspector().shard_view(queue, page).await?)
+}
+
+/// A page of live unique locks.
+pub(crate) async fn unique(state: &WebState, cursor: u64) -> Result<UniqueLockPage, WebError> {
+    Ok(state
+        .inspector()
+        .unique_locks(Page {
+            cursor,
+            count: PAGE_ROWS,
+        })
+        .await?)
 }
 
 /// Slot limits: a page of keys, and the detail of the keys in use (or of one key).

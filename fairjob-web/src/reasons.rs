@@ -248,6 +248,11 @@ pub fn reason_text(reason: &Reason) -> String {
             format_count(*scanned),
             format_count(*total)
         ),
+        Reason::Duplicate { holder, class, at } => format!(
+            "not enqueued: duplicate of {holder} (a unique `{class}` refused at {} because job \
+             {holder} held its key)",
+            format_time(*at)
+        ),
         Reason::NotFound { scanned } => format!(
             "not found in any queue, tenant list, slot wait list, `retry`, `schedule`, `dead` or \
              running job ({} entries scanned): it has finished (fairjob keeps no record of \

@@ -37,6 +37,7 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
         )
         .route("/limits", get(pages::limits).post(pages::post_limits))
         .route("/limits/rate", axum::routing::post(pages::post_rate))
+        .route("/unique", get(pages::unique).post(pages::post_unique))
         .route("/retries", get(pages::retries).post(pages::post_retries))
         .route(
             "/scheduled",
@@ -59,6 +60,7 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
         )
         .route("/api/limits", get(api::limits).post(api::post_limits))
         .route("/api/limits/rate", axum::routing::post(api::post_rate))
+        .route("/api/unique", get(api::unique).post(api::post_unique))
         .route("/api/retries", get(api::retries).post(api::post_retries))
         .route(
             "/api/scheduled",

@@ -234,6 +234,15 @@ enum Command {
         #[command(subcommand)]
         action: Option<RateLimitsAction>,
     },
+    /// Unique jobs (`#[unique]`): a page of live locks with their holder and
+    /// time left; `unique unlock KEY` removes one by hand
+    Unique {
+        #[command(subcommand)]
+        action: Option<UniqueAction>,
+        /// Locks to list
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
     /// Set a sharded queue's fair-share settings for a tenant, or the defaults
     /// (weight: share under contention; floor: jobs guaranteed running; cap:
     /// running limit, 0 pauses). "default" removes a tenant's own value, "none"
@@ -345,6 +354,15 @@ enum CronAction {
     },
 }
 
+#[derive(Debug, Subcommand)]
+enum UniqueAction {
+    /// Remove a lock, whoever holds it: the next push of its key is accepted
+    Unlock {
+        /// The lock's key, as `unique` lists it
+        key: String,
+    },
+}
+
 fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
@@ -405,7 +423,7 @@ link the crate that declares your `#[derive(Job)]` types: add `fairjob-worker` t
 crate's dependencies and create `src/bin/worker.rs` containing the single line \
 `fairjob_worker::main!(my_jobs);` (naming your crate, and any other crate with jobs), \
 then run `cargo run --release --bin worker -- -r redis://127.0.0.1:6379 -c 10`. The \
-commands that need no job types (`stats`, `tenants`, `shards`, `shard-limit`, `limits`, `rate-limits`, `web`, \
+commands that need no job types (`stats`, `tenants`, `shards`, `shard-limit`, `limits`, `rate-limits`, `unique`, `web`, \
 `explain`) work here.";
 
 async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
@@ -481,6 +499,14 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
                 RateLimitsAction::Resume { key } => inspect.resume_rate(&key).await,
             }
         }
+        Command::Unique {
+            action: None,
+            limit,
+        } => inspect?.unique_locks(limit).await,
+        Command::Unique {
+            action: Some(UniqueAction::Unlock { key }),
+            ..
+        } => inspect?.unlock(&key).await,
         Command::Shards { queue } => inspect?.shards(&queue).await,
         Command::Cron { action } => {
             let inspect = inspect?;

@@ -487,6 +487,42 @@ impl Inspect {
         println!("{key}: back to the declared rate; {waiting} job(s) waiting");
         Ok(())
     }
+
+    /// `unique`: a page of live unique locks (a bounded scan).
+    pub(crate) async fn unique_locks(&self, limit: usize) -> Result<()> {
+        let found = self.inspector.unique_locks(Page::first(limit)).await?;
+        println!("{:<24} {:<26} {:>10}  key", "queue", "holder", "ttl");
+        for l in &found.rows {
+            let ttl = l
+                .ttl_ms
+                .map(|ms| format!("{:.0}s", ms as f64 / 1000.0))
+                .unwrap_or_else(|| "-".into());
+            println!(
+                "{:<24} {:<26} {:>10}  {}",
+                l.queue.as_deref().unwrap_or("?"),
+                l.jid,
+                ttl,
+                l.key
+            );
+        }
+        let more = if found.next.is_some() {
+            " (more not shown)"
+        } else {
+            ""
+        };
+        println!("{} lock(s){more}", found.rows.len());
+        Ok(())
+    }
+
+    /// `unique unlock KEY`.
+    pub(crate) async fn unlock(&self, key: &str) -> Result<()> {
+        if self.inspector.unlock(key).await? {
+            println!("{key}: unlocked");
+        } else {
+            println!("{key}: no such lock (expired or released)");
+        }
+        Ok(())
+    }
 }
 
 fn describe<T: std::fmt::Display>(s: Setting<T>) -> Option<String> {

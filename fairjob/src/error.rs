@@ -158,6 +158,14 @@ pub enum Error {
         /// The jid the job would have had.
         jid: String,
     },
+    /// A unique job's key is held by another job (`#[unique]`,
+    /// `on_conflict = "reject"`, or a `"replace"` whose holder no longer
+    /// waits): nothing was written.
+    #[error("not enqueued: duplicate of job {jid}")]
+    Duplicate {
+        /// The jid of the job that holds the key.
+        jid: String,
+    },
     /// Invalid configuration (queue list, durations, limits…).
     #[error("invalid configuration: {0}")]
     Config(String),

@@ -62,7 +62,7 @@ pub mod wire;
 pub mod worker;
 
 pub use client::{
-    Client, ClientBuilder, ClientMiddleware, ClientNext, CronSpec, IntoPush, PushJob,
+    Bulk, Client, ClientBuilder, ClientMiddleware, ClientNext, CronSpec, IntoPush, PushJob,
     client_middleware_fn,
 };
 pub use config::{ClientConfig, WorkerConfig};
@@ -71,7 +71,8 @@ pub use fairjob_macros::Job;
 pub use job::{Enqueue, Job, JobContext, JobRegistration, Perform, Registry};
 pub use queues::QueueSpec;
 pub use wire::{
-    ArgsShape, ConcurrencyLimit, JobOptions, Payload, RateLimit, Retry, ThrottleRule, payload,
+    ArgsShape, ConcurrencyLimit, JobOptions, OnConflict, Payload, RateLimit, Retry, ThrottleRule,
+    UniqueOptions, UniqueUntil, payload,
 };
 pub use worker::{
     ServerMiddleware, ServerNext, Worker, WorkerBuilder, WorkerHandle, server_middleware_fn,
@@ -85,8 +86,16 @@ pub mod __private {
     pub use crate::client::DeclaredShardedQueue;
     pub use crate::job::{CronDeclaration, JobRegistration, Perform};
     pub use crate::wire::{
-        ArgsShape, ConcurrencyLimit, JobOptions, RateLimit, Retry, ThrottleRule,
+        ArgsShape, ConcurrencyLimit, JobOptions, OnConflict, RateLimit, Retry, ThrottleRule,
+        UniqueOptions, UniqueUntil,
     };
+
+    pub use serde_json::Error as JsonError;
+
+    /// The JSON of a `#[unique(by(...))]` key: the chosen fields, as a tuple.
+    pub fn unique_key<T: serde::Serialize>(fields: &T) -> Result<String, serde_json::Error> {
+        serde_json::to_string(fields)
+    }
 
     /// A `#[fair_tenant(field)]` value; empty is no tenant.
     pub fn tenant_of<T: std::fmt::Display + ?Sized>(value: &T) -> Option<String> {

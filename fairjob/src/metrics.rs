@@ -38,6 +38,8 @@ pub const QUEUE_SIZE: &str = "fairjob_queue_size";
 pub const QUEUE_LATENCY: &str = "fairjob_queue_latency_seconds";
 /// Jobs a reroute rule sent to another queue, by `class`, `to_queue`. Counter.
 pub const REROUTES_TOTAL: &str = "fairjob_reroutes_total";
+/// Unique jobs not enqueued because their key was held, by `class`. Counter.
+pub const UNIQUE_REJECTIONS_TOTAL: &str = "fairjob_unique_rejections_total";
 /// Running jobs of a sharded queue, by `queue`, `tenant`. Gauge.
 pub const SHARD_RUNNING: &str = "fairjob_shard_running";
 /// Pending jobs of a sharded queue, by `queue`, `tenant`. Gauge.
@@ -75,6 +77,7 @@ pub const ALL: &[&str] = &[
     QUEUE_SIZE,
     QUEUE_LATENCY,
     REROUTES_TOTAL,
+    UNIQUE_REJECTIONS_TOTAL,
     SHARD_RUNNING,
     SHARD_PENDING,
     SLOT_WAITING,
@@ -166,6 +169,10 @@ pub fn describe() {
     describe_counter!(
         REROUTES_TOTAL,
         "Jobs a reroute rule pushed to another queue than their own."
+    );
+    describe_counter!(
+        UNIQUE_REJECTIONS_TOTAL,
+        "Unique jobs not enqueued because another job held their key."
     );
     describe_gauge!(
         SHARD_RUNNING,

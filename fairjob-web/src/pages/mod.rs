@@ -19,6 +19,7 @@ mod overview;
 mod queues;
 mod shards;
 mod tenants;
+mod unique;
 
 use askama::Template;
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -34,6 +35,7 @@ pub(crate) use overview::overview;
 pub(crate) use queues::{post_queues, queues};
 pub(crate) use shards::{post_shards, shards};
 pub(crate) use tenants::{tenant, tenants};
+pub(crate) use unique::{post_unique, unique};
 
 use crate::act::Done;
 use crate::error::WebError;
@@ -67,6 +69,7 @@ const NAV: &[(&str, &str)] = &[
     ("/queues", "Queues"),
     ("/tenants", "Tenants"),
     ("/limits", "Limits"),
+    ("/unique", "Unique"),
     ("/busy", "Busy"),
     ("/cron", "Cron"),
     ("/retries", "Retries"),

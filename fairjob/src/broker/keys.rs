@@ -327,6 +327,25 @@ impl Keys {
         }
     }
 
+    /// The prefix of a unique job's lock in `queue`'s cluster slot (the same
+    /// hash tag as the queue's shard keys and its inbox): the lock is
+    /// `<prefix><digest>` (HASH; see `scripts/lib_unique.lua`).
+    pub fn unique_prefix(&self, queue: &str) -> String {
+        let inbox = self.queue(queue);
+        self.k(&format!("fairjob:{{{inbox}}}:unique:"))
+    }
+
+    /// The last unique jobs refused as duplicates (LIST of JSON, newest
+    /// first, capped), for explain.
+    pub fn unique_rejected(&self) -> String {
+        self.k("fairjob:unique-rejected")
+    }
+
+    /// The `SCAN MATCH` pattern of every unique lock in the namespace.
+    pub fn unique_pattern(&self) -> String {
+        format!("{}fairjob:{{*}}:unique:*", glob_escape(&self.ns))
+    }
+
     /// Whether `queue` can be sharded in this namespace: every key of the
     /// sharded queue must hash to the same Redis Cluster slot as its inbox
     /// `queue:<name>`. True unless the queue name or the namespace holds braces

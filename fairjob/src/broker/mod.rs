@@ -22,16 +22,19 @@
 //! | `reconnect` | drops the shared connection to one server; the next command opens a new one (after `READONLY`) | — | `()` |
 //! | `wake` | pushes a wake-up token (kept at one) | `LPUSH`+`LTRIM` | `()` |
 //! | **enqueue** (`push.rs`) | | | |
-//! | `push` | registers reroute windows, picks the queue, pushes (plain list, sharded inbox), wakes | `push.lua` (`window.lua` on a cluster) | `Vec<Pushed>` |
-//! | `schedule` | adds payloads to `schedule` | `schedule.lua` | `()` |
+//! | `push` | takes unique locks (refuses duplicates, replaces a waiting holder), registers reroute windows, picks the queue, pushes (plain list, sharded inbox), wakes | `push.lua` (`window.lua` on a cluster) | `Vec<Pushed>` |
+//! | `schedule` | takes unique locks, adds payloads to `schedule` (a replacing push moves the holder's payload and due time) | `schedule.lua` | `Vec<Pushed>` |
 //! | `zset_add`, `zset_remove` | one payload into / out of `retry` or `dead` | `schedule.lua`, `ZREM` | `()` |
+//! | **unique jobs** (`unique.rs`; locks are taken by `push`/`schedule` and released by `finish`/`recover`) | | | |
+//! | `unique_release` | releases a unique lock if a jid holds it (at start for `until = "start"`, after a cluster end, by hand) | `unique_release.lua` | `bool` |
+//! | `remember_rejections` | the last 1,000 refused duplicates, for explain | `LPUSH`+`LTRIM` | `()` |
 //! | **fetch** (`fetch.rs`) | | | |
 //! | `fetch_plain`, `fetch_plain_alone`, `fetch_plain_after_wait` | moves jobs from plain queues into the worker's in-progress record | `fetch.lua` (behind `BLPOP`) | `Vec<(usize, Reserved)>` |
 //! | `fetch_shard` | sorts a sharded queue's inbox, dispatches by stride order, records running counts | `shard_fetch.lua` | `Vec<Reserved>` |
 //! | **end of a job** (`finish.rs`) | | | |
-//! | `finish` | ack, retry, dead or requeue of one job, fenced by its token | `finish.lua`, `shard_finish.lua`, `front.lua` | `FinishReply` |
+//! | `finish` | ack, retry, dead or requeue of one job, fenced by its token; an ack or a burial releases its unique lock in the same step | `finish.lua`, `shard_finish.lua`, `front.lua` (on a cluster, a plain queue's lock: `unique_release.lua` after) | `FinishReply` |
 //! | `ack_many` | acks a batch of one sharded queue's jobs | `shard_ack_many.lua` | `Vec<bool>` |
-//! | `recover` | the reaper's `finish` of a dead worker's job, only while its lease is gone | `finish.lua`, `front.lua` | `FinishReply` |
+//! | `recover` | the reaper's `finish` of a dead worker's job, only while its lease is gone (a requeued job keeps its unique lock; a buried one releases it) | `finish.lua`, `front.lua` | `FinishReply` |
 //! | `release_slot`, `deliver_released` | frees a slot; releases its waiters to their queues | `slot_release.lua`, `front.lua` | `()` |
 //! | **slots** (`slots.rs`) | | | |
 //! | `slot_acquire` | takes a slot of a fetched job or parks it in the lock-wait list | `slot_acquire.lua`, `slot_take.lua` | `Acquired` |
@@ -77,6 +80,7 @@
 //! | `window_counts`, `window_scores_at`, `window_keys_step` | reroute windows | `ZCOUNT`, `ZRANGE BYSCORE`, `SCAN` | counts, scores |
 //! | `list_len`, `list_from_tail`, `tenant_lists_step`, `walk_total` | lists, for explain's bounded walk | `LLEN`, `LRANGE`, `SSCAN` | entries |
 //! | `cron_due_at`, `cron_earliest`, `cron_entry`, `cron_entries`, `cron_state_row` | schedules, next fire times, state | `ZRANGE BYSCORE`, `HGET`, `HSCAN`, `HGETALL`+`ZSCORE` | rows, `CronStateRow` |
+//! | `unique_locks`, `unique_rejection` | a page of live unique locks; a remembered refusal of a jid | `SCAN MATCH`, `HGET`+`PTTL`; `LRANGE` | `UniqueLockPage`, `Option<Rejection>` |
 //! | `classes`, `key_len`, `key_ttl` | published classes; any key's size and TTL | `HSCAN`, `TYPE`+`*LEN`, `TTL` | rows |
 //!
 //! `memory` (feature `testing`) is the in-memory backend of fairjob's
@@ -102,6 +106,7 @@ mod shards;
 mod slots;
 pub mod stats;
 mod token;
+mod unique;
 
 use std::fmt;
 #[cfg(feature = "testing")]
@@ -132,6 +137,7 @@ pub use scripts::{SCRIPT_SOURCES, script_hashes};
 pub use shards::{Setting, ShardPolicy};
 pub use slots::{Acquired, RESERVATION_TTL, SlotRequest};
 pub use token::{SlotHold, Src, Token};
+pub(crate) use unique::{UniqueHold, UniqueLock};
 
 use crate::error::{Error, Result};
 

@@ -1,7 +1,7 @@
 //! The Lua scripts, each its own `.lua` file compiled in with `include_str!`
 //! and called by its SHA1 (`EVALSHA`; loaded with `SCRIPT LOAD` when Redis
-//! doesn't have it). The shared libraries `lib_shard.lua` and `lib_slot.lua`
-//! are prepended to each. Each script is called from exactly one typed
+//! doesn't have it). The shared libraries `lib_shard.lua`, `lib_slot.lua`,
+//! `lib_window.lua` and `lib_unique.lua` are prepended to each. Each script is called from exactly one typed
 //! function of the broker, which alone knows its argument order and decodes
 //! its reply.
 //!
@@ -95,6 +95,7 @@ macro_rules! script {
                 include_str!("scripts/lib_window.lua"),
                 "\n",
                 include_str!("scripts/lib_rate.lua"),
+                include_str!("scripts/lib_unique.lua"),
                 "\n",
                 include_str!(concat!("scripts/", $file))
             )),
@@ -130,12 +131,13 @@ script!(CRON_REDRIVE, "cron_redrive.lua");
 script!(CRON_SET, "cron_set.lua");
 script!(CRON_RECONCILE, "cron_reconcile.lua");
 script!(CRON_RELEASE, "cron_release.lua");
+script!(UNIQUE_RELEASE, "unique_release.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
 /// slow call was.
 pub fn script_hashes() -> Vec<(&'static str, String)> {
-    let all: [(&str, &LazyLock<Lua>); 28] = [
+    let all: [(&str, &LazyLock<Lua>); 29] = [
         ("push", &PUSH),
         ("fetch", &FETCH),
         ("shard_fetch", &SHARD_FETCH),
@@ -164,6 +166,7 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("cron_set", &CRON_SET),
         ("cron_reconcile", &CRON_RECONCILE),
         ("cron_release", &CRON_RELEASE),
+        ("unique_release", &UNIQUE_RELEASE),
     ];
     all.iter()
         .map(|(name, s)| (*name, s.hash().to_owned()))
@@ -216,6 +219,11 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
         include_str!("scripts/cron_reconcile.lua"),
     ),
     ("cron_release.lua", include_str!("scripts/cron_release.lua")),
+    ("lib_unique.lua", include_str!("scripts/lib_unique.lua")),
+    (
+        "unique_release.lua",
+        include_str!("scripts/unique_release.lua"),
+    ),
 ];
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use std::time::Duration;
 pub use cron::{CronSpec, Crons};
 pub use middleware::{ClientMiddleware, ClientNext, FnClientMiddleware, client_middleware_fn};
 pub use policy::ShardPolicyChange;
-pub use push::{IntoPush, PushJob};
+pub use push::{Bulk, IntoPush, PushJob};
 
 use crate::broker::{RedisBroker, redacted};
 use crate::config::ClientConfig;

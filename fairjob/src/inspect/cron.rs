@@ -123,7 +123,7 @@ impl Inspector {
             })?;
         let jid = job.jid();
         self.broker
-            .schedule(&[(When::At(now), job.to_json())], self.clock_offset)
+            .schedule(&[(When::At(now), job.to_json(), None)], self.clock_offset)
             .await?;
         self.broker
             .cron_ran_now(

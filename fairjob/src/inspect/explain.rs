@@ -3,7 +3,8 @@
 //! the CLI render as sentences ("position 1,204 in `reports_throttled`",
 //! "tenant at its running limit 3/3 in `conversions`", "5th waiter for
 //! `WebhookJob:42`, held by …", "scheduled …, retry 3 of 25", "running on
-//! host:pid since …").
+//! host:pid since …", "not enqueued: duplicate of <jid>" for a unique job
+//! refused lately).
 //!
 //! Redis keeps no index by jid, so finding a job is a walk, done only when
 //! asked and bounded: each call looks at most at `budget` entries, cheapest
@@ -308,6 +309,16 @@ pub enum Reason {
         /// The error's message.
         error_message: Option<String>,
     },
+    /// Never enqueued: a unique job whose key `holder` held (a remembered
+    /// recent rejection).
+    Duplicate {
+        /// The jid that held the key.
+        holder: String,
+        /// The job class.
+        class: String,
+        /// When it was refused, epoch seconds.
+        at: f64,
+    },
     /// Not found within the budget; the walk can go on.
     NotFoundYet {
         /// Entries looked at.
@@ -325,7 +336,7 @@ pub enum Reason {
 impl Reason {
     /// The group the JSON twin names it by: `position`, `reroute`,
     /// `paused`, `tenant_limit`, `dispatch_order`, `slot_wait`, `rate_wait`, `scheduled`,
-    /// `retry`, `dead`, `running`, `fetched`, `not_found`.
+    /// `retry`, `dead`, `running`, `fetched`, `duplicate`, `not_found`.
     pub fn kind(&self) -> &'static str {
         match self {
             Reason::Running { .. } => "running",
@@ -346,6 +357,7 @@ impl Reason {
                 JobSet::Dead => "dead",
                 _ => "retry",
             },
+            Reason::Duplicate { .. } => "duplicate",
             Reason::NotFoundYet { .. } | Reason::NotFound { .. } => "not_found",
         }
     }
@@ -481,6 +493,25 @@ impl Inspector {
         let total = self.broker.walk_total(&names).await?;
         let mut at = cursor.and_then(Cursor::parse).unwrap_or_default();
         let mut left = budget;
+        if cursor.is_none()
+            && let Some(r) = self.broker.unique_rejection(jid).await?
+        {
+            // A refused duplicate was never written anywhere: no walk.
+            return Ok(Explanation {
+                jid: jid.to_owned(),
+                found: false,
+                location: None,
+                job: None,
+                reasons: vec![Reason::Duplicate {
+                    holder: r.holder,
+                    class: r.class,
+                    at: r.at,
+                }],
+                scanned: 0,
+                total,
+                next: None,
+            });
+        }
         let mut out = Explanation {
             jid: jid.to_owned(),
             found: false,

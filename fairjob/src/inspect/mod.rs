@@ -32,7 +32,7 @@ pub use crate::broker::read::{
     FinishedCounts, LimitDetail, LimitPage, LimitRow, LongWait, MAX_CLASSES, MAX_MINUTES,
     MAX_QUEUES, MAX_READ_ROWS, OVERVIEW_TENANT_CAP, Overview, Page, QueueRow, RECENT_MINUTES,
     SHARE_MINUTES, ServerFacts, ShardRow, ShardView, SlotHolder, SlotWaiter, Throughput,
-    WaitSummary, WorkerRow,
+    UniqueLockPage, UniqueLockRow, WaitSummary, WorkerRow,
 };
 pub use crate::broker::{Acted, JobSet, MAX_BULK, ProcessSignal, SetAction, Setting, ShardPolicy};
 pub use crate::wire::ClassInfo;
@@ -167,6 +167,23 @@ impl Inspector {
     /// The given tenants of a sharded queue, with the queue's defaults.
     pub async fn shard_tenants(&self, queue: &str, tenants: &[Option<&str>]) -> Result<ShardView> {
         self.broker.shard_tenants(queue, tenants).await
+    }
+
+    /// One page of live unique locks (a bounded `SCAN`).
+    pub async fn unique_locks(&self, page: Page) -> Result<UniqueLockPage> {
+        self.broker.unique_locks(page).await
+    }
+
+    /// Removes a unique lock by hand (its key from [`UniqueLockRow::key`]),
+    /// whoever holds it: the next push of its key is accepted. Returns
+    /// whether there was one. Only keys named like a unique lock are taken.
+    pub async fn unlock(&self, key: &str) -> Result<bool> {
+        if !key.contains(":unique:") || !key.contains("fairjob:{") {
+            return Err(crate::Error::Config(format!(
+                "{key:?} is not a unique lock key"
+            )));
+        }
+        self.broker.unique_release(key, None).await
     }
 
     /// One page of slot-limited keys with their state.

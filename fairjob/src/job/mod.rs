@@ -64,6 +64,12 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + Sized + 'static {
         None
     }
 
+    /// The JSON of the fields named by `#[unique(by(...))]`, if the type
+    /// names some; `None`: the key is all of the arguments.
+    fn unique_key_json(&self) -> Option<std::result::Result<String, serde_json::Error>> {
+        None
+    }
+
     /// Sidekiq's `args` array for this job.
     fn to_args(&self) -> Result<Box<RawValue>> {
         Self::ARGS.encode(self).map_err(|source| Error::Encode {

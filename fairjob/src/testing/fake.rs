@@ -11,13 +11,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::broker::{Entry, MemoryStore, PushObserver, Waiting};
+use crate::broker::{Entry, MemoryStore, PushObserver, UniqueHold, Waiting};
 use crate::client::{Client, ClientBuilder, ClientMiddleware};
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use crate::job::{Job, JobContext, JobParts, Registry};
 use crate::rate;
-use crate::wire::Payload;
+use crate::wire::{Payload, UniqueUntil};
 use crate::worker::{Outcome, ServerMiddleware, perform_detached};
 
 /// Jobs one drain may perform before it gives up (a job that enqueues itself
@@ -565,8 +565,25 @@ impl Shared {
             cancel: CancellationToken::new(),
             client: self.client.clone(),
         });
+        // A unique job's lock, as the worker handles it: released as it
+        // starts (`until = "start"`), else when it succeeds or dies; a retry
+        // keeps it.
+        let hold = UniqueHold::of(cx.payload());
+        let release = |hold: &UniqueHold| {
+            let broker = self.client.broker();
+            self.store
+                .unique_release(&broker.unique_key(hold), Some(&hold.jid));
+        };
+        if let Some(h) = hold.as_ref().filter(|h| h.until == UniqueUntil::Start) {
+            release(h);
+        }
         let (result, outcome) =
             perform_detached(&self.registry, self.chain.clone(), cx.clone()).await;
+        if let Some(h) = &hold
+            && (result.is_ok() || self.inline || !matches!(outcome, Outcome::Retry(..)))
+        {
+            release(h);
+        }
         let Err(e) = result else {
             return Ok(());
         };

@@ -3,7 +3,8 @@
 //! (`Retry`, `ArgsShape`, `JobOptions`, `ThrottleRule`, `ConcurrencyLimit`),
 //! ActiveJob's payloads on Sidekiq ([`active_job`]),
 //! the published declaration of a job class ([`ClassInfo`]), the pure
-//! reroute rule (which rule matches and where a job goes), and the text form
+//! reroute rule (which rule matches and where a job goes), the [`unique`]
+//! job key, and the text form
 //! of a [`duration`] in settings.
 //!
 //! Layer 1: it names only [`crate::error`] below it, and nothing of Redis.
@@ -17,6 +18,7 @@ pub mod fields;
 pub mod options;
 pub mod payload;
 pub mod trace_context;
+pub mod unique;
 
 pub use classes::ClassInfo;
 pub use date::{utc_date, utc_day};
@@ -26,3 +28,4 @@ pub use options::{
 };
 pub use payload::{Malformed, Payload, malformed_entry, new_jid, now_f64};
 pub use trace_context::Propagation;
+pub use unique::{OnConflict, UniqueOptions, UniqueSpec, UniqueUntil, unique_digest};

@@ -34,6 +34,9 @@ pub struct JobOptions {
     /// payloads of ActiveJob's Sidekiq wrappers that name it (`wrapped`), and
     /// is pushed in that form, so a Rails worker can run it too.
     pub active_job: bool,
+    /// `#[unique(...)]`: at most one job per key is queued, scheduled or
+    /// running (see [`super::unique`]).
+    pub unique: Option<super::UniqueOptions>,
 }
 
 impl JobOptions {
@@ -47,6 +50,7 @@ impl JobOptions {
         rate_limit: None,
         timeout: None,
         active_job: false,
+        unique: None,
     };
 }
 

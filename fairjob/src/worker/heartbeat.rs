@@ -191,7 +191,7 @@ async fn orphans(shared: &Shared, suspects: &mut HashSet<String>) -> crate::Resu
         let slot = slots
             .get(&token.raw)
             .and_then(|v| SlotHold::from_record(&shared.identity, &token.raw, v));
-        let done = exit::write(shared, &token, &Exit::Front(payload), slot.as_ref()).await?;
+        let done = exit::write(shared, &token, &Exit::Front(payload), slot.as_ref(), None).await?;
         if done == FinishReply::Done {
             requeued += 1;
         }

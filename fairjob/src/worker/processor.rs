@@ -20,13 +20,13 @@ use super::exit::{self, Exit};
 use super::middleware::{ServerMiddleware, ServerNext};
 use super::retry::{self, Outcome};
 use super::{Running, Shared};
-use crate::broker::{Acquired, RateAcquired, Reserved, SlotHold, Token};
+use crate::broker::{Acquired, RateAcquired, Reserved, SlotHold, Token, UniqueHold};
 use crate::error::JobError;
 #[cfg(feature = "testing")]
 use crate::job::Registry;
 use crate::job::{JobContext, JobParts, Prepared, RateGate, SlotRequest};
 use crate::metrics;
-use crate::wire::{Payload, malformed_entry};
+use crate::wire::{Payload, UniqueUntil, malformed_entry};
 use crate::{limit, rate};
 
 /// Processes one fetched job to its end: its in-progress entry is gone, or its
@@ -96,6 +96,7 @@ async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
     // Cancelled at shutdown (the worker's token) or when this run times out.
     let cancel = shared.job_cancel.child_token();
     let cx = start(shared, token.clone(), payload, &cancel);
+    let unique = UniqueHold::of(cx.payload());
     let Some(ran) = execute(shared, &cx, &cancel).await else {
         return; // parked in the lock-wait list, or taken back meanwhile
     };
@@ -108,7 +109,7 @@ async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
         ran.result.as_ref().err().map(JobError::message),
     );
     let ended = !matches!(outcome, Outcome::Retry(..));
-    let label = end(shared, &token, &ran, outcome, permit).await;
+    let label = end(shared, &token, &ran, outcome, permit, unique.as_ref()).await;
     if ended {
         super::cron::run_ended(shared, cx.payload()).await;
     }
@@ -270,6 +271,7 @@ async fn perform(
     slot: Option<SlotHold>,
 ) -> Ran {
     record_wait(shared, cx.token(), cx.payload());
+    release_at_start(shared, cx).await;
     let key = &cx.token().raw;
     let running = Running {
         cx: cx.clone(),
@@ -336,6 +338,21 @@ fn report(shared: &Shared, cx: &JobContext, result: &Result<(), JobError>) {
     }
 }
 
+/// A unique job with `until = "start"` gives its key up as it starts (a
+/// failure to do so leaves the lock to its TTL).
+async fn release_at_start(shared: &Shared, cx: &JobContext) {
+    let Some(hold) = UniqueHold::of(cx.payload()).filter(|u| u.until == UniqueUntil::Start) else {
+        return;
+    };
+    let broker = shared.client.broker();
+    if let Err(e) = broker
+        .unique_release(&broker.unique_key(&hold), Some(&hold.jid))
+        .await
+    {
+        tracing::warn!(error = %e, job.jid = %hold.jid, "could not release a unique lock at start; it expires with its TTL");
+    }
+}
+
 /// Writes the job's end ([`exit::finish`]) and returns its label for the
 /// series. A plain queue's job without a slot gives its permit back first,
 /// so the next job starts while this one's end is on its way. A job Redis
@@ -349,6 +366,7 @@ async fn end(
     ran: &Ran,
     outcome: Outcome,
     permit: Permit,
+    unique: Option<&UniqueHold>,
 ) -> metrics::Outcome {
     let label = label(&ran.result, &outcome);
     let permit = if ran.slot.is_none() && !token.is_sharded() {
@@ -357,7 +375,7 @@ async fn end(
     } else {
         Some(permit)
     };
-    let fenced = exit::finish(shared, token, outcome.into(), ran.slot.as_ref()).await;
+    let fenced = exit::finish(shared, token, outcome.into(), ran.slot.as_ref(), unique).await;
     drop(permit);
     if fenced {
         metrics::Outcome::Fenced
@@ -508,7 +526,7 @@ async fn bury_malformed(shared: &Shared, token: &Token, raw: &[u8], reason: &str
     tracing::error!(job.queue = %token.queue, reason, "malformed payload moved to dead");
     shared.stats.failed.fetch_add(1, Ordering::Relaxed);
     let entry = malformed_entry(raw, &token.queue, reason);
-    let label = if exit::finish(shared, token, Exit::Dead(entry), None).await {
+    let label = if exit::finish(shared, token, Exit::Dead(entry), None, None).await {
         metrics::Outcome::Fenced
     } else {
         metrics::Outcome::Dead

@@ -18,6 +18,7 @@ mod queues;
 mod rates;
 mod sets;
 mod shards;
+mod unique;
 mod waits;
 mod windows;
 
@@ -33,6 +34,7 @@ pub use processes::ProcessRecord;
 pub use queues::{MAX_QUEUES, ServerFacts, Totals};
 pub use rates::{RatePage, RateRow};
 pub use shards::{SHARE_MINUTES, ShardRow, ShardView, tenant_name};
+pub use unique::{RECENT_REJECTIONS, Rejection, UniqueLockPage, UniqueLockRow};
 pub use waits::{FinishedCounts, LongWait, MAX_MINUTES, RECENT_MINUTES, Throughput, WaitSummary};
 
 use super::RedisBroker;
