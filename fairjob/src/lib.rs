@@ -60,7 +60,8 @@ pub mod wire;
 pub mod worker;
 
 pub use client::{
-    Client, ClientBuilder, ClientMiddleware, ClientNext, IntoPush, PushJob, client_middleware_fn,
+    Client, ClientBuilder, ClientMiddleware, ClientNext, IntoPush, PushJob, StagedPush,
+    client_middleware_fn,
 };
 pub use config::{ClientConfig, WorkerConfig};
 pub use error::{Error, JobError, Result};

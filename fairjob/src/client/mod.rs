@@ -9,6 +9,7 @@
 mod middleware;
 mod policy;
 mod push;
+mod staged;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -20,6 +21,7 @@ use std::time::Duration;
 pub use middleware::{ClientMiddleware, ClientNext, FnClientMiddleware, client_middleware_fn};
 pub use policy::ShardPolicyChange;
 pub use push::{IntoPush, PushJob};
+pub use staged::StagedPush;
 
 use crate::broker::{RedisBroker, redacted};
 use crate::config::ClientConfig;

@@ -128,6 +128,18 @@ impl PushJob {
         }
     }
 
+    /// The tenant used when none is set by the end of the middleware chain
+    /// (the job type's `#[fair_tenant]`), for a relay that stores the push.
+    pub fn default_tenant(&self) -> Option<&str> {
+        self.default_tenant.as_deref()
+    }
+
+    /// Sets the tenant used when none is set by the end of the chain (a relay
+    /// restoring a stored push).
+    pub fn set_default_tenant(&mut self, tenant: Option<String>) {
+        self.default_tenant = tenant.filter(|t| !t.is_empty());
+    }
+
     /// Writes the default tenant into the payload when it has none.
     fn settle_tenant(&mut self) {
         if self.payload.tenant().is_none()
@@ -217,7 +229,7 @@ impl Client {
     }
 
     /// Runs the client middleware chain on `job`.
-    async fn run_chain(&self, job: PushJob) -> Result<Option<PushJob>> {
+    pub(super) async fn run_chain(&self, job: PushJob) -> Result<Option<PushJob>> {
         ClientNext::new(self.inner.chain.clone()).run(job).await
     }
 
@@ -311,7 +323,7 @@ impl Client {
 
     /// Pushes one job that already went through the chain; `None` when its
     /// promoting-record entry was gone.
-    async fn push_one(&self, job: PushJob, src: Option<Src>) -> Result<Option<String>> {
+    pub(super) async fn push_one(&self, job: PushJob, src: Option<Src>) -> Result<Option<String>> {
         let jid = job.payload.jid();
         let class = job.payload.class();
         let (spec, rules, base_queue) = self.prepare(job, now_f64(), src)?;
