@@ -265,6 +265,27 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// fairjob-postgres' schema (`postgres migrate`)
+    Postgres {
+        #[command(subcommand)]
+        action: PostgresAction,
+    },
+    /// Move jobs enqueued in PostgreSQL transactions into Redis (fairjob-postgres'
+    /// pump, fair between tenants; several pumps may run at once)
+    Pump {
+        /// PostgreSQL URL
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
+        postgres: String,
+        /// Rows per batch
+        #[arg(long, default_value_t = 500)]
+        batch: usize,
+        /// Poll interval while there is work
+        #[arg(long, value_parser = duration, default_value = "100ms", value_name = "DURATION")]
+        poll_interval: Duration,
+        /// Longest wait between polls when idle (the interval doubles up to it)
+        #[arg(long, value_parser = duration, default_value = "2s", value_name = "DURATION")]
+        max_idle_interval: Duration,
+    },
     /// Set a sharded queue's per-tenant running limit (0 pauses; "none" removes it)
     ShardLimit {
         /// Queue name
@@ -274,6 +295,16 @@ enum Command {
         /// The tenant (default: every tenant without its own limit)
         #[arg(long)]
         tenant: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PostgresAction {
+    /// Create or upgrade the `fairjob` schema (its own migrations table, apart from the application's)
+    Migrate {
+        /// PostgreSQL URL
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
+        postgres: String,
     },
 }
 
@@ -349,7 +380,7 @@ crate's dependencies and create `src/bin/worker.rs` containing the single line \
 `fairjob_worker::main!(my_jobs);` (naming your crate, and any other crate with jobs), \
 then run `cargo run --release --bin worker -- -r redis://127.0.0.1:6379 -c 10`. The \
 commands that need no job types (`stats`, `tenants`, `shards`, `shard-limit`, `limits`, `web`, \
-`explain`) work here.";
+`explain`, `postgres migrate`, `pump`) work here.";
 
 async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
     let registry = || -> Result<Registry> {
@@ -380,8 +411,30 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
         }
         return run_worker(config, registry()?, run.web, run.metrics, &web).await;
     };
+    match &command {
+        Command::Postgres {
+            action: PostgresAction::Migrate { postgres },
+        } => return crate::postgres::migrate(postgres).await,
+        Command::Pump {
+            postgres,
+            batch,
+            poll_interval,
+            max_idle_interval,
+        } => {
+            return crate::postgres::pump(
+                &config,
+                postgres,
+                *batch,
+                *poll_interval,
+                *max_idle_interval,
+            )
+            .await;
+        }
+        _ => {}
+    }
     let inspect = crate::inspect::Inspect::connect(&config).await;
     match command {
+        Command::Postgres { .. } | Command::Pump { .. } => unreachable!("handled above"),
         Command::Run(_) => unreachable!("handled above"),
         Command::Jobs => {
             if !with_jobs {

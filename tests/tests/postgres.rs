@@ -262,3 +262,54 @@ async fn a_schema_older_than_the_crate_names_the_fix() {
     migrate(&pool).await.unwrap(); // idempotent
     fairjob_postgres::check_schema(&pool).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_migrates_and_a_killed_pump_process_loses_nothing() {
+    let pg = PostgresServer::start().unwrap();
+    let redis = Redis::start().await;
+    let out = redis.cli(&["postgres", "migrate", "--postgres", &pg.url()]);
+    assert!(out.contains("schema at version"), "{out}");
+    let pool = PgPool::connect(&pg.url()).await.unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    let jobs = (0..2000).map(|i| EchoJob(i.to_string()).set_tenant(format!("t{}", i % 3)));
+    perform_bulk_tx(&mut *tx, jobs).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let pump = |batch: &str| {
+        std::process::Command::new(fairjob_tests::bin("test-worker"))
+            .args(["-r", redis.url(), "--namespace", redis.ns()])
+            .args(["pump", "--postgres", &pg.url(), "--batch", batch])
+            .args(["--poll-interval", "20ms", "--max-idle-interval", "100ms"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // Killed as soon as it has pushed something: mid-batch, or between a
+    // push and its DELETE.
+    let mut first = pump("50");
+    eventually!(!queued(&redis).await.is_empty(), "the pump pushes");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // Its claims hold for the lease (30 s by default): end them, as time would.
+    sqlx::query("UPDATE fairjob.outbox SET claimed_until = NULL")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut second = pump("500");
+    eventually!(
+        outbox_rows(&pool).await == 0,
+        "the second pump drains the outbox"
+    );
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let payloads = queued(&redis).await;
+    let mut jids: Vec<&str> = payloads
+        .iter()
+        .map(|p| p["jid"].as_str().unwrap())
+        .collect();
+    let n = jids.len();
+    jids.sort_unstable();
+    jids.dedup();
+    assert_eq!((n, jids.len()), (2000, 2000), "every job in Redis once");
+}
