@@ -122,16 +122,10 @@ impl Pump {
                     0
                 }
             };
-            if claimed >= self.batch {
-                wait = self.poll;
-                continue;
-            }
-            wait = if claimed > 0 {
-                self.poll
-            } else {
-                (wait * 2).clamp(self.poll, self.max_idle.max(self.poll))
-            };
+            wait = next_wait(claimed, self.batch, wait, self.poll, self.max_idle);
+            // Checked first, also between full batches (a zero sleep).
             tokio::select! {
+                biased;
                 () = &mut stop => return Ok(()),
                 () = tokio::time::sleep(wait) => {}
             }
@@ -311,6 +305,24 @@ impl Pump {
     }
 }
 
+/// The wait before the next batch: none after a full batch, the poll
+/// interval after a partial one, and doubling up to `max_idle` while idle.
+fn next_wait(
+    claimed: usize,
+    batch: usize,
+    wait: Duration,
+    poll: Duration,
+    max_idle: Duration,
+) -> Duration {
+    if claimed >= batch {
+        Duration::ZERO
+    } else if claimed > 0 {
+        poll
+    } else {
+        (wait * 2).clamp(poll, max_idle.max(poll))
+    }
+}
+
 /// A job's own fault (too large, bad queue name, undecodable): not retried.
 fn is_bad_job(e: &fairjob::Error) -> bool {
     matches!(
@@ -331,4 +343,41 @@ struct Claimed {
     payload: String,
     run_at: Option<f64>,
     staged: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_poll_backs_off_when_idle_and_not_while_busy() {
+        let (poll, max) = (Duration::from_millis(100), Duration::from_secs(2));
+        assert_eq!(next_wait(500, 500, poll, poll, max), Duration::ZERO);
+        assert_eq!(next_wait(3, 500, max, poll, max), poll);
+        let mut wait = poll;
+        let mut seen = Vec::new();
+        for _ in 0..7 {
+            wait = next_wait(0, 500, wait, poll, max);
+            seen.push(wait.as_millis());
+        }
+        assert_eq!(seen, [200, 400, 800, 1600, 2000, 2000, 2000]);
+        // A max below the poll interval means: poll at the interval.
+        assert_eq!(next_wait(0, 500, poll, poll, Duration::ZERO), poll);
+    }
+
+    #[test]
+    fn only_a_jobs_own_faults_keep_its_row_as_failed() {
+        let too_large = fairjob::Error::PayloadTooLarge {
+            class: "A".into(),
+            size: 10,
+            max: 1,
+        };
+        assert!(is_bad_job(&too_large));
+        assert!(is_bad_job(&fairjob::Error::Config("bad queue".into())));
+        let stopped = fairjob::Error::Stopped {
+            class: "A".into(),
+            jid: "j".into(),
+        };
+        assert!(!is_bad_job(&stopped));
+    }
 }
