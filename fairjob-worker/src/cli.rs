@@ -163,6 +163,10 @@ struct RunArgs {
     /// Never sample the Redis gauges from this process (others may)
     #[arg(long)]
     no_metrics_sampler: bool,
+    /// Also run fairjob-postgres' pump in this process, from this PostgreSQL
+    /// URL (as `pump --postgres URL` does, with its defaults)
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
 }
 
 impl RunArgs {
@@ -188,7 +192,8 @@ impl RunArgs {
             metrics,
             metrics_top_k,
             metrics_idle_timeout,
-            metrics_interval
+            metrics_interval,
+            postgres
         );
         self.no_wait_stats |= later.no_wait_stats;
         self.no_tenant_labels |= later.no_tenant_labels;
@@ -409,7 +414,15 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
         if !with_jobs {
             bail!("{NO_JOBS}");
         }
-        return run_worker(config, registry()?, run.web, run.metrics, &web).await;
+        return run_worker(
+            config,
+            registry()?,
+            run.web,
+            run.metrics,
+            run.postgres.as_deref(),
+            &web,
+        )
+        .await;
     };
     match &command {
         Command::Postgres {
@@ -514,6 +527,7 @@ async fn run_worker(
     registry: Registry,
     web_addr: Option<std::net::SocketAddr>,
     metrics_addr: Option<std::net::SocketAddr>,
+    postgres: Option<&str>,
     web: &crate::web::Options,
 ) -> Result<()> {
     if registry.is_empty() {
@@ -569,7 +583,14 @@ async fn run_worker(
         Some(addr) => Some(crate::web::spawn(&config, web, addr, &handle).await?),
         None => None,
     };
+    let pump = match postgres {
+        Some(url) => Some(crate::postgres::spawn_pump(url, worker.client().clone()).await?),
+        None => None,
+    };
     let result = worker.run_with_signals(handle).await;
+    if let Some(p) = pump {
+        p.stop().await;
+    }
     if let Some(d) = dashboard {
         d.stop().await;
     }

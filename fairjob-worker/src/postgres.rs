@@ -1,5 +1,6 @@
-//! `fairjob-worker postgres migrate` and `fairjob-worker pump`: fairjob-postgres'
-//! schema and its pump, run alone.
+//! `fairjob-worker postgres migrate`, `fairjob-worker pump` and
+//! `worker run --postgres URL`: fairjob-postgres' schema and its pump, alone
+//! or beside the worker.
 
 use std::time::Duration;
 
@@ -48,4 +49,34 @@ pub(crate) async fn pump(
         })
         .await?;
     Ok(())
+}
+
+/// A pump running beside the worker.
+#[derive(Debug)]
+pub(crate) struct RunningPump {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<fairjob_postgres::Result<()>>,
+}
+
+impl RunningPump {
+    /// Stops it after its current batch.
+    pub(crate) async fn stop(self) {
+        let _ = self.stop.send(());
+        match self.task.await {
+            Ok(Err(e)) => tracing::error!(error = %e, "the pump stopped with an error"),
+            Err(e) => tracing::error!(error = %e, "the pump panicked"),
+            Ok(Ok(())) => {}
+        }
+    }
+}
+
+/// Starts the pump beside the worker, pushing through the worker's client.
+pub(crate) async fn spawn_pump(url: &str, client: fairjob::Client) -> Result<RunningPump> {
+    let pool = pool(url).await?;
+    fairjob_postgres::check_schema(&pool).await?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(Pump::new(pool, client).run(async {
+        let _ = stopped.await;
+    }));
+    Ok(RunningPump { stop, task })
 }

@@ -313,3 +313,28 @@ async fn the_cli_migrates_and_a_killed_pump_process_loses_nothing() {
     jids.dedup();
     assert_eq!((n, jids.len()), (2000, 2000), "every job in Redis once");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_with_postgres_pumps_committed_jobs() {
+    let (pg, pool, redis) = setup().await;
+    // The worker runs another queue: the job stays where its pump put it.
+    let mut worker = redis
+        .worker_process()
+        .queues(["elsewhere"])
+        .flag("--postgres", pg.url())
+        .start();
+    let mut tx = pool.begin().await.unwrap();
+    let jid = EchoJob("from a transaction".into())
+        .set_tenant("acme")
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    eventually!(
+        let q = queued(&redis).await;
+        q.len() == 1 && q[0]["jid"] == jid.as_str(),
+        "the worker's own pump pushes the job"
+    );
+    assert_eq!(outbox_rows(&pool).await, 0);
+    worker.stop();
+}
