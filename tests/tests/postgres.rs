@@ -338,3 +338,36 @@ async fn a_worker_with_postgres_pumps_committed_jobs() {
     assert_eq!(outbox_rows(&pool).await, 0);
     worker.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_too_large_is_kept_as_failed_and_the_rest_go_on() {
+    let (_pg, pool, redis) = setup().await;
+    let client = fairjob::Client::builder(redis.url())
+        .namespace(redis.ns())
+        .max_payload_bytes(1000)
+        .build()
+        .await
+        .unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    let big = EchoJob("x".repeat(5000))
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    let small = EchoJob("small".into())
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let stats = Pump::new(pool.clone(), client).pump_once().await.unwrap();
+    assert_eq!((stats.pushed, stats.failed), (1, 1));
+    let q = queued(&redis).await;
+    assert_eq!(q.len(), 1);
+    assert_eq!(q[0]["jid"], small.as_str());
+    let (jid, error): (String, String) =
+        sqlx::query_as("SELECT jid, error FROM fairjob.outbox WHERE failed_at IS NOT NULL")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(jid, big);
+    assert!(error.contains("5"), "the error names the size: {error}");
+}
