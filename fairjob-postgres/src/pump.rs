@@ -13,7 +13,8 @@
 //! 2. **Stage.** The jids not yet staged are added to Redis's staged record
 //!    (`ZADD NX`), then marked `staged` in Postgres.
 //! 3. **Push.** Each job goes through the client middleware chain and reroute
-//!    rules as a direct push would ([`fairjob::Client::push_staged`]); the push
+//!    rules as a direct push would ([`fairjob::Client::push_staged_many`]:
+//!    bounded script calls sent together); the push
 //!    removes its staged jid in the same script, and a push whose staged jid
 //!    is gone pushes nothing.
 //! 4. **Delete** the rows.
@@ -36,7 +37,7 @@ use std::time::Duration;
 use fairjob::{Client, Payload, PushJob, StagedPush};
 use sqlx::{PgPool, Row};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The pump (see the module docs).
 #[derive(Debug, Clone)]
@@ -164,22 +165,59 @@ impl Pump {
                 .execute(&self.pool)
                 .await?;
         }
-        // 3. Push.
+        // 3. Push: scheduled jobs one by one, the others in one staged batch.
         let mut done = Vec::with_capacity(rows.len());
         let mut failed: Vec<(i64, String)> = Vec::new();
-        for row in rows {
-            match self.push(&row).await {
-                Ok(StagedPush::Pushed) => stats.pushed += 1,
-                Ok(StagedPush::AlreadyPushed) => stats.already += 1,
-                Ok(_) => stats.stopped += 1,
-                Err(Error::Fairjob(e)) if is_bad_job(&e) => {
-                    tracing::error!(jid = %row.jid, tenant = %row.tenant, error = %e, "job cannot be pushed; kept as failed in fairjob.outbox");
+        let mut now_rows = Vec::new();
+        let mut now_jobs = Vec::new();
+        for row in &rows {
+            let job = match decode(row) {
+                Ok(job) => job,
+                Err(e) => {
                     failed.push((row.id, e.to_string()));
                     continue;
                 }
-                Err(e) => return Err(e),
+            };
+            match row.run_at {
+                Some(at) => {
+                    let at = std::time::UNIX_EPOCH + Duration::from_secs_f64(at.max(0.0));
+                    match self.client.push_at(job, at).await {
+                        Ok(_) => {
+                            stats.pushed += 1;
+                            done.push(row.id);
+                        }
+                        Err(e) if is_bad_job(&e) => failed.push((row.id, e.to_string())),
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                None => {
+                    now_rows.push(row);
+                    now_jobs.push(job);
+                }
+            }
+        }
+        let results = self.client.push_staged_many(now_jobs).await?;
+        for (row, result) in now_rows.into_iter().zip(results) {
+            match result {
+                Ok(StagedPush::Pushed) => stats.pushed += 1,
+                Ok(StagedPush::AlreadyPushed) => stats.already += 1,
+                Ok(_) => stats.stopped += 1,
+                Err(e) if is_bad_job(&e) => {
+                    failed.push((row.id, e.to_string()));
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
             }
             done.push(row.id);
+        }
+        for (id, error) in &failed {
+            let row = rows.iter().find(|r| r.id == *id);
+            tracing::error!(
+                jid = row.map_or("", |r| r.jid.as_str()),
+                tenant = row.map_or("", |r| r.tenant.as_str()),
+                %error,
+                "job cannot be pushed; kept as failed in fairjob.outbox"
+            );
         }
         // 4. Delete.
         sqlx::query("DELETE FROM fairjob.outbox WHERE id = ANY($1)")
@@ -199,19 +237,6 @@ impl Pump {
             .await?;
         }
         Ok(stats)
-    }
-
-    async fn push(&self, row: &Claimed) -> Result<StagedPush> {
-        let payload = Payload::parse(row.payload.clone().into_bytes())
-            .map_err(|e| fairjob::Error::Config(format!("stored payload does not decode: {e}")))?;
-        let mut job = PushJob::new(payload);
-        job.set_default_tenant(row.default_tenant.clone());
-        if let Some(at) = row.run_at {
-            let at = std::time::UNIX_EPOCH + Duration::from_secs_f64(at.max(0.0));
-            self.client.push_at(job, at).await?;
-            return Ok(StagedPush::Pushed);
-        }
-        Ok(self.client.push_staged(job).await?)
     }
 
     /// Step 1, the fair claim: returns the rows and the last tenant of this
@@ -321,6 +346,15 @@ fn next_wait(
     } else {
         (wait * 2).clamp(poll, max_idle.max(poll))
     }
+}
+
+/// The stored push of a row.
+fn decode(row: &Claimed) -> Result<PushJob, fairjob::Error> {
+    let payload = Payload::parse(row.payload.clone().into_bytes())
+        .map_err(|e| fairjob::Error::Config(format!("stored payload does not decode: {e}")))?;
+    let mut job = PushJob::new(payload);
+    job.set_default_tenant(row.default_tenant.clone());
+    Ok(job)
 }
 
 /// A job's own fault (too large, bad queue name, undecodable): not retried.

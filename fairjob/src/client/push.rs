@@ -235,7 +235,7 @@ impl Client {
 
     /// Resolves the tenant and checks the size; returns the push, the rules it
     /// may apply and the queue it is judged against.
-    fn prepare(
+    pub(super) fn prepare(
         &self,
         mut job: PushJob,
         now: f64,
@@ -428,7 +428,7 @@ fn check_queue_name(queue: &str) -> Result<()> {
 }
 
 /// Counts one job a reroute rule sent to `to_queue` (`fairjob_reroutes_total`).
-fn count_reroute(class: String, to_queue: &str) {
+pub(super) fn count_reroute(class: String, to_queue: &str) {
     ::metrics::counter!(
         crate::metrics::REROUTES_TOTAL,
         "class" => class,

@@ -6,9 +6,11 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::push::count_reroute;
 use super::{Client, PushJob};
-use crate::broker::Src;
+use crate::broker::{Pushed, Src};
 use crate::error::Result;
+use crate::wire::now_f64;
 
 /// What became of a staged push.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,5 +54,50 @@ impl Client {
             Some(_) => StagedPush::Pushed,
             None => StagedPush::AlreadyPushed,
         })
+    }
+
+    /// [`Client::push_staged`] for many jobs, in script calls of a bounded
+    /// size sent together: one result per job, in order (a job's own fault,
+    /// such as its size, is its own `Err`; Redis failing fails the whole call).
+    pub async fn push_staged_many(&self, jobs: Vec<PushJob>) -> Result<Vec<Result<StagedPush>>> {
+        let record = self.broker().keys().staged();
+        let now = now_f64();
+        let mut out: Vec<Result<StagedPush>> = Vec::with_capacity(jobs.len());
+        let mut specs = Vec::new();
+        let mut at = Vec::new();
+        for job in jobs {
+            let jid = job.jid();
+            let class = job.class();
+            let Some(job) = self.run_chain(job).await? else {
+                self.broker().drop_claim(&record, jid.as_bytes()).await?;
+                out.push(Ok(StagedPush::Stopped));
+                continue;
+            };
+            let src = Src {
+                record: record.clone(),
+                member: jid,
+            };
+            match self.prepare(job, now, Some(src)) {
+                Ok((spec, _, _)) => {
+                    at.push((out.len(), class));
+                    specs.push(spec);
+                    out.push(Ok(StagedPush::Pushed));
+                }
+                Err(e) => out.push(Err(e)),
+            }
+        }
+        let pushed = self.broker().push(&specs, self.clock_offset()).await?;
+        for ((spec, (i, class)), p) in specs.iter().zip(at).zip(pushed) {
+            out[i] = Ok(match p {
+                Pushed::To(c) => {
+                    if c > 0 {
+                        count_reroute(class, &spec.candidates[c].queue);
+                    }
+                    StagedPush::Pushed
+                }
+                Pushed::SourceGone => StagedPush::AlreadyPushed,
+            });
+        }
+        Ok(out)
     }
 }
