@@ -276,6 +276,9 @@ impl Pump {
                  ORDER BY c.rn, t.ord
                  LIMIT $3
                )
+               -- Checked again on the row as locked: a row another pump
+               -- claimed since this statement's snapshot is left to it.
+               AND (claimed_until IS NULL OR claimed_until < now())
                FOR UPDATE SKIP LOCKED
              )
              RETURNING o.id, o.jid, o.tenant, o.default_tenant, o.payload, o.run_at, o.staged",
