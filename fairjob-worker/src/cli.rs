@@ -163,6 +163,10 @@ struct RunArgs {
     /// Never sample the Redis gauges from this process (others may)
     #[arg(long)]
     no_metrics_sampler: bool,
+    /// Also run fairjob-postgres' pump in this process, from this PostgreSQL
+    /// URL (as `pump --postgres URL` does, with its defaults)
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
 }
 
 impl RunArgs {
@@ -188,7 +192,8 @@ impl RunArgs {
             metrics,
             metrics_top_k,
             metrics_idle_timeout,
-            metrics_interval
+            metrics_interval,
+            postgres
         );
         self.no_wait_stats |= later.no_wait_stats;
         self.no_tenant_labels |= later.no_tenant_labels;
@@ -286,6 +291,27 @@ enum Command {
         #[command(subcommand)]
         action: Option<CronAction>,
     },
+    /// fairjob-postgres' schema (`postgres migrate`)
+    Postgres {
+        #[command(subcommand)]
+        action: PostgresAction,
+    },
+    /// Move jobs enqueued in PostgreSQL transactions into Redis (fairjob-postgres'
+    /// pump, fair between tenants; several pumps may run at once)
+    Pump {
+        /// PostgreSQL URL
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
+        postgres: String,
+        /// Rows per batch
+        #[arg(long, default_value_t = 500)]
+        batch: usize,
+        /// Poll interval while there is work
+        #[arg(long, value_parser = duration, default_value = "100ms", value_name = "DURATION")]
+        poll_interval: Duration,
+        /// Longest wait between polls when idle (the interval doubles up to it)
+        #[arg(long, value_parser = duration, default_value = "2s", value_name = "DURATION")]
+        max_idle_interval: Duration,
+    },
     /// Set a sharded queue's per-tenant running limit (0 pauses; "none" removes it)
     ShardLimit {
         /// Queue name
@@ -295,6 +321,16 @@ enum Command {
         /// The tenant (default: every tenant without its own limit)
         #[arg(long)]
         tenant: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PostgresAction {
+    /// Create or upgrade the `fairjob` schema (its own migrations table, apart from the application's)
+    Migrate {
+        /// PostgreSQL URL
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
+        postgres: String,
     },
 }
 
@@ -424,7 +460,7 @@ crate's dependencies and create `src/bin/worker.rs` containing the single line \
 `fairjob_worker::main!(my_jobs);` (naming your crate, and any other crate with jobs), \
 then run `cargo run --release --bin worker -- -r redis://127.0.0.1:6379 -c 10`. The \
 commands that need no job types (`stats`, `tenants`, `shards`, `shard-limit`, `limits`, `rate-limits`, `unique`, `web`, \
-`explain`) work here.";
+`explain`, `postgres migrate`, `pump`) work here.";
 
 async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
     let registry = || -> Result<Registry> {
@@ -453,10 +489,40 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
         if !with_jobs {
             bail!("{NO_JOBS}");
         }
-        return run_worker(config, registry()?, run.web, run.metrics, &web).await;
+        return run_worker(
+            config,
+            registry()?,
+            run.web,
+            run.metrics,
+            run.postgres.as_deref(),
+            &web,
+        )
+        .await;
     };
+    match &command {
+        Command::Postgres {
+            action: PostgresAction::Migrate { postgres },
+        } => return crate::postgres::migrate(postgres).await,
+        Command::Pump {
+            postgres,
+            batch,
+            poll_interval,
+            max_idle_interval,
+        } => {
+            return crate::postgres::pump(
+                &config,
+                postgres,
+                *batch,
+                *poll_interval,
+                *max_idle_interval,
+            )
+            .await;
+        }
+        _ => {}
+    }
     let inspect = crate::inspect::Inspect::connect(&config).await;
     match command {
+        Command::Postgres { .. } | Command::Pump { .. } => unreachable!("handled above"),
         Command::Run(_) => unreachable!("handled above"),
         Command::Jobs => {
             if !with_jobs {
@@ -572,6 +638,7 @@ async fn run_worker(
     registry: Registry,
     web_addr: Option<std::net::SocketAddr>,
     metrics_addr: Option<std::net::SocketAddr>,
+    postgres: Option<&str>,
     web: &crate::web::Options,
 ) -> Result<()> {
     if registry.is_empty() {
@@ -627,7 +694,14 @@ async fn run_worker(
         Some(addr) => Some(crate::web::spawn(&config, web, addr, &handle).await?),
         None => None,
     };
+    let pump = match postgres {
+        Some(url) => Some(crate::postgres::spawn_pump(url, worker.client().clone()).await?),
+        None => None,
+    };
     let result = worker.run_with_signals(handle).await;
+    if let Some(p) = pump {
+        p.stop().await;
+    }
     if let Some(d) = dashboard {
         d.stop().await;
     }

@@ -63,7 +63,7 @@ pub mod worker;
 
 pub use client::{
     Bulk, Client, ClientBuilder, ClientMiddleware, ClientNext, CronSpec, IntoPush, PushJob,
-    client_middleware_fn,
+    StagedPush, client_middleware_fn,
 };
 pub use config::{ClientConfig, WorkerConfig};
 pub use error::{Error, JobError, Result};

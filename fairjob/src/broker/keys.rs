@@ -211,6 +211,13 @@ impl Keys {
     pub fn cron_state(&self, name: &str) -> String {
         self.k(&format!("fairjob:{{cron}}:state:{}", encode(name)))
     }
+
+    /// Jids a relay (fairjob-postgres' pump) has staged for one push, scored by
+    /// the time staged (ms): a push that finds its jid gone here was already
+    /// made, so a relay's retry after a crash pushes nothing twice.
+    pub fn staged(&self) -> String {
+        self.k("fairjob:{staged}:relay")
+    }
     /// The reaper's lock (one reaper pass per interval across the fleet).
     pub fn reaper_lock(&self) -> String {
         self.k("fairjob:reaper-lock")

@@ -55,6 +55,7 @@
 //! | **scheduler** (`promote.rs`) | | | |
 //! | `promote` | claims due entries of `schedule`/`retry` under a lease | `promote.lua` | payloads |
 //! | `drop_claim`, `bury_claimed` | ends a claim; moves a bad entry to `dead` | `ZREM`, `schedule.lua` | `()` |
+//! | `stage_claims` | a relay's claims before its push (`push` with a `Src` in `staged` then pushes each once) | `ZADD NX` | `()` |
 //! | **self-healing** (`reconcile.rs`) | | | |
 //! | `reconcile_shard`, `reconcile_slots` | recounts running jobs; drops slots no record holds | `shard_reconcile.lua`, `reclaim.lua`, `slot_forget.lua` | `Healed` |
 //! | **operators' actions** (`actions.rs`) | | | |

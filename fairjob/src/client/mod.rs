@@ -11,6 +11,7 @@ mod middleware;
 mod policy;
 mod push;
 mod retry;
+mod staged;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -23,6 +24,7 @@ pub use cron::{CronSpec, Crons};
 pub use middleware::{ClientMiddleware, ClientNext, FnClientMiddleware, client_middleware_fn};
 pub use policy::ShardPolicyChange;
 pub use push::{Bulk, IntoPush, PushJob};
+pub use staged::StagedPush;
 
 use crate::broker::{RedisBroker, redacted};
 use crate::config::ClientConfig;

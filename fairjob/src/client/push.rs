@@ -136,6 +136,18 @@ impl PushJob {
         self.payload
     }
 
+    /// The tenant used when none is set by the end of the middleware chain
+    /// (the job type's `#[fair_tenant]`), for a relay that stores the push.
+    pub fn default_tenant(&self) -> Option<&str> {
+        self.default_tenant.as_deref()
+    }
+
+    /// Sets the tenant used when none is set by the end of the chain (a relay
+    /// restoring a stored push).
+    pub fn set_default_tenant(&mut self, tenant: Option<String>) {
+        self.default_tenant = tenant.filter(|t| !t.is_empty());
+    }
+
     /// Writes the default tenant into the payload when it has none.
     fn settle_tenant(&mut self) {
         if self.payload.tenant().is_none()
@@ -266,13 +278,13 @@ impl Client {
     }
 
     /// Runs the client middleware chain on `job`.
-    async fn run_chain(&self, job: PushJob) -> Result<Option<PushJob>> {
+    pub(super) async fn run_chain(&self, job: PushJob) -> Result<Option<PushJob>> {
         ClientNext::new(self.inner.chain.clone()).run(job).await
     }
 
     /// Resolves the tenant and checks the size; returns the push, the rules it
     /// may apply and the queue it is judged against.
-    fn prepare(
+    pub(super) fn prepare(
         &self,
         mut job: PushJob,
         now: f64,
@@ -387,7 +399,7 @@ impl Client {
     /// Pushes one job that already went through the chain; `None` when its
     /// promoting-record entry was gone. A unique job whose key is held is
     /// `Error::Duplicate` (or, replacing a waiting holder, the holder's jid).
-    async fn push_one(&self, job: PushJob, src: Option<Src>) -> Result<Option<String>> {
+    pub(super) async fn push_one(&self, job: PushJob, src: Option<Src>) -> Result<Option<String>> {
         let jid = job.payload.jid();
         let class = job.payload.class();
         let (spec, rules, base_queue) = self.prepare(job, now_f64(), src)?;
@@ -551,7 +563,7 @@ fn rejection(class: String, jid: String, holder: &str) -> Rejection {
 }
 
 /// Counts one job a reroute rule sent to `to_queue` (`fairjob_reroutes_total`).
-fn count_reroute(class: String, to_queue: &str) {
+pub(super) fn count_reroute(class: String, to_queue: &str) {
     ::metrics::counter!(
         crate::metrics::REROUTES_TOTAL,
         "class" => class,
