@@ -18,7 +18,7 @@ use syn::{Attribute, Expr, ExprPath, Lit, LitInt, LitStr, Path, Token};
 use crate::ctxt::Ctxt;
 
 /// The helper attributes that `#[derive(Job)]` declares.
-pub(crate) const HELPERS: [&str; 4] = ["job", "fair_tenant", "throttle", "concurrency"];
+pub(crate) const HELPERS: [&str; 5] = ["job", "fair_tenant", "throttle", "concurrency", "iterable"];
 
 /// The window of a `#[throttle]` rule that gives no `per`: one day, the
 /// largest window of sidekiq-fair_tenant.
@@ -35,6 +35,20 @@ pub(crate) struct Attrs {
     pub(crate) throttles: Vec<Throttle>,
     /// `#[concurrency(...)]`, if given (and valid).
     pub(crate) concurrency: Option<Concurrency>,
+    /// `#[iterable(...)]`, if given (and valid).
+    pub(crate) iterable: Option<Iterable>,
+}
+
+/// `#[iterable(checkpoint = "5s", slice = "10m")]`; `None` where a key was
+/// not given (the runtime's default).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Iterable {
+    /// How often the cursor is saved.
+    pub(crate) checkpoint: Option<Duration>,
+    /// How long one run goes on before it yields.
+    pub(crate) slice: Option<Duration>,
+    /// The span of `checkpoint`'s value (else of `iterable`), for errors across keys.
+    pub(crate) span: Option<proc_macro2::Span>,
 }
 
 /// The keys of `#[job(...)]`; `None` where a key was not given.
@@ -134,6 +148,7 @@ impl Attrs {
         );
         let mut seen_fair_tenant = false;
         let mut seen_concurrency = false;
+        let mut seen_iterable = false;
         for attr in attrs {
             let path = attr.path();
             if path.is_ident("job") {
@@ -159,6 +174,13 @@ impl Attrs {
                 }
                 seen_concurrency = true;
                 out.concurrency = parse_concurrency(cx, attr);
+            } else if path.is_ident("iterable") {
+                if seen_iterable {
+                    cx.error_spanned_by(attr, "`#[iterable]` may appear only once");
+                    continue;
+                }
+                seen_iterable = true;
+                out.iterable = parse_iterable(cx, attr);
             }
         }
         out
@@ -442,6 +464,44 @@ fn parse_concurrency(cx: &mut Ctxt, attr: &Attribute) -> Option<Concurrency> {
         key: key_ref?,
         group,
     })
+}
+
+/// `#[iterable]` alone, or with `checkpoint` and `slice` durations.
+fn parse_iterable(cx: &mut Ctxt, attr: &Attribute) -> Option<Iterable> {
+    let mut out = Iterable {
+        span: Some(syn::spanned::Spanned::span(attr.path())),
+        ..Iterable::default()
+    };
+    if matches!(attr.meta, syn::Meta::Path(_)) {
+        return Some(out);
+    }
+    let errors_before = cx.error_count();
+    let mut keys = Keys::new("iterable", &["checkpoint", "slice"]);
+    let parsed = attr.parse_nested_meta(|meta| {
+        let Some(key) = keys.accept(cx, &meta)? else {
+            return Ok(());
+        };
+        let example = if key == "checkpoint" {
+            "checkpoint = \"5s\""
+        } else {
+            "slice = \"10m\""
+        };
+        let Some(value) = value(cx, &meta, key, example)? else {
+            return Ok(());
+        };
+        let d = duration(cx, key, &value, false);
+        if key == "checkpoint" {
+            out.span = Some(syn::spanned::Spanned::span(&value));
+            out.checkpoint = d;
+        } else {
+            out.slice = d;
+        }
+        Ok(())
+    });
+    if let Err(err) = parsed {
+        cx.syn_error(err);
+    }
+    (cx.error_count() == errors_before).then_some(out)
 }
 
 fn concurrency_key(cx: &mut Ctxt, value: &Expr) -> Option<KeyRef> {

@@ -66,7 +66,7 @@ pub use client::{
 pub use config::{ClientConfig, WorkerConfig};
 pub use error::{Error, JobError, Result};
 pub use fairjob_macros::Job;
-pub use job::{Enqueue, Job, JobContext, JobRegistration, Perform, Registry};
+pub use job::{Enqueue, Iterate, Job, JobContext, JobRegistration, Perform, Registry, Step};
 pub use queues::QueueSpec;
 pub use wire::{ArgsShape, ConcurrencyLimit, JobOptions, Payload, Retry, ThrottleRule, payload};
 pub use worker::{
@@ -79,8 +79,10 @@ pub mod __private {
     pub use inventory;
 
     pub use crate::client::DeclaredShardedQueue;
-    pub use crate::job::{JobRegistration, Perform};
-    pub use crate::wire::{ArgsShape, ConcurrencyLimit, JobOptions, Retry, ThrottleRule};
+    pub use crate::job::{Iterate, JobRegistration, Perform};
+    pub use crate::wire::{
+        ArgsShape, ConcurrencyLimit, IterableOptions, JobOptions, Retry, ThrottleRule,
+    };
 
     /// A `#[fair_tenant(field)]` value; empty is no tenant.
     pub fn tenant_of<T: std::fmt::Display + ?Sized>(value: &T) -> Option<String> {

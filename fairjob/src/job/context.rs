@@ -26,6 +26,8 @@ struct Inner {
     tenant: Option<String>,
     token: Token,
     cancel: CancellationToken,
+    stopping: CancellationToken,
+    yield_asked: CancellationToken,
     client: Client,
     started: Instant,
     active_job: Option<JobData>,
@@ -36,6 +38,8 @@ pub(crate) struct JobParts {
     pub payload: Payload,
     pub token: Token,
     pub cancel: CancellationToken,
+    /// Cancelled when the worker begins to shut down (iterable jobs yield).
+    pub stopping: CancellationToken,
     pub client: Client,
 }
 
@@ -57,6 +61,7 @@ impl JobContext {
             payload,
             token,
             cancel,
+            stopping,
             client,
         } = parts;
         JobContext {
@@ -70,6 +75,8 @@ impl JobContext {
                 payload,
                 token,
                 cancel,
+                stopping,
+                yield_asked: CancellationToken::new(),
                 client,
                 started: Instant::now(),
             }),
@@ -175,6 +182,20 @@ impl JobContext {
     /// Resolves when the worker asks this job to stop.
     pub async fn cancelled(&self) {
         self.inner.cancel.cancelled().await
+    }
+
+    /// True when the job should give its place back soon: the worker is
+    /// shutting down, or the job was asked to yield. An iterable job's runner
+    /// checks it between steps; a plain job may check it and return
+    /// [`JobError::yield_now`](crate::JobError::yield_now).
+    pub fn should_yield(&self) -> bool {
+        self.inner.stopping.is_cancelled() || self.inner.yield_asked.is_cancelled()
+    }
+
+    /// Asks the job to yield at its next check of [`JobContext::should_yield`]
+    /// (the testing fake's forced yield; the hook of scheduler requests).
+    pub fn ask_to_yield(&self) {
+        self.inner.yield_asked.cancel();
     }
 
     /// The in-progress token (queue and shard the job came from).

@@ -8,6 +8,7 @@
 
 mod context;
 mod enqueue;
+mod iterate;
 mod registry;
 
 use std::future::Future;
@@ -20,6 +21,8 @@ use serde_json::value::RawValue;
 pub use context::JobContext;
 pub(crate) use context::JobParts;
 pub use enqueue::Enqueue;
+pub(crate) use iterate::ErasedIterate;
+pub use iterate::{Iterate, Step};
 pub use registry::{JobRegistration, Registry};
 pub(crate) use registry::{Prepared, SlotRequest};
 

@@ -8,7 +8,7 @@ use std::fmt;
 
 use futures_util::future::BoxFuture;
 
-use super::{JobContext, Perform};
+use super::{ErasedIterate, Iterate, Job, JobContext, Perform};
 use crate::error::{Error, JobError, Result};
 use crate::limit;
 use crate::wire::ClassInfo;
@@ -51,8 +51,8 @@ pub(crate) struct SlotRequest {
     pub limit: u32,
 }
 
-/// Decodes `T` from the payload's args and captures it for [`Prepared::run`].
-fn prepare<T: Perform>(payload: &Payload) -> std::result::Result<Prepared, JobError> {
+/// Decodes `T` from the payload's args and says which slot it needs.
+fn decode<T: Job>(payload: &Payload) -> std::result::Result<(T, Option<SlotRequest>), JobError> {
     let job = T::from_payload(payload).map_err(|e| match e {
         // An ActiveJob job's failure names its Ruby class (the payload's
         // `class` is the wrapper).
@@ -69,11 +69,31 @@ fn prepare<T: Perform>(payload: &Payload) -> std::result::Result<Prepared, JobEr
         }),
         _ => None,
     };
+    Ok((job, slot))
+}
+
+/// Decodes `T` from the payload's args and captures it for [`Prepared::run`].
+fn prepare<T: Perform>(payload: &Payload) -> std::result::Result<Prepared, JobError> {
+    let (job, slot) = decode::<T>(payload)?;
     Ok(Prepared {
         slot,
         timeout: T::OPTIONS.timeout,
         run: Box::new(move |cx: JobContext| -> RunFuture {
             Box::pin(async move { job.perform(&cx).await })
+        }),
+    })
+}
+
+/// Decodes an `#[iterable]` `T` and captures it for the step runner.
+fn prepare_iterable<T: Iterate>(payload: &Payload) -> std::result::Result<Prepared, JobError> {
+    let (job, slot) = decode::<T>(payload)?;
+    let options = T::OPTIONS.iterable.unwrap_or_default();
+    Ok(Prepared {
+        slot,
+        timeout: T::OPTIONS.timeout,
+        run: Box::new(move |cx: JobContext| -> RunFuture {
+            let job: Box<dyn ErasedIterate> = Box::new(job);
+            Box::pin(crate::worker::iterate::run(job, options, cx))
         }),
     })
 }
@@ -108,6 +128,16 @@ impl JobRegistration {
             type_name,
             options: T::OPTIONS,
             prepare: prepare::<T>,
+        }
+    }
+
+    /// The registration of an `#[iterable]` `T`; `type_name` is the type's path.
+    pub const fn new_iterable<T: Iterate>(type_name: &'static str) -> Self {
+        JobRegistration {
+            class: T::CLASS,
+            type_name,
+            options: T::OPTIONS,
+            prepare: prepare_iterable::<T>,
         }
     }
 
@@ -158,6 +188,14 @@ impl Registry {
     /// Adds `T` explicitly (tests, or crates the binary does not otherwise name).
     pub fn register<T: Perform>(&mut self) -> Result<&mut Self> {
         self.insert(JobRegistration::new::<T>(std::any::type_name::<T>()))?;
+        Ok(self)
+    }
+
+    /// Adds an `#[iterable]` `T` explicitly.
+    pub fn register_iterable<T: Iterate>(&mut self) -> Result<&mut Self> {
+        self.insert(JobRegistration::new_iterable::<T>(
+            std::any::type_name::<T>(),
+        ))?;
         Ok(self)
     }
 

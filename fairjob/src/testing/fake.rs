@@ -506,6 +506,7 @@ impl Shared {
             token: entry.token(&queue),
             payload,
             cancel: CancellationToken::new(),
+            stopping: CancellationToken::new(),
             client: self.client.clone(),
         });
         let (result, outcome) =

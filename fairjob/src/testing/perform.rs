@@ -150,6 +150,7 @@ impl<J: Perform> Performing<J> {
             },
             payload,
             cancel: CancellationToken::new(),
+            stopping: CancellationToken::new(),
             client,
         });
         prepared.run(cx).await

@@ -33,6 +33,7 @@ mod exit;
 mod fetch;
 mod handle;
 mod heartbeat;
+pub(crate) mod iterate;
 mod middleware;
 mod processor;
 mod reaper;

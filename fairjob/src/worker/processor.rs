@@ -140,6 +140,7 @@ fn start(
         payload,
         token,
         cancel: cancel.clone(),
+        stopping: shared.control.stop_token(),
         client: shared.client.clone(),
     });
     tracing::Span::current().record("attempt", cx.attempt());
