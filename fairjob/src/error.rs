@@ -343,6 +343,11 @@ impl JobError {
         Self::new(JobErrorKind::Yield, "yielded").with_class("Yield")
     }
 
+    /// A yield of the iterable-job runner, its reason as the message.
+    pub(crate) fn yield_for(reason: &'static str) -> Self {
+        Self::new(JobErrorKind::Yield, reason).with_class("Yield")
+    }
+
     /// True for [`JobError::yield_now`].
     pub fn is_yield(&self) -> bool {
         self.kind == JobErrorKind::Yield

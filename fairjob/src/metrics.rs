@@ -46,6 +46,9 @@ pub const SHARD_PENDING: &str = "fairjob_shard_pending";
 pub const SLOT_WAITING: &str = "fairjob_slot_waiting";
 /// Jobs this process's reaper returned from dead workers. Counter.
 pub const RECOVERED_TOTAL: &str = "fairjob_recovered_total";
+/// Yields of running jobs back to their queues' tails, by `reason`
+/// (`shutdown`, `slice`, `cancelled`, `asked`, `job`). Counter.
+pub const YIELDS_TOTAL: &str = "fairjob_yields_total";
 /// Completions of this process fenced (the job had been recovered from it). Counter.
 pub const FENCED_TOTAL: &str = "fairjob_fenced_total";
 /// Jobs this process is running, by `process` (its identity). Gauge.
@@ -100,6 +103,9 @@ pub enum Outcome {
     /// Finished, but the job had been recovered from this worker (its lease
     /// expired), so the completion was fenced and changed nothing.
     Fenced,
+    /// Gave its place back (an iterable job's yield, or `JobError::yield_now`):
+    /// to its queue's tail, no retry used, not a failure.
+    Yielded,
 }
 
 impl Outcome {
@@ -111,6 +117,7 @@ impl Outcome {
             Outcome::Dead => "dead",
             Outcome::Discarded => "discarded",
             Outcome::Fenced => "fenced",
+            Outcome::Yielded => "yielded",
         }
     }
 }

@@ -120,12 +120,14 @@ script!(SLOT_TAKE, "slot_take.lua");
 script!(RECLAIM, "reclaim.lua");
 script!(SAMPLER_LEASE, "sampler_lease.lua");
 script!(SHARD_ACK_MANY, "shard_ack_many.lua");
+script!(ITERATE_CLAIM, "iterate_claim.lua");
+script!(ITERATE_SAVE, "iterate_save.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
 /// slow call was.
 pub fn script_hashes() -> Vec<(&'static str, String)> {
-    let all: [(&str, &LazyLock<Lua>); 20] = [
+    let all: [(&str, &LazyLock<Lua>); 22] = [
         ("push", &PUSH),
         ("fetch", &FETCH),
         ("shard_fetch", &SHARD_FETCH),
@@ -146,6 +148,8 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("reclaim", &RECLAIM),
         ("sampler_lease", &SAMPLER_LEASE),
         ("shard_ack_many", &SHARD_ACK_MANY),
+        ("iterate_claim", &ITERATE_CLAIM),
+        ("iterate_save", &ITERATE_SAVE),
     ];
     all.iter()
         .map(|(name, s)| (*name, s.hash().to_owned()))
@@ -154,6 +158,11 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
 
 /// All script sources, for the static check that none is built from runtime data.
 pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
+    (
+        "iterate_claim.lua",
+        include_str!("scripts/iterate_claim.lua"),
+    ),
+    ("iterate_save.lua", include_str!("scripts/iterate_save.lua")),
     ("lib_shard.lua", include_str!("scripts/lib_shard.lua")),
     ("push.lua", include_str!("scripts/push.lua")),
     ("fetch.lua", include_str!("scripts/fetch.lua")),

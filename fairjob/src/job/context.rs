@@ -192,6 +192,16 @@ impl JobContext {
         self.inner.stopping.is_cancelled() || self.inner.yield_asked.is_cancelled()
     }
 
+    /// True once the worker began to shut down.
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.inner.stopping.is_cancelled()
+    }
+
+    /// True once the job was asked to yield ([`JobContext::ask_to_yield`]).
+    pub(crate) fn yield_asked(&self) -> bool {
+        self.inner.yield_asked.is_cancelled()
+    }
+
     /// Asks the job to yield at its next check of [`JobContext::should_yield`]
     /// (the testing fake's forced yield; the hook of scheduler requests).
     pub fn ask_to_yield(&self) {

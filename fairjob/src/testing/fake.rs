@@ -4,6 +4,7 @@
 //! and only the final write lands in memory instead of in Redis.
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -100,6 +101,10 @@ struct Shared {
     chain: Arc<[Arc<dyn ServerMiddleware>]>,
     inline: bool,
     failures: Mutex<Vec<Failure>>,
+    /// Runs still to be asked to yield after their first step.
+    force_yields: AtomicUsize,
+    /// Runs that yielded.
+    yields: AtomicUsize,
 }
 
 impl fmt::Debug for Fake {
@@ -294,6 +299,8 @@ impl FakeBuilder {
                 chain: self.server_middleware.into(),
                 inline,
                 failures: Mutex::new(Vec::new()),
+                force_yields: AtomicUsize::new(0),
+                yields: AtomicUsize::new(0),
             }
         });
         Ok(Fake { inner })
@@ -450,6 +457,31 @@ impl Fake {
         self.inner.store.now()
     }
 
+    /// Asks the next `runs` performed jobs to yield: an `#[iterable]` job
+    /// then yields after its first step (its cursor saved, the job back at
+    /// its queue's tail), as a worker's shutdown or slice would make it.
+    /// A drain goes on and resumes it from the cursor.
+    pub fn force_yield(&self, runs: usize) {
+        self.inner.force_yields.store(runs, Ordering::SeqCst);
+    }
+
+    /// How many runs yielded so far (not failures).
+    pub fn yields(&self) -> usize {
+        self.inner.yields.load(Ordering::SeqCst)
+    }
+
+    /// The saved cursor of iterable job `jid` (none before its first
+    /// checkpoint or yield, and none once it completed).
+    pub fn cursor<C: serde::de::DeserializeOwned>(&self, jid: &str) -> Option<C> {
+        let json = self.inner.store.iteration_cursor(jid)?;
+        serde_json::from_str(&json).ok()
+    }
+
+    /// Cancels iterable job `jid` (as [`Client::cancel`]).
+    pub fn cancel(&self, jid: &str) -> bool {
+        self.inner.store.iteration_cancel(jid)
+    }
+
     /// Every failed run so far, oldest first.
     pub fn failures(&self) -> Vec<Failure> {
         self.inner.failures.lock().expect("failures lock").clone()
@@ -509,11 +541,24 @@ impl Shared {
             stopping: CancellationToken::new(),
             client: self.client.clone(),
         });
+        let forced = self
+            .force_yields
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if forced {
+            cx.ask_to_yield();
+        }
         let (result, outcome) =
             perform_detached(&self.registry, self.chain.clone(), cx.clone()).await;
         let Err(e) = result else {
             return Ok(());
         };
+        if e.is_yield() {
+            // Back to its queue's tail, no retry used.
+            self.yields.fetch_add(1, Ordering::SeqCst);
+            self.client.repush(cx.payload().clone(), None).await?;
+            return Ok(());
+        }
         let next = if self.inline {
             AfterFailure::Returned
         } else {

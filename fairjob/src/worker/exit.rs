@@ -12,6 +12,7 @@
 //! | `Retry` | `finish(Finish::Retry)` |
 //! | `Dead` | `finish(Finish::Dead)` (the reaper: `recover`) |
 //! | `Front` | `finish(Finish::Front)` (the reaper: `recover`) |
+//! | `Yield` | `finish(Finish::Back)`: the queue's (tenant shard's) tail, no retry used |
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +35,9 @@ pub(crate) enum Exit {
     /// Back to the front of its queue with this payload: unfinished at
     /// shutdown, an orphan of this worker's records, a dead worker's job.
     Front(String),
+    /// Back to the tail of its queue (its tenant's shard) with this payload:
+    /// the job yielded. Not a failure; no retry is used.
+    Yield(String),
 }
 
 impl From<Outcome> for Exit {
@@ -57,6 +61,7 @@ impl Exit {
             },
             Exit::Dead(payload) => Finish::Dead { payload },
             Exit::Front(payload) => Finish::Front { payload },
+            Exit::Yield(payload) => Finish::Back { payload },
         }
     }
 }
