@@ -488,3 +488,35 @@ impl Perform for ManyJob {
         Ok(())
     }
 }
+
+/// An `#[iterable]` job of `steps` steps of `ms` each (checkpoint 200 ms,
+/// slice 1 s): each step appends `step <jid>:<n>:<run> <pid>` to the ledger,
+/// `<run>` being the token of the run (one per fetch).
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "StepLedgerJob", queue = "ledger")]
+#[iterable(checkpoint = "200ms", slice = "1s")]
+pub struct StepLedgerJob {
+    /// Number of steps.
+    pub steps: u64,
+    /// Sleep per step.
+    pub ms: u64,
+}
+
+impl fairjob::Iterate for StepLedgerJob {
+    type Cursor = u64;
+
+    async fn step(
+        &self,
+        cursor: Option<u64>,
+        cx: &JobContext,
+    ) -> Result<fairjob::Step<u64>, JobError> {
+        let n = cursor.map_or(0, |c| c + 1);
+        if n >= self.steps {
+            return Ok(fairjob::Step::Done);
+        }
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        let seq = cx.token().raw.split('|').next().unwrap_or("");
+        ledger("step", &format!("{}:{n}:{seq}", cx.jid()));
+        Ok(fairjob::Step::Next(n))
+    }
+}

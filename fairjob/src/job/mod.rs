@@ -24,7 +24,7 @@ pub use enqueue::Enqueue;
 pub(crate) use iterate::ErasedIterate;
 pub use iterate::{Iterate, Step};
 pub use registry::{JobRegistration, Registry};
-pub(crate) use registry::{Prepared, SlotRequest};
+pub(crate) use registry::{Prepared, Run, SlotRequest};
 
 use crate::client::Client;
 use crate::error::{DecodeError, Error, JobError, Result};

@@ -12,7 +12,7 @@ use super::{ErasedIterate, Iterate, Job, JobContext, Perform};
 use crate::error::{Error, JobError, Result};
 use crate::limit;
 use crate::wire::ClassInfo;
-use crate::wire::{JobOptions, Payload, Retry, WireRule};
+use crate::wire::{IterableOptions, JobOptions, Payload, Retry, WireRule};
 
 /// A performing job's future.
 pub(crate) type RunFuture = BoxFuture<'static, Result<(), JobError>>;
@@ -26,7 +26,15 @@ pub(crate) struct Prepared {
     pub slot: Option<SlotRequest>,
     /// Its type's `#[job(timeout)]`, if any.
     pub timeout: Option<std::time::Duration>,
-    run: Box<dyn FnOnce(JobContext) -> RunFuture + Send>,
+    run: Run,
+}
+
+/// What running a prepared job means.
+pub(crate) enum Run {
+    /// `perform` of a plain job.
+    Perform(Box<dyn FnOnce(JobContext) -> RunFuture + Send>),
+    /// The steps of an `#[iterable]` job, driven by the worker's runner.
+    Iterate(Box<dyn ErasedIterate>, IterableOptions),
 }
 
 impl fmt::Debug for Prepared {
@@ -38,9 +46,9 @@ impl fmt::Debug for Prepared {
 }
 
 impl Prepared {
-    /// Performs the job.
-    pub(crate) fn run(self, cx: JobContext) -> RunFuture {
-        (self.run)(cx)
+    /// What running the job means.
+    pub(crate) fn into_run(self) -> Run {
+        self.run
     }
 }
 
@@ -78,9 +86,9 @@ fn prepare<T: Perform>(payload: &Payload) -> std::result::Result<Prepared, JobEr
     Ok(Prepared {
         slot,
         timeout: T::OPTIONS.timeout,
-        run: Box::new(move |cx: JobContext| -> RunFuture {
+        run: Run::Perform(Box::new(move |cx: JobContext| -> RunFuture {
             Box::pin(async move { job.perform(&cx).await })
-        }),
+        })),
     })
 }
 
@@ -91,10 +99,7 @@ fn prepare_iterable<T: Iterate>(payload: &Payload) -> std::result::Result<Prepar
     Ok(Prepared {
         slot,
         timeout: T::OPTIONS.timeout,
-        run: Box::new(move |cx: JobContext| -> RunFuture {
-            let job: Box<dyn ErasedIterate> = Box::new(job);
-            Box::pin(crate::worker::iterate::run(job, options, cx))
-        }),
+        run: Run::Iterate(Box::new(job), options),
     })
 }
 

@@ -153,7 +153,7 @@ impl<J: Perform> Performing<J> {
             stopping: CancellationToken::new(),
             client,
         });
-        prepared.run(cx).await
+        crate::worker::perform_prepared(prepared, cx).await
     }
 }
 

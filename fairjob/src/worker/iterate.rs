@@ -19,7 +19,7 @@ use serde_json::value::RawValue;
 
 use crate::broker::{IterationState, Saved};
 use crate::error::{Error, JobError};
-use crate::job::{ErasedIterate, JobContext, Step};
+use crate::job::{ErasedIterate, JobContext, Prepared, Run, Step};
 use crate::wire::IterableOptions;
 
 /// Why an iterable job gave its place back (the `reason` label of
@@ -59,6 +59,14 @@ pub(crate) fn yield_reason(
         Some(YieldReason::Slice)
     } else {
         None
+    }
+}
+
+/// Runs a prepared job: `perform`, or an iterable job's steps.
+pub(crate) async fn perform(job: Prepared, cx: JobContext) -> Result<(), JobError> {
+    match job.into_run() {
+        Run::Perform(run) => run(cx).await,
+        Run::Iterate(job, options) => run(job, options, cx).await,
     }
 }
 
