@@ -338,7 +338,8 @@ impl JobError {
     /// Not a failure: the job yields. It goes back to its queue's tail (its
     /// tenant's shard on a sharded queue) as it is, without using a retry
     /// or counting a failure, and runs again from the start; an iterable job
-    /// resumes from its cursor.
+    /// resumes from its cursor, a plain job from what it saved with
+    /// [`JobContext::checkpoint`](crate::JobContext::checkpoint).
     pub fn yield_now() -> Self {
         Self::new(JobErrorKind::Yield, "yielded").with_class("Yield")
     }

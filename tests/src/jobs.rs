@@ -520,3 +520,31 @@ impl fairjob::Iterate for StepLedgerJob {
         Ok(fairjob::Step::Next(n))
     }
 }
+
+/// A plain job that resumes by hand: it reads its place with
+/// `cx.saved_cursor()`, and when `cx.should_yield()` saves it with
+/// `cx.checkpoint()` and returns `JobError::yield_now()`. Counts items done
+/// in [`RESUMED_ITEMS`].
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "ResumingJob", queue = "ledger")]
+pub struct ResumingJob {
+    /// Items to go through.
+    pub items: u64,
+}
+
+/// Items `ResumingJob`s went through in this process.
+pub static RESUMED_ITEMS: AtomicUsize = AtomicUsize::new(0);
+
+impl Perform for ResumingJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        let start = cx.saved_cursor::<u64>().await?.unwrap_or(0);
+        for i in start..self.items {
+            if i > start && cx.should_yield() {
+                cx.checkpoint(&i).await?;
+                return Err(JobError::yield_now());
+            }
+            RESUMED_ITEMS.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}

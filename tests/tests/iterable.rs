@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use fairjob::Job;
 use fairjob::testing::Fake;
-use fairjob_tests::jobs::StepLedgerJob;
+use fairjob_tests::jobs::{RESUMED_ITEMS, ResumingJob, StepLedgerJob};
 use fairjob_tests::{Redis, eventually, ledger_dir};
 
 /// Per jid, the steps in ledger order as `(step, run)`.
@@ -85,6 +85,27 @@ async fn the_fake_runs_steps_resumes_after_a_forced_yield_and_cancels() {
         .unwrap();
     assert!(fake.cancel(&jid));
     assert_eq!(fake.drain().await.unwrap(), 1, "a cancelled job ends");
+    assert!(fake.failures().is_empty());
+}
+
+#[tokio::test]
+async fn a_plain_job_checkpoints_yields_and_resumes_in_the_fake() {
+    let fake = Fake::new();
+    let jid = ResumingJob { items: 4 }
+        .perform_async(&fake.client())
+        .await
+        .unwrap();
+    fake.force_yield(1);
+    fake.perform_one::<ResumingJob>().await.unwrap();
+    assert_eq!(fake.yields(), 1);
+    assert_eq!(fake.cursor::<u64>(&jid), Some(1), "saved its place");
+    assert_eq!(RESUMED_ITEMS.load(std::sync::atomic::Ordering::SeqCst), 1);
+    fake.drain().await.unwrap();
+    assert_eq!(
+        RESUMED_ITEMS.load(std::sync::atomic::Ordering::SeqCst),
+        4,
+        "resumed at item 1, each item once"
+    );
     assert!(fake.failures().is_empty());
 }
 

@@ -28,6 +28,8 @@ struct Inner {
     cancel: CancellationToken,
     stopping: CancellationToken,
     yield_asked: CancellationToken,
+    /// This run holds the fence of the job's `it-{jid}` state.
+    claimed: std::sync::atomic::AtomicBool,
     client: Client,
     started: Instant,
     active_job: Option<JobData>,
@@ -77,6 +79,7 @@ impl JobContext {
                 cancel,
                 stopping,
                 yield_asked: CancellationToken::new(),
+                claimed: std::sync::atomic::AtomicBool::new(false),
                 client,
                 started: Instant::now(),
             }),
@@ -206,6 +209,60 @@ impl JobContext {
     /// (the testing fake's forced yield; the hook of scheduler requests).
     pub fn ask_to_yield(&self) {
         self.inner.yield_asked.cancel();
+    }
+
+    /// The place a plain job saved with [`JobContext::checkpoint`] in an
+    /// earlier run (`None` on the first run), for a job that resumes after a
+    /// yield or a crash. It starts this run's hold on the job's `it-{jid}`
+    /// state: call it before the first checkpoint.
+    pub async fn saved_cursor<C: serde::de::DeserializeOwned>(&self) -> crate::Result<Option<C>> {
+        let state = self.claim().await?;
+        let Some(json) = state.cursor else {
+            return Ok(None);
+        };
+        serde_json::from_str(&json)
+            .map(Some)
+            .map_err(|e| crate::Error::Decode {
+                class: self.class().to_owned(),
+                source: crate::error::DecodeError::Json(e),
+            })
+    }
+
+    /// Saves a plain job's place in its `it-{jid}` hash (Sidekiq's
+    /// iterable-job state, kept 30 days), for [`JobContext::saved_cursor`]
+    /// after a yield or a crash. Fenced: `Ok(false)` when a newer run of the
+    /// job (it was recovered from this worker) holds the state; this run
+    /// should stop. The state is not removed when the job ends.
+    pub async fn checkpoint<C: serde::Serialize>(&self, cursor: &C) -> crate::Result<bool> {
+        use std::sync::atomic::Ordering;
+        let json = serde_json::to_string(cursor).map_err(|source| crate::Error::Encode {
+            class: self.class().to_owned(),
+            source,
+        })?;
+        if !self.inner.claimed.load(Ordering::SeqCst) {
+            self.claim().await?;
+        }
+        let (jid, token) = (self.jid(), self.token().raw.as_str());
+        let broker = self.client().broker();
+        #[cfg(feature = "testing")]
+        if let Some(store) = broker.memory() {
+            let saved = store.iteration_save(jid, token, Some(&json), 0.0);
+            return Ok(saved != crate::broker::Saved::Fenced);
+        }
+        let saved = broker.iteration_save(jid, token, Some(&json), 0.0).await?;
+        Ok(saved != crate::broker::Saved::Fenced)
+    }
+
+    async fn claim(&self) -> crate::Result<crate::broker::IterationState> {
+        use std::sync::atomic::Ordering;
+        self.inner.claimed.store(true, Ordering::SeqCst);
+        let (jid, token) = (self.jid(), self.token().raw.as_str());
+        let broker = self.client().broker();
+        #[cfg(feature = "testing")]
+        if let Some(store) = broker.memory() {
+            return Ok(store.iteration_claim(jid, token));
+        }
+        broker.iteration_claim(jid, token).await
     }
 
     /// The in-progress token (queue and shard the job came from).
