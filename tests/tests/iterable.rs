@@ -177,6 +177,19 @@ async fn sigterm_checkpoints_and_requeues_every_iterable_job_then_they_resume() 
             .query(redis::cmd("HGET").arg(redis.keys().iteration(jid)).arg("c"))
             .await;
         assert!(cursor.is_some(), "{jid} checkpointed");
+        // Seen: explain shows the cursor, steps done, last checkpoint, yields.
+        let e = c
+            .inspector()
+            .explain(jid, None, None, None, &[])
+            .await
+            .unwrap();
+        let it = e.iteration.expect("an iterable job's progress");
+        assert_eq!(it.cursor, cursor);
+        assert!(
+            it.steps > 0 && it.yields == 1 && it.executions == 1,
+            "{it:?}"
+        );
+        assert!(it.last_checkpoint.is_some());
     }
     let mut w = redis.ledger_worker(&dir).concurrency(3).start();
     eventually!(

@@ -26,6 +26,15 @@ pub struct IterationState {
     pub executions: u64,
 }
 
+/// What a save adds to the views' counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SaveInfo {
+    /// Steps run since the last save.
+    pub steps: u64,
+    /// The run yields after this save.
+    pub yields: bool,
+}
+
 /// The reply of [`RedisBroker::iteration_save`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Saved {
@@ -59,14 +68,16 @@ impl RedisBroker {
         })
     }
 
-    /// Saves `cursor` (adding `runtime` seconds), or with `cursor` `None`
-    /// removes the state of a completed job; fenced by `token`.
+    /// Saves `cursor` (adding `runtime` seconds and `save.steps` steps,
+    /// counting a yield), or with `cursor` `None` removes the state of a
+    /// completed job; fenced by `token`.
     pub async fn iteration_save(
         &self,
         jid: &str,
         token: &str,
         cursor: Option<&str>,
         runtime: f64,
+        save: SaveInfo,
     ) -> Result<Saved> {
         let mut inv = ITERATE_SAVE.call();
         inv.key(self.keys.iteration(jid))
@@ -74,7 +85,10 @@ impl RedisBroker {
             .arg(cursor.unwrap_or_default())
             .arg(runtime)
             .arg(ITERATION_TTL.as_secs())
-            .arg(if cursor.is_none() { "end" } else { "" });
+            .arg(if cursor.is_none() { "end" } else { "" })
+            .arg(save.steps)
+            .arg(if save.yields { "1" } else { "" })
+            .arg(crate::wire::now_f64());
         let reply: i64 = self.invoke(&inv).await?;
         Ok(match reply {
             0 => Saved::Fenced,

@@ -173,6 +173,7 @@ impl MemoryStore {
         token: &str,
         cursor: Option<&str>,
         runtime: f64,
+        _save: super::SaveInfo,
     ) -> super::Saved {
         let mut st = self.lock();
         let Some(it) = st.iterations.get_mut(jid).filter(|it| it.fence == token) else {

@@ -107,7 +107,7 @@ pub use fetch::Reserved;
 pub use fetch::ShardQueue;
 pub(crate) use finish::AckRecord;
 pub use finish::{Finish, FinishReply};
-pub use iterate::{ITERATION_TTL, IterationState, Saved};
+pub use iterate::{ITERATION_TTL, IterationState, SaveInfo, Saved};
 pub use keys::{Keys, LimitKeys, ShardKeys};
 #[cfg(feature = "testing")]
 pub(crate) use memory::{Entry, MemoryStore, PushObserver, Waiting};

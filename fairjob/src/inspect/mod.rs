@@ -14,6 +14,7 @@
 //! Layer 4: above `fair`, `limit`, `queues` and `config`; no `redis::` here.
 
 mod explain;
+mod iteration;
 mod jobs;
 mod processes;
 mod queues;
@@ -33,6 +34,7 @@ pub use crate::broker::read::{
 pub use crate::broker::{Acted, JobSet, MAX_BULK, ProcessSignal, SetAction, Setting, ShardPolicy};
 pub use crate::wire::ClassInfo;
 pub use explain::{EXPLAIN_BUDGET, EXPLAIN_MAX_BUDGET, Explanation, JobSummary, Location, Reason};
+pub use iteration::{IterationView, iteration_view};
 pub use jobs::{JobEntry, JobFilter, JobPage, SCAN_BUDGET};
 pub use processes::{ProcessPage, ProcessRow, RunningJob};
 pub use queues::{

@@ -246,10 +246,12 @@ impl JobContext {
         let broker = self.client().broker();
         #[cfg(feature = "testing")]
         if let Some(store) = broker.memory() {
-            let saved = store.iteration_save(jid, token, Some(&json), 0.0);
+            let saved = store.iteration_save(jid, token, Some(&json), 0.0, Default::default());
             return Ok(saved != crate::broker::Saved::Fenced);
         }
-        let saved = broker.iteration_save(jid, token, Some(&json), 0.0).await?;
+        let saved = broker
+            .iteration_save(jid, token, Some(&json), 0.0, Default::default())
+            .await?;
         Ok(saved != crate::broker::Saved::Fenced)
     }
 

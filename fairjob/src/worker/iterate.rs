@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 
-use crate::broker::{IterationState, Saved};
+use crate::broker::{IterationState, SaveInfo, Saved};
 use crate::error::{Error, JobError};
 use crate::job::{ErasedIterate, JobContext, Prepared, Run, Step};
 use crate::wire::IterableOptions;
@@ -92,28 +92,34 @@ pub(crate) async fn run(
     let started = Instant::now();
     let mut saved_at = Instant::now();
     let mut dirty = false;
+    // Steps run since the last save.
+    let mut steps = 0u64;
+    let info = |steps: u64, yields: bool| SaveInfo { steps, yields };
     loop {
         match job.step(cursor.as_deref(), &cx).await {
             Ok(Step::Done) => {
-                save(&cx, None, &mut saved_at).await.map_err(state_error)?;
+                save(&cx, None, &mut saved_at, info(0, false))
+                    .await
+                    .map_err(state_error)?;
                 return Ok(());
             }
             Ok(Step::Next(next)) => {
                 cursor = Some(next);
                 dirty = true;
+                steps += 1;
             }
             Err(e) => {
                 // Retried from the cursor this step started from.
                 if dirty {
-                    let _ = save(&cx, cursor.as_deref(), &mut saved_at).await;
+                    let _ = save(&cx, cursor.as_deref(), &mut saved_at, info(steps, false)).await;
                 }
                 return Err(e);
             }
         }
         if saved_at.elapsed() >= options.checkpoint {
             dirty = false;
-            match save(&cx, cursor.as_deref(), &mut saved_at).await {
-                Ok(Saved::Saved) => {}
+            match save(&cx, cursor.as_deref(), &mut saved_at, info(steps, false)).await {
+                Ok(Saved::Saved) => steps = 0,
                 Ok(Saved::Cancelled) => {
                     tracing::info!("iterable job cancelled: stopped");
                     ::metrics::counter!(crate::metrics::YIELDS_TOTAL, "reason" => "cancelled")
@@ -133,12 +139,11 @@ pub(crate) async fn run(
             started.elapsed(),
             &options,
         ) {
-            if dirty {
-                match save(&cx, cursor.as_deref(), &mut saved_at).await {
-                    Ok(Saved::Fenced) => return Err(JobError::yield_for("fenced")),
-                    Ok(_) => {}
-                    Err(e) => return Err(state_error(e)),
-                }
+            // Always saved: the cursor, and the yield counted for the views.
+            match save(&cx, cursor.as_deref(), &mut saved_at, info(steps, true)).await {
+                Ok(Saved::Fenced) => return Err(JobError::yield_for("fenced")),
+                Ok(_) => {}
+                Err(e) => return Err(state_error(e)),
             }
             tracing::debug!(reason = reason.as_str(), "iterable job yields");
             return Err(JobError::yield_for(reason.as_str()));
@@ -165,6 +170,7 @@ async fn save(
     cx: &JobContext,
     cursor: Option<&RawValue>,
     saved_at: &mut Instant,
+    info: SaveInfo,
 ) -> crate::Result<Saved> {
     let runtime = saved_at.elapsed().as_secs_f64();
     *saved_at = Instant::now();
@@ -172,10 +178,10 @@ async fn save(
     let broker = cx.client().broker();
     #[cfg(feature = "testing")]
     if let Some(store) = broker.memory() {
-        return Ok(store.iteration_save(cx.jid(), &cx.token().raw, cursor, runtime));
+        return Ok(store.iteration_save(cx.jid(), &cx.token().raw, cursor, runtime, info));
     }
     broker
-        .iteration_save(cx.jid(), &cx.token().raw, cursor, runtime)
+        .iteration_save(cx.jid(), &cx.token().raw, cursor, runtime, info)
         .await
 }
 
