@@ -548,3 +548,37 @@ impl Perform for ResumingJob {
         Ok(())
     }
 }
+
+/// [`StepLedgerJob`] on the tenant-sharded queue `iter_shard` (slice 500 ms):
+/// a yield goes to the tail of its tenant's shard.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "ShardStepJob", queue = "iter_shard", shard_by_tenant)]
+#[fair_tenant(tenant)]
+#[iterable(checkpoint = "200ms", slice = "500ms")]
+pub struct ShardStepJob {
+    /// The tenant.
+    pub tenant: String,
+    /// Number of steps.
+    pub steps: u64,
+    /// Sleep per step.
+    pub ms: u64,
+}
+
+impl fairjob::Iterate for ShardStepJob {
+    type Cursor = u64;
+
+    async fn step(
+        &self,
+        cursor: Option<u64>,
+        cx: &JobContext,
+    ) -> Result<fairjob::Step<u64>, JobError> {
+        let n = cursor.map_or(0, |c| c + 1);
+        if n >= self.steps {
+            return Ok(fairjob::Step::Done);
+        }
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        let seq = cx.token().raw.split('|').next().unwrap_or("");
+        ledger("step", &format!("{}:{n}:{seq}", cx.jid()));
+        Ok(fairjob::Step::Next(n))
+    }
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use fairjob::Job;
 use fairjob::testing::Fake;
-use fairjob_tests::jobs::{RESUMED_ITEMS, ResumingJob, StepLedgerJob};
+use fairjob_tests::jobs::{RESUMED_ITEMS, ResumingJob, ShardStepJob, StepLedgerJob};
 use fairjob_tests::{Redis, eventually, ledger_dir};
 
 /// Per jid, the steps in ledger order as `(step, run)`.
@@ -136,6 +136,40 @@ async fn steps_run_in_order_and_resume_after_a_slice() {
         let left = redis.query::<bool>(redis::cmd("EXISTS").arg(redis.keys().iteration(&jid))).await;
         !left,
         "it-{{jid}} removed on completion"
+    );
+    assert!(w.stop().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_sharded_queue_a_yield_goes_back_to_the_tenants_shard_and_resumes() {
+    let redis = Redis::start().await;
+    let dir = ledger_dir("iter-shard");
+    let c = redis.client().await;
+    // 20 steps of 60 ms: 1.2 s, more than the 500 ms slice.
+    let jid = ShardStepJob {
+        tenant: "acme".into(),
+        steps: 20,
+        ms: 60,
+    }
+    .perform_async(&c)
+    .await
+    .unwrap();
+    let mut w = redis
+        .worker_process()
+        .queues(["iter_shard"])
+        .ledger(&dir)
+        .start();
+    eventually!(
+        within Duration::from_secs(30),
+        let n = step_count(&dir, &jid); n >= 20,
+        "all 20 steps ran"
+    );
+    let seen = steps(&dir).remove(&jid).unwrap();
+    exactly_once_in_order(&seen, 20);
+    let runs: BTreeSet<&String> = seen.iter().map(|(_, r)| r).collect();
+    assert!(
+        runs.len() >= 2,
+        "the job yielded at its slice: runs {runs:?}"
     );
     assert!(w.stop().is_some());
 }
