@@ -582,3 +582,38 @@ impl fairjob::Iterate for ShardStepJob {
         Ok(fairjob::Step::Next(n))
     }
 }
+
+/// An `#[iterable]` job whose step `fail_at` fails on the first attempt;
+/// the steps that succeeded are pushed to [`FLAKY_STEPS`].
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "FlakyStepJob", queue = "ledger")]
+#[iterable]
+pub struct FlakyStepJob {
+    /// Number of steps.
+    pub steps: u64,
+    /// The step that fails once.
+    pub fail_at: u64,
+}
+
+/// Steps `FlakyStepJob`s completed in this process, in order.
+pub static FLAKY_STEPS: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+
+impl fairjob::Iterate for FlakyStepJob {
+    type Cursor = u64;
+
+    async fn step(
+        &self,
+        cursor: Option<u64>,
+        cx: &JobContext,
+    ) -> Result<fairjob::Step<u64>, JobError> {
+        let n = cursor.map_or(0, |c| c + 1);
+        if n >= self.steps {
+            return Ok(fairjob::Step::Done);
+        }
+        if n == self.fail_at && cx.retry_count().is_none() {
+            return Err(JobError::retry("step failed"));
+        }
+        FLAKY_STEPS.lock().expect("lock").push(n);
+        Ok(fairjob::Step::Next(n))
+    }
+}

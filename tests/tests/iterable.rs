@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use fairjob::Job;
 use fairjob::testing::Fake;
-use fairjob_tests::jobs::{RESUMED_ITEMS, ResumingJob, ShardStepJob, StepLedgerJob};
+use fairjob_tests::jobs::{
+    FLAKY_STEPS, FlakyStepJob, RESUMED_ITEMS, ResumingJob, ShardStepJob, StepLedgerJob,
+};
 use fairjob_tests::{Redis, eventually, ledger_dir};
 
 /// Per jid, the steps in ledger order as `(step, run)`.
@@ -22,14 +24,17 @@ fn steps(dir: &std::path::Path) -> BTreeMap<String, Vec<(u64, String)>> {
             if parts.next() != Some("step") {
                 continue;
             }
-            let Some(id) = parts.next() else { continue };
-            let mut id = id.split(':');
-            let (Some(jid), Some(n), Some(run)) = (id.next(), id.next(), id.next()) else {
+            let (Some(id), Some(pid)) = (parts.next(), parts.next()) else {
                 continue;
             };
+            let mut id = id.split(':');
+            let (Some(jid), Some(n), Some(seq)) = (id.next(), id.next(), id.next()) else {
+                continue;
+            };
+            // A token's sequence number is unique within one process only.
             out.entry(jid.to_owned())
                 .or_default()
-                .push((n.parse().unwrap(), run.to_owned()));
+                .push((n.parse().unwrap(), format!("{pid}/{seq}")));
         }
     }
     out
@@ -86,6 +91,32 @@ async fn the_fake_runs_steps_resumes_after_a_forced_yield_and_cancels() {
     assert!(fake.cancel(&jid));
     assert_eq!(fake.drain().await.unwrap(), 1, "a cancelled job ends");
     assert!(fake.failures().is_empty());
+}
+
+#[tokio::test]
+async fn a_failing_step_is_retried_from_the_last_cursor() {
+    let fake = Fake::new();
+    let jid = FlakyStepJob {
+        steps: 5,
+        fail_at: 3,
+    }
+    .perform_async(&fake.client())
+    .await
+    .unwrap();
+    assert!(fake.drain().await.is_err(), "step 3 failed");
+    assert_eq!(fake.failures().len(), 1);
+    assert_eq!(
+        fake.cursor::<u64>(&jid),
+        Some(2),
+        "saved before the failing step"
+    );
+    fake.advance(Duration::from_secs(120));
+    fake.drain().await.unwrap();
+    assert_eq!(
+        *FLAKY_STEPS.lock().unwrap(),
+        vec![0, 1, 2, 3, 4],
+        "resumed at step 3"
+    );
 }
 
 #[tokio::test]

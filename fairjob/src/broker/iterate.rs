@@ -1,7 +1,8 @@
 //! Iterable jobs' state: Sidekiq's `it-{jid}` hash (`ex` executions, `c`
 //! cursor JSON, `rt` runtime, `cancelled`), kept 30 days and removed on
-//! completion, plus fairjob's fence `f` (the token of the run that may write
-//! it). One key per call, so every call is in one cluster slot.
+//! completion, plus fairjob's fence `f` (the id of the run that may write
+//! it: its token, unique within one worker's record, and a random part).
+//! One key per call, so every call is in one cluster slot.
 
 use std::time::Duration;
 
@@ -47,7 +48,7 @@ pub enum Saved {
 }
 
 impl RedisBroker {
-    /// Starts a run: takes the fence for `token`, counts the execution and
+    /// Starts a run: takes the fence for `token` (the run's id), counts the execution and
     /// returns the saved state.
     pub async fn iteration_claim(&self, jid: &str, token: &str) -> Result<IterationState> {
         let mut inv = ITERATE_CLAIM.call();

@@ -30,6 +30,9 @@ struct Inner {
     yield_asked: CancellationToken,
     /// This run holds the fence of the job's `it-{jid}` state.
     claimed: std::sync::atomic::AtomicBool,
+    /// This run's fence value: the token (unique within one worker's
+    /// in-progress record) and a random part (unique across workers).
+    run_id: String,
     client: Client,
     started: Instant,
     active_job: Option<JobData>,
@@ -66,6 +69,7 @@ impl JobContext {
             stopping,
             client,
         } = parts;
+        let run_id = format!("{}|{:016x}", token.raw, rand::random::<u64>());
         JobContext {
             inner: Arc::new(Inner {
                 class: payload.class(),
@@ -80,6 +84,7 @@ impl JobContext {
                 stopping,
                 yield_asked: CancellationToken::new(),
                 claimed: std::sync::atomic::AtomicBool::new(false),
+                run_id,
                 client,
                 started: Instant::now(),
             }),
@@ -242,7 +247,7 @@ impl JobContext {
         if !self.inner.claimed.load(Ordering::SeqCst) {
             self.claim().await?;
         }
-        let (jid, token) = (self.jid(), self.token().raw.as_str());
+        let (jid, token) = (self.jid(), self.run_id());
         let broker = self.client().broker();
         #[cfg(feature = "testing")]
         if let Some(store) = broker.memory() {
@@ -255,10 +260,15 @@ impl JobContext {
         Ok(saved != crate::broker::Saved::Fenced)
     }
 
+    /// This run's fence value for the job's `it-{jid}` state.
+    pub(crate) fn run_id(&self) -> &str {
+        &self.inner.run_id
+    }
+
     async fn claim(&self) -> crate::Result<crate::broker::IterationState> {
         use std::sync::atomic::Ordering;
         self.inner.claimed.store(true, Ordering::SeqCst);
-        let (jid, token) = (self.jid(), self.token().raw.as_str());
+        let (jid, token) = (self.jid(), self.run_id());
         let broker = self.client().broker();
         #[cfg(feature = "testing")]
         if let Some(store) = broker.memory() {

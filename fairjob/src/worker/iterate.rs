@@ -1,5 +1,5 @@
 //! The runner of `#[iterable]` jobs. A run claims the job's state (Sidekiq's
-//! `it-{jid}` hash, fenced by the run's token), steps from the saved cursor,
+//! `it-{jid}` hash, fenced by the run's id: its token plus a random part), steps from the saved cursor,
 //! saves the cursor at most every `checkpoint`, and between steps checks
 //! whether to yield ([`yield_reason`]): the worker is shutting down, the job
 //! was asked to (the hook for scheduler requests), or its slice is over. A
@@ -160,9 +160,9 @@ async fn claim(cx: &JobContext) -> crate::Result<IterationState> {
     let broker = cx.client().broker();
     #[cfg(feature = "testing")]
     if let Some(store) = broker.memory() {
-        return Ok(store.iteration_claim(cx.jid(), &cx.token().raw));
+        return Ok(store.iteration_claim(cx.jid(), cx.run_id()));
     }
-    broker.iteration_claim(cx.jid(), &cx.token().raw).await
+    broker.iteration_claim(cx.jid(), cx.run_id()).await
 }
 
 /// Saves `cursor` (or, with `None`, removes the state of a completed job).
@@ -178,10 +178,10 @@ async fn save(
     let broker = cx.client().broker();
     #[cfg(feature = "testing")]
     if let Some(store) = broker.memory() {
-        return Ok(store.iteration_save(cx.jid(), &cx.token().raw, cursor, runtime, info));
+        return Ok(store.iteration_save(cx.jid(), cx.run_id(), cursor, runtime, info));
     }
     broker
-        .iteration_save(cx.jid(), &cx.token().raw, cursor, runtime, info)
+        .iteration_save(cx.jid(), cx.run_id(), cursor, runtime, info)
         .await
 }
 

@@ -1,6 +1,6 @@
 -- Save an iterable job's cursor, fenced: only the run holding the fence `f`
 -- of `it-{jid}` (see iterate_claim.lua) writes.
--- KEYS[1] = it-{jid}. ARGV[1] = token, ARGV[2] = cursor JSON, ARGV[3] = runtime
+-- KEYS[1] = it-{jid}. ARGV[1] = the run's fence value, ARGV[2] = cursor JSON, ARGV[3] = runtime
 -- seconds to add, ARGV[4] = expiry seconds, ARGV[5] = 'end' to remove the
 -- state (the job is complete) instead, ARGV[6] = steps since the last save,
 -- ARGV[7] = '1' when the run yields, ARGV[8] = now (epoch seconds). Besides
