@@ -2,8 +2,8 @@
 //! `it-{jid}` hash, fenced by the run's id: its token plus a random part),
 //! steps from the saved cursor, saves the cursor at most every `checkpoint`,
 //! and between steps checks whether to yield ([`yield_reason`]): the worker
-//! is shutting down, the job was asked to (the hook for scheduler requests), or its slice is over. A
-//! yield saves the cursor and returns a yield error, which the processor
+//! is shutting down, the job was asked to (the hook for scheduler
+//! requests), or its slice is over. A yield saves the cursor and returns a yield error, which the processor
 //! turns into the `Yield` exit (the queue's or tenant shard's tail, no retry
 //! used, not a failure). A cancelled job (`client.cancel(jid)`) ends at its
 //! next checkpoint as complete. A failing step saves the cursor it started
