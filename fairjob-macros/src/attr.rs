@@ -18,7 +18,16 @@ use syn::{Attribute, Expr, ExprPath, Lit, LitInt, LitStr, Path, Token};
 use crate::ctxt::Ctxt;
 
 /// The helper attributes that `#[derive(Job)]` declares.
-pub(crate) const HELPERS: [&str; 5] = ["job", "fair_tenant", "throttle", "concurrency", "iterable"];
+pub(crate) const HELPERS: [&str; 8] = [
+    "job",
+    "fair_tenant",
+    "throttle",
+    "concurrency",
+    "iterable",
+    "rate_limit",
+    "cron",
+    "unique",
+];
 
 /// The window of a `#[throttle]` rule that gives no `per`: one day, the
 /// largest window of sidekiq-fair_tenant.
@@ -35,6 +44,12 @@ pub(crate) struct Attrs {
     pub(crate) throttles: Vec<Throttle>,
     /// `#[concurrency(...)]`, if given (and valid).
     pub(crate) concurrency: Option<Concurrency>,
+    /// `#[rate_limit(...)]`, if given (and valid).
+    pub(crate) rate_limit: Option<RateLimitAttr>,
+    /// The valid `#[cron(...)]` schedules, in declaration order.
+    pub(crate) crons: Vec<crate::attr_cron::Cron>,
+    /// `#[unique(...)]`, if given (and valid).
+    pub(crate) unique: Option<Unique>,
     /// `#[iterable(...)]`, if given (and valid).
     pub(crate) iterable: Option<Iterable>,
 }
@@ -121,6 +136,30 @@ pub(crate) struct Concurrency {
     pub(crate) group: Option<LitStr>,
 }
 
+/// `#[rate_limit(...)]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RateLimitAttr {
+    /// Starts per period.
+    pub(crate) limit: u32,
+    /// The period.
+    pub(crate) per: Duration,
+    /// Extra starts allowed at once.
+    pub(crate) burst: u32,
+    /// Where the key comes from; `None`: one limiter for the class or group.
+    pub(crate) key: Option<RateKey>,
+    /// A limiter shared by several job types.
+    pub(crate) group: Option<LitStr>,
+}
+
+/// The `key` of `#[rate_limit]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RateKey {
+    /// `key = tenant`: the job's tenant.
+    Tenant,
+    /// A field or a function, as in `#[concurrency]`.
+    Key(KeyRef),
+}
+
 /// The `key` of `#[concurrency]` as written; `validate` decides whether a
 /// single identifier names a field or a function.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +168,19 @@ pub(crate) enum KeyRef {
     Index(syn::Index),
     /// `key = name` or `key = path::to::function`.
     Path(ExprPath),
+}
+
+/// `#[unique(...)]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unique {
+    /// `for = "10m"`: the lock's longest life (required).
+    pub(crate) lock_for: Duration,
+    /// `by(field, ...)`: the fields that make the key; empty: all arguments.
+    pub(crate) by: Vec<FieldRef>,
+    /// `until = "start"`; `false` for `"success"` (the default).
+    pub(crate) until_start: bool,
+    /// `on_conflict = "replace"`; `false` for `"reject"` (the default).
+    pub(crate) replace: bool,
 }
 
 impl Attrs {
@@ -149,6 +201,8 @@ impl Attrs {
         let mut seen_fair_tenant = false;
         let mut seen_concurrency = false;
         let mut seen_iterable = false;
+        let mut seen_rate_limit = false;
+        let mut seen_unique = false;
         for attr in attrs {
             let path = attr.path();
             if path.is_ident("job") {
@@ -181,6 +235,24 @@ impl Attrs {
                 }
                 seen_iterable = true;
                 out.iterable = parse_iterable(cx, attr);
+            } else if path.is_ident("rate_limit") {
+                if seen_rate_limit {
+                    cx.error_spanned_by(attr, "`#[rate_limit]` may appear only once");
+                    continue;
+                }
+                seen_rate_limit = true;
+                out.rate_limit = parse_rate_limit(cx, attr);
+            } else if path.is_ident("unique") {
+                if seen_unique {
+                    cx.error_spanned_by(attr, "`#[unique]` may appear only once");
+                    continue;
+                }
+                seen_unique = true;
+                out.unique = parse_unique(cx, attr);
+            } else if path.is_ident("cron")
+                && let Some(cron) = crate::attr_cron::parse(cx, attr)
+            {
+                out.crons.push(cron);
             }
         }
         out
@@ -502,6 +574,204 @@ fn parse_iterable(cx: &mut Ctxt, attr: &Attribute) -> Option<Iterable> {
         cx.syn_error(err);
     }
     (cx.error_count() == errors_before).then_some(out)
+}
+
+fn parse_rate_limit(cx: &mut Ctxt, attr: &Attribute) -> Option<RateLimitAttr> {
+    let errors_before = cx.error_count();
+    let mut keys = Keys::new("rate_limit", &["limit", "per", "burst", "key", "group"]);
+    let mut limit = None;
+    let mut per = None;
+    let mut burst = None;
+    let mut key_ref = None;
+    let mut group = None;
+    let parsed = attr.parse_nested_meta(|meta| {
+        let Some(key) = keys.accept(cx, &meta)? else {
+            return Ok(());
+        };
+        let example = match key {
+            "limit" => "limit = 100",
+            "per" => "per = \"1m\"",
+            "burst" => "burst = 10",
+            "key" => "key = account_id",
+            _ => "group = \"stripe\"",
+        };
+        let Some(value) = value(cx, &meta, key, example)? else {
+            return Ok(());
+        };
+        match key {
+            "limit" => limit = positive::<u32>(cx, key, &value, example),
+            "per" => per = duration(cx, "per", &value, false),
+            "burst" => burst = whole::<u32>(cx, key, &value, example),
+            "key" => {
+                key_ref = match &value {
+                    Expr::Path(p) if p.path.is_ident("tenant") => Some(RateKey::Tenant),
+                    other => concurrency_key(cx, other).map(RateKey::Key),
+                }
+            }
+            _ => group = string(cx, key, &value, example),
+        }
+        Ok(())
+    });
+    if let Err(err) = parsed {
+        cx.syn_error(err);
+        return None;
+    }
+    keys.require(
+        cx,
+        attr,
+        errors_before,
+        &[("limit", "limit = 100"), ("per", "per = \"1m\"")],
+    );
+    if cx.error_count() > errors_before {
+        return None;
+    }
+    Some(RateLimitAttr {
+        limit: limit?,
+        per: per?,
+        burst: burst.unwrap_or(0),
+        key: key_ref,
+        group,
+    })
+}
+
+/// A whole number, 0 allowed.
+fn whole<N>(cx: &mut Ctxt, key: &str, value: &Expr, example: &str) -> Option<N>
+where
+    N: FromStr,
+    N::Err: std::fmt::Display,
+{
+    let Some(Lit::Int(int)) = lit(value) else {
+        cx.error_spanned_by(
+            value,
+            format_args!("`{key}` must be a whole number, like `{example}`"),
+        );
+        return None;
+    };
+    match int.base10_parse::<N>() {
+        Ok(n) => Some(n),
+        Err(err) => {
+            cx.syn_error(err);
+            None
+        }
+    }
+}
+
+fn parse_unique(cx: &mut Ctxt, attr: &Attribute) -> Option<Unique> {
+    let errors_before = cx.error_count();
+    let mut keys = Keys::new("unique", &["for", "by", "until", "on_conflict"]);
+    let mut lock_for = None;
+    let mut by = Vec::new();
+    let mut until_start = false;
+    let mut replace = false;
+    let parsed = attr.parse_nested_meta(|meta| {
+        let Some(key) = keys.accept(cx, &meta)? else {
+            return Ok(());
+        };
+        if key == "by" {
+            if !meta.input.peek(syn::token::Paren) {
+                cx.syn_error(meta.error("`by` lists fields, like `by(account_id)`"));
+                skip_value(&meta)?;
+                return Ok(());
+            }
+            let content;
+            syn::parenthesized!(content in meta.input);
+            let fields = content.parse_terminated(parse_field_ref, Token![,])?;
+            if fields.is_empty() {
+                cx.error_spanned_by(
+                    &meta.path,
+                    "`by` needs at least one field, like `by(account_id)`",
+                );
+            }
+            for field in fields {
+                if by.contains(&field) {
+                    let tokens = match &field {
+                        FieldRef::Named(i) => quote::quote!(#i),
+                        FieldRef::Index(i) => quote::quote!(#i),
+                    };
+                    cx.error_spanned_by(tokens, "this field is already in `by`");
+                } else {
+                    by.push(field);
+                }
+            }
+            return Ok(());
+        }
+        let example = match key {
+            "for" => "for = \"10m\"",
+            "until" => "until = \"start\"",
+            _ => "on_conflict = \"replace\"",
+        };
+        let Some(value) = value(cx, &meta, key, example)? else {
+            return Ok(());
+        };
+        match key {
+            "for" => lock_for = duration(cx, "for", &value, false),
+            "until" => {
+                if let Some(v) = choice(cx, key, &value, &["success", "start"]) {
+                    until_start = v == "start";
+                }
+            }
+            _ => {
+                if let Some(v) = choice(cx, key, &value, &["reject", "replace"]) {
+                    replace = v == "replace";
+                }
+            }
+        }
+        Ok(())
+    });
+    if let Err(err) = parsed {
+        cx.syn_error(err);
+        return None;
+    }
+    if cx.error_count() == errors_before && !keys.seen.contains(&"for") {
+        cx.error_spanned_by(
+            attr,
+            "`#[unique]` needs `for`, the lock's longest life, like `#[unique(for = \"10m\")]`",
+        );
+    }
+    if cx.error_count() > errors_before {
+        return None;
+    }
+    Some(Unique {
+        lock_for: lock_for?,
+        by,
+        until_start,
+        replace,
+    })
+}
+
+/// A field in a list: `name` or a tuple index `0`.
+fn parse_field_ref(input: ParseStream<'_>) -> syn::Result<FieldRef> {
+    if input.peek(LitInt) {
+        Ok(FieldRef::Index(field_index(&input.parse()?)?))
+    } else {
+        Ok(FieldRef::Named(input.parse()?))
+    }
+}
+
+/// A string literal among `choices`.
+fn choice(cx: &mut Ctxt, key: &str, value: &Expr, choices: &[&str]) -> Option<String> {
+    let expected: Vec<String> = choices.iter().map(|c| format!("`\"{c}\"`")).collect();
+    match lit(value) {
+        Some(Lit::Str(s)) if choices.contains(&s.value().as_str()) => Some(s.value()),
+        Some(Lit::Str(s)) => {
+            cx.error_spanned_by(
+                s,
+                format_args!(
+                    "unknown `{key}` value {:?}; expected {}",
+                    s.value(),
+                    expected.join(" or ")
+                ),
+            );
+            None
+        }
+        _ => {
+            cx.error_spanned_by(
+                value,
+                format_args!("`{key}` must be a string: {}", expected.join(" or ")),
+            );
+            None
+        }
+    }
 }
 
 fn concurrency_key(cx: &mut Ctxt, value: &Expr) -> Option<KeyRef> {
@@ -905,6 +1175,46 @@ mod tests {
                 "`key` must be a field or a path to a function `fn(&Self) -> impl Display`, like `key = account_id`",
                 "`#[concurrency]` may appear only once",
             ]
+        );
+    }
+
+    #[test]
+    fn unique_forms_and_errors() {
+        let (attrs, errs) = parse(&[
+            parse_quote!(#[unique(for = "10m", by(account, 1), until = "start", on_conflict = "replace")]),
+        ]);
+        assert!(errs.is_empty(), "{errs:?}");
+        let u = attrs.unique.unwrap();
+        assert_eq!(u.lock_for, Duration::from_secs(600));
+        assert_eq!(u.by.len(), 2);
+        assert!(u.until_start && u.replace);
+        let (attrs, errs) = parse(&[parse_quote!(#[unique(for = "30s")])]);
+        assert!(errs.is_empty(), "{errs:?}");
+        let u = attrs.unique.unwrap();
+        assert!(u.by.is_empty() && !u.until_start && !u.replace);
+        assert_eq!(
+            errors(&[parse_quote!(#[unique(by(a))])]),
+            ["`#[unique]` needs `for`, the lock's longest life, like `#[unique(for = \"10m\")]`"]
+        );
+        assert_eq!(
+            errors(&[parse_quote!(#[unique(for = "1m", until = "done")])]),
+            ["unknown `until` value \"done\"; expected `\"success\"` or `\"start\"`"]
+        );
+        assert_eq!(
+            errors(&[parse_quote!(#[unique(for = "1m", on_conflict = "skip")])]),
+            ["unknown `on_conflict` value \"skip\"; expected `\"reject\"` or `\"replace\"`"]
+        );
+        assert_eq!(
+            errors(&[parse_quote!(#[unique(for = "0s")])]),
+            ["`for` must be longer than zero"]
+        );
+        assert_eq!(
+            errors(&[parse_quote!(#[unique(for = "1m", by(a, a))])]),
+            ["this field is already in `by`"]
+        );
+        assert_eq!(
+            errors(&[parse_quote!(#[unique(for = "1m", by())])]),
+            ["`by` needs at least one field, like `by(account_id)`"]
         );
     }
 }

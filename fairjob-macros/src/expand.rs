@@ -13,7 +13,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
 use crate::ast::{Container, Shape};
-use crate::attr::{Concurrency, Retry, Throttle};
+use crate::attr::{Concurrency, FieldRef, RateKey, RateLimitAttr, Retry, Throttle};
 use crate::ctxt::Ctxt;
 use crate::validate::{self, DEFAULT_QUEUE, Resolved, Source};
 
@@ -84,6 +84,33 @@ fn implementation(container: &Container<'_>, resolved: &Resolved) -> TokenStream
             }
         }
     });
+    let rate_key = resolved.rate_key.as_ref().map(|source| {
+        let value = match source {
+            Source::Field(member) => quote_spanned! {member.span()=>
+                ::fairjob::__private::key_of(&self.#member)
+            },
+            Source::Call(path) => quote_spanned! {path.span()=>
+                ::fairjob::__private::key_of(&#path(self))
+            },
+        };
+        quote! {
+            fn rate_key(&self) -> ::core::option::Option<::std::string::String> {
+                #value
+            }
+        }
+    });
+    let unique_key = (!resolved.unique_by.is_empty()).then(|| {
+        let fields = &resolved.unique_by;
+        quote! {
+            fn unique_key_json(
+                &self,
+            ) -> ::core::option::Option<
+                ::core::result::Result<::std::string::String, ::fairjob::__private::JsonError>,
+            > {
+                ::core::option::Option::Some(::fairjob::__private::unique_key(&(#(&self.#fields,)*)))
+            }
+        }
+    });
     let registration = registration(ident, container.attrs.iterable.is_some());
     let sharded = container.attrs.job.shard_by_tenant.then(|| {
         let queue = container
@@ -98,6 +125,7 @@ fn implementation(container: &Container<'_>, resolved: &Resolved) -> TokenStream
             }
         }
     });
+    let crons = container.attrs.crons.iter().map(|c| cron(ident, &class, c));
     quote! {
         const _: () = {
             #[automatically_derived]
@@ -107,10 +135,42 @@ fn implementation(container: &Container<'_>, resolved: &Resolved) -> TokenStream
                 const ARGS: ::fairjob::__private::ArgsShape = #args;
                 #fair_tenant
                 #concurrency_key
+                #rate_key
+                #unique_key
             }
             #registration
             #sharded
+            #(#crons)*
         };
+    }
+}
+
+/// One `#[cron]` schedule's registration. The job is `Self::default()`,
+/// spanned at the attribute, so a job without `Default` is an error there.
+fn cron(ident: &Ident, class: &str, cron: &crate::attr_cron::Cron) -> TokenStream {
+    let name = cron
+        .name
+        .as_ref()
+        .map_or_else(|| class.to_owned(), |n| n.value());
+    let expr = &cron.expr;
+    let tz = &cron.tz;
+    let catch_up = &cron.catch_up;
+    let skip = cron.skip_overlap;
+    let default = quote_spanned! {cron.attr.span()=>
+        <#ident as ::core::default::Default>::default()
+    };
+    quote! {
+        ::fairjob::__private::inventory::submit! {
+            ::fairjob::__private::CronDeclaration {
+                name: #name,
+                class: #class,
+                expr: #expr,
+                tz: #tz,
+                catch_up: #catch_up,
+                skip_overlap: #skip,
+                job: || ::fairjob::IntoPush::into_push(#default),
+            }
+        }
     }
 }
 
@@ -164,6 +224,32 @@ fn options(container: &Container<'_>) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
+    let rate_limit = option(container.attrs.rate_limit.as_ref().map(rate_limit));
+    let unique = option(container.attrs.unique.as_ref().map(|u| {
+        let ms = u.lock_for.as_millis() as u64;
+        let by = u.by.iter().map(|f| match f {
+            FieldRef::Named(i) => i.unraw().to_string(),
+            FieldRef::Index(i) => i.index.to_string(),
+        });
+        let until = if u.until_start {
+            quote!(::fairjob::__private::UniqueUntil::Start)
+        } else {
+            quote!(::fairjob::__private::UniqueUntil::Success)
+        };
+        let on_conflict = if u.replace {
+            quote!(::fairjob::__private::OnConflict::Replace)
+        } else {
+            quote!(::fairjob::__private::OnConflict::Reject)
+        };
+        quote! {
+            ::fairjob::__private::UniqueOptions {
+                lock_for: ::core::time::Duration::from_millis(#ms),
+                by: &[#(#by),*],
+                until: #until,
+                on_conflict: #on_conflict,
+            }
+        }
+    }));
     let timeout = option(job.timeout.map(|d| {
         let ms = d.as_millis() as u64;
         quote!(::core::time::Duration::from_millis(#ms))
@@ -188,6 +274,8 @@ fn options(container: &Container<'_>) -> TokenStream {
             throttles: &[#(#throttles),*],
             shard_by_tenant: #shard_by_tenant,
             concurrency: #concurrency,
+            rate_limit: #rate_limit,
+            unique: #unique,
             timeout: #timeout,
             active_job: #active_job,
             iterable: #iterable,
@@ -206,6 +294,26 @@ fn throttle(rule: &Throttle) -> TokenStream {
             threshold: #threshold,
             per: ::core::time::Duration::from_secs(#secs),
             weight: #weight,
+        }
+    }
+}
+
+fn rate_limit(rate: &RateLimitAttr) -> TokenStream {
+    let limit = rate.limit;
+    let micros = rate.per.as_micros() as u64;
+    let burst = rate.burst;
+    let by_tenant = matches!(rate.key, Some(RateKey::Tenant));
+    let group = option(rate.group.as_ref().map(|g| {
+        let g = g.value();
+        quote!(#g)
+    }));
+    quote! {
+        ::fairjob::__private::RateLimit {
+            limit: #limit,
+            per: ::core::time::Duration::from_micros(#micros),
+            burst: #burst,
+            group: #group,
+            by_tenant: #by_tenant,
         }
     }
 }

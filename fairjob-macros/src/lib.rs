@@ -9,6 +9,7 @@
 
 mod ast;
 mod attr;
+mod attr_cron;
 mod ctxt;
 mod expand;
 mod validate;
@@ -56,6 +57,25 @@ use proc_macro::TokenStream;
 ///   the cursor is saved, `slice` (default 10 minutes, not shorter than
 ///   `checkpoint`) how long one run goes on before the job goes back to its
 ///   queue's tail.
+/// - `#[rate_limit(limit = 100, per = "1m", burst = 0, key = account_id, group = "stripe")]`:
+///   at most `limit` starts of one key per `per` (plus `burst` at once; by
+///   default starts are spread evenly). `key` is a field, a function as in
+///   `#[concurrency]`, or `tenant` (the job's tenant); without `key`, one
+///   limiter for the class (or group). A job over the limit waits without
+///   holding a worker and is released when the limiter has room.
+/// - `#[cron("0 3 * * *", tz = "Europe/Berlin", catch_up = "10m", overlap =
+///   "skip", name = "nightly")]`, repeatable, on a job that implements
+///   `Default`: a periodic schedule enqueuing `Self::default()` (5 fields, 6
+///   with seconds first, or `@hourly`, `@daily`…; `tz` defaults to UTC,
+///   `catch_up` to `"10m"` (or `"none"`), `overlap` to `"allow"`, `name` to
+///   the class name). A malformed expression or an unknown zone is a compile
+///   error at its literal.
+/// - `#[unique(for = "10m", by(account_id), until = "start", on_conflict = "replace")]`:
+///   at most one job per key is queued, scheduled or running. `for` (the
+///   lock's longest life) is required; `by` picks the key's fields (default:
+///   all arguments); `until` is `"success"` (default) or `"start"`;
+///   `on_conflict` is `"reject"` (default: `Error::Duplicate`) or
+///   `"replace"` (the waiting job takes the new arguments and due time).
 ///
 /// # Example
 ///
@@ -78,7 +98,19 @@ use proc_macro::TokenStream;
 ///     }
 /// }
 /// ```
-#[proc_macro_derive(Job, attributes(job, fair_tenant, throttle, concurrency, iterable))]
+#[proc_macro_derive(
+    Job,
+    attributes(
+        job,
+        fair_tenant,
+        throttle,
+        concurrency,
+        iterable,
+        rate_limit,
+        cron,
+        unique
+    )
+)]
 pub fn derive_job(input: TokenStream) -> TokenStream {
     expand::derive(&syn::parse_macro_input!(input as syn::DeriveInput)).into()
 }

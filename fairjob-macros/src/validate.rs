@@ -11,7 +11,7 @@ use quote::ToTokens;
 use syn::{ExprPath, Member};
 
 use crate::ast::Container;
-use crate::attr::{FairTenant, FieldRef, KeyRef};
+use crate::attr::{FairTenant, FieldRef, KeyRef, RateKey};
 use crate::ctxt::Ctxt;
 
 /// The queue of a job without `#[job(queue)]`.
@@ -31,12 +31,18 @@ pub(crate) struct Resolved {
     pub(crate) fair_tenant: Option<Source>,
     /// The source of `Job::concurrency_key`, if the type declares one.
     pub(crate) concurrency_key: Option<Source>,
+    /// The source of `Job::rate_key`, if the type declares a `#[rate_limit]`
+    /// keyed by a field or a function (`key = tenant` needs none).
+    pub(crate) rate_key: Option<Source>,
+    /// The fields of `#[unique(by(...))]`, resolved (empty: all arguments).
+    pub(crate) unique_by: Vec<Member>,
 }
 
 /// Checks the cross-attribute rules into `cx` and resolves field references.
 pub(crate) fn check(cx: &mut Ctxt, container: &Container<'_>) -> Resolved {
     check_throttles(cx, container);
     check_iterable(cx, container);
+    check_crons(cx, container);
     let fair_tenant = container
         .attrs
         .fair_tenant
@@ -55,9 +61,54 @@ pub(crate) fn check(cx: &mut Ctxt, container: &Container<'_>) -> Resolved {
             }
             KeyRef::Path(path) => Some(key_source(container, path)),
         });
+    let rate_key = container
+        .attrs
+        .rate_limit
+        .as_ref()
+        .and_then(|rate| match &rate.key {
+            Some(RateKey::Key(KeyRef::Index(index))) => {
+                field_member(cx, container, &FieldRef::Index(index.clone())).map(Source::Field)
+            }
+            Some(RateKey::Key(KeyRef::Path(path))) => Some(key_source(container, path)),
+            Some(RateKey::Tenant) | None => None,
+        });
+    let unique_by = container
+        .attrs
+        .unique
+        .as_ref()
+        .map(|u| {
+            u.by.iter()
+                .filter_map(|field| field_member(cx, container, field))
+                .collect()
+        })
+        .unwrap_or_default();
     Resolved {
         fair_tenant,
         concurrency_key,
+        rate_key,
+        unique_by,
+    }
+}
+
+/// Two `#[cron]` schedules of one type need different names (the default
+/// name is the class name).
+fn check_crons(cx: &mut Ctxt, container: &Container<'_>) {
+    let mut seen: Vec<Option<String>> = Vec::new();
+    for cron in &container.attrs.crons {
+        let name = cron.name.as_ref().map(|n| n.value());
+        if seen.contains(&name) {
+            match &cron.name {
+                Some(n) => cx.error_spanned_by(
+                    n,
+                    format_args!("two `#[cron]` schedules are named `{}`", n.value()),
+                ),
+                None => cx.error_spanned_by(
+                    &cron.attr,
+                    "a second `#[cron]` on this job needs its own `name = \"...\"`",
+                ),
+            }
+        }
+        seen.push(name);
     }
 }
 

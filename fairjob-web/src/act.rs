@@ -196,6 +196,87 @@ pub(crate) async fn on_limit(state: &WebState, form: &Params) -> Result<Done, We
     )))
 }
 
+/// `POST /limits/rate`: `key`, `rate` (`50/s`, `100/1m`; `0` or `pause`
+/// pauses; `default` goes back to the declared rate), optional `burst`.
+pub(crate) async fn on_rate(state: &WebState, form: &Params) -> Result<Done, WebError> {
+    let key = form
+        .value("key")
+        .ok_or_else(|| WebError::BadRequest("no key".into()))?;
+    let limits = state.inspector().rate_limits();
+    let text = form.value("rate").unwrap_or("").trim();
+    let (waiting, said) = match text {
+        "" => (0, None),
+        "default" => (
+            limits.reset(key).await?,
+            Some("back to the declared rate".to_owned()),
+        ),
+        "0" | "pause" => (limits.pause(key).await?, Some("paused".to_owned())),
+        other => {
+            let (limit, per) = fairjob::rate::parse_rate(other).map_err(WebError::BadRequest)?;
+            (limits.set(key, limit, per).await?, Some(other.to_owned()))
+        }
+    };
+    let burst = match form.value("burst").map(str::trim).filter(|b| !b.is_empty()) {
+        None => None,
+        Some(b) => Some(
+            b.parse::<u32>()
+                .map_err(|_| WebError::BadRequest(format!("burst takes a number, not {b:?}")))?,
+        ),
+    };
+    if let Some(b) = burst {
+        limits.set_burst(key, b).await?;
+    }
+    tracing::info!(key, rate = text, ?burst, "dashboard: rate limit changed");
+    Ok(done(format!(
+        "`{key}`: {}{}; {waiting} job(s) waiting",
+        said.unwrap_or_else(|| "rate unchanged".to_owned()),
+        burst.map_or_else(String::new, |b| format!(", burst {b}"))
+    )))
+}
+
+/// `POST /cron`: `name`, `action=pause|resume|run_now`.
+pub(crate) async fn on_cron(state: &WebState, form: &Params) -> Result<Done, WebError> {
+    let name = form
+        .value("name")
+        .ok_or_else(|| WebError::BadRequest("no schedule name".into()))?;
+    let inspector = state.inspector();
+    let message = match form.value("action") {
+        Some("pause") => {
+            inspector.pause_cron(name).await?;
+            format!("`{name}` paused")
+        }
+        Some("resume") => {
+            inspector.resume_cron(name).await?;
+            format!("`{name}` resumed from its next fire time")
+        }
+        Some("run_now") => {
+            let jid = inspector.run_cron_now(name).await?;
+            format!("`{name}`: job {jid} enqueued")
+        }
+        other => {
+            return Err(WebError::BadRequest(format!(
+                "action must be pause, resume or run_now, not {other:?}"
+            )));
+        }
+    };
+    tracing::info!(cron = name, "dashboard: {message}");
+    Ok(done(message))
+}
+
+/// `POST /unique`: `key`, a lock to remove by hand.
+pub(crate) async fn on_unique(state: &WebState, form: &Params) -> Result<Done, WebError> {
+    let key = form
+        .value("key")
+        .ok_or_else(|| WebError::BadRequest("no key".into()))?;
+    let removed = state.inspector().unlock(key).await?;
+    tracing::info!(key, removed, "dashboard: unique lock removed");
+    Ok(done(if removed {
+        format!("`{key}`: unlocked")
+    } else {
+        format!("`{key}`: no such lock (expired or released)")
+    }))
+}
+
 /// `POST /busy`: `identity`, `signal=quiet|stop`.
 pub(crate) async fn on_process(state: &WebState, form: &Params) -> Result<Done, WebError> {
     let identity = form

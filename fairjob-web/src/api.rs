@@ -8,7 +8,9 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use fairjob::inspect::JobSet;
-use fairjob::inspect::{JobPage, OverviewView, ProcessPage, QueuesView, ShardView, TenantView};
+use fairjob::inspect::{
+    JobPage, OverviewView, ProcessPage, QueuesView, ShardView, TenantView, UniqueLockPage,
+};
 
 use crate::act::{self, Done};
 use crate::error::WebError;
@@ -43,11 +45,36 @@ pub(crate) async fn readyz(State(state): State<Arc<WebState>>) -> Response {
             return (StatusCode::SERVICE_UNAVAILABLE, "not fetching yet\n").into_response();
         }
     }
-    match tokio::time::timeout(READY_PING, state.inspector().ping()).await {
-        Ok(Ok(_)) => (StatusCode::OK, "ready\n").into_response(),
-        Ok(Err(_)) | Err(_) => {
-            (StatusCode::SERVICE_UNAVAILABLE, "redis unreachable\n").into_response()
-        }
+    let (status, text) = readiness(state.inspector()).await;
+    (status, text).into_response()
+}
+
+/// What `/readyz` answers about Redis, beside a worker or not: 200 `ready`;
+/// 200 `degraded: <why>` while Redis answers but refuses writes (read-only
+/// replica, out of memory, writes stopped after a failed save); 503 with the
+/// reason when it does not answer (unreachable, busy, loading).
+pub async fn readiness(
+    inspector: &fairjob::inspect::Inspector,
+) -> (axum::http::StatusCode, String) {
+    use axum::http::StatusCode;
+    let refusal = async {
+        inspector.ping().await?;
+        inspector.redis_refusal().await
+    };
+    match tokio::time::timeout(READY_PING, refusal).await {
+        Ok(Ok(None)) => (StatusCode::OK, "ready\n".to_owned()),
+        Ok(Ok(Some(r))) => (
+            StatusCode::OK,
+            format!("degraded: {}\n", crate::reasons::refusal_text(&r)),
+        ),
+        Ok(Err(e)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("redis unavailable: {e}\n"),
+        ),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "redis unreachable: no answer within a second\n".to_owned(),
+        ),
     }
 }
 
@@ -113,6 +140,14 @@ pub(crate) async fn limits(
     Ok(Json(load::limits(&state, query.cursor()?, key).await?))
 }
 
+/// `GET /api/unique?cursor=`.
+pub(crate) async fn unique(
+    State(state): State<Arc<WebState>>,
+    query: Params,
+) -> JsonResult<UniqueLockPage> {
+    Ok(Json(load::unique(&state, query.cursor()?).await?))
+}
+
 async fn jobs(state: &WebState, set: JobSet, query: &Params) -> JsonResult<JobPage> {
     let filter = load::job_filter(query);
     Ok(Json(
@@ -166,6 +201,28 @@ pub(crate) async fn post_shards(Path(queue): Path<String>, form: CheckedForm) ->
 /// `POST /api/limits`.
 pub(crate) async fn post_limits(form: CheckedForm) -> JsonResult<Done> {
     Ok(Json(act::on_limit(&form.state, &form.fields).await?))
+}
+
+/// `POST /api/limits/rate`.
+pub(crate) async fn post_rate(form: CheckedForm) -> JsonResult<Done> {
+    Ok(Json(act::on_rate(&form.state, &form.fields).await?))
+}
+
+/// `GET /api/cron`.
+pub(crate) async fn cron(
+    State(state): State<Arc<WebState>>,
+) -> JsonResult<Vec<fairjob::inspect::CronRow>> {
+    Ok(Json(load::cron(&state).await?))
+}
+
+/// `POST /api/cron`.
+pub(crate) async fn post_cron(form: CheckedForm) -> JsonResult<Done> {
+    Ok(Json(act::on_cron(&form.state, &form.fields).await?))
+}
+
+/// `POST /api/unique`.
+pub(crate) async fn post_unique(form: CheckedForm) -> JsonResult<Done> {
+    Ok(Json(act::on_unique(&form.state, &form.fields).await?))
 }
 
 /// `POST /api/busy`.

@@ -122,6 +122,20 @@ pub(crate) fn shorten(text: &str, max: usize) -> String {
     }
 }
 
+/// A rate as the CLI takes it: `20/s`, `100/1m`, `5/250ms`.
+pub(crate) fn rate(limit: u32, per_ms: u64) -> String {
+    let per = match per_ms {
+        1000 => "s".to_owned(),
+        60_000 => "m".to_owned(),
+        3_600_000 => "h".to_owned(),
+        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+        ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        ms => format!("{ms}ms"),
+    };
+    format!("{limit}/{per}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

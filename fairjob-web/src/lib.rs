@@ -61,9 +61,10 @@ mod state;
 use std::future::Future;
 use std::net::SocketAddr;
 
+pub use api::readiness;
 pub use config::WebConfig;
 pub use error::WebError;
-pub use reasons::reason_text;
+pub use reasons::{reason_text, refusal_text};
 
 /// Rows on one page of a dashboard list (tenants, shards, slot-limit keys,
 /// worker processes); the JSON twins page the same way.

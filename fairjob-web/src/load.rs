@@ -5,7 +5,8 @@
 use fairjob::inspect::JobSet;
 use fairjob::inspect::{
     Explanation, JobFilter, JobPage, LimitDetail, LimitPage, LongWait, MAX_MINUTES, OverviewView,
-    Page, ProcessPage, QueuesView, SCAN_BUDGET, ShardView, TenantView, class_of_limit,
+    Page, ProcessPage, QueuesView, RateLimitsView, SCAN_BUDGET, ShardView, TenantView,
+    UniqueLockPage, class_of_limit,
 };
 use serde::Serialize;
 
@@ -112,6 +113,17 @@ pub(crate) async fn shards(
     Ok(state.inspector().shard_view(queue, page).await?)
 }
 
+/// A page of live unique locks.
+pub(crate) async fn unique(state: &WebState, cursor: u64) -> Result<UniqueLockPage, WebError> {
+    Ok(state
+        .inspector()
+        .unique_locks(Page {
+            cursor,
+            count: PAGE_ROWS,
+        })
+        .await?)
+}
+
 /// Slot limits: a page of keys, and the detail of the keys in use (or of one key).
 #[derive(Debug, Serialize)]
 pub(crate) struct LimitsView {
@@ -119,6 +131,8 @@ pub(crate) struct LimitsView {
     pub details: Vec<LimitDetail>,
     /// Declared default limits by key, where a published class says.
     pub defaults: Vec<(String, u32)>,
+    /// Rate limiters (the first page).
+    pub rates: RateLimitsView,
 }
 
 pub(crate) async fn limits(
@@ -157,10 +171,12 @@ pub(crate) async fn limits(
                 .map(|d| (r.key.clone(), d))
         })
         .collect();
+    let rates = inspector.rate_limits().list(Page::first(PAGE_ROWS)).await?;
     Ok(LimitsView {
         page,
         details,
         defaults,
+        rates,
     })
 }
 
@@ -191,6 +207,11 @@ pub(crate) async fn jobs(
 }
 
 /// The worker processes and their running jobs.
+/// Periodic schedules.
+pub(crate) async fn cron(state: &WebState) -> Result<Vec<fairjob::inspect::CronRow>, WebError> {
+    Ok(state.inspector().cron().await?)
+}
+
 pub(crate) async fn busy(state: &WebState, cursor: u64) -> Result<ProcessPage, WebError> {
     let mut page = state
         .inspector()

@@ -2,9 +2,27 @@
 //! [`Reason`] of [`fairjob::inspect::Explanation`] rendered for a person, the
 //! same words on the dashboard, in its JSON twin's `text` and in the CLI.
 
-use fairjob::inspect::{Explanation, Reason};
+use fairjob::inspect::{Explanation, Reason, Refusal};
 
 use crate::fmt::{format_count, format_duration, format_time, ordinal};
+
+/// The sentence of why Redis refuses writes (the overview's banner, the
+/// health endpoints' "degraded", the CLI).
+pub fn refusal_text(refusal: &Refusal) -> String {
+    match refusal {
+        Refusal::Busy => "Redis is busy running a long script (BUSY): nothing runs until it ends or SCRIPT KILL stops it".to_owned(),
+        Refusal::Loading => "Redis is loading its dataset (LOADING): jobs wait until it is done".to_owned(),
+        Refusal::ReadOnlyReplica => "Redis is a read-only replica (READONLY): point clients and workers at the primary".to_owned(),
+        Refusal::OutOfMemory { used, max } => format!(
+            "Redis is out of memory (OOM, {} of {} MB used): new jobs are refused while workers drain the queues; free memory or raise maxmemory",
+            used / (1024 * 1024),
+            max / (1024 * 1024)
+        ),
+        Refusal::WritesStopped => "Redis refuses writes after a failed snapshot (MISCONF): check its disk and dir; writes resume after the next good save".to_owned(),
+        Refusal::Unreachable => "Redis cannot be reached".to_owned(),
+        _ => "Redis refuses writes".to_owned(),
+    }
+}
 
 /// A tenant as the sentences name it.
 fn who(tenant: &Option<String>) -> &str {
@@ -174,6 +192,23 @@ pub fn reason_text(reason: &Reason) -> String {
             )
         }
         Reason::SlotPaused { key } => format!("`{key}` is paused: its limit is 0"),
+        Reason::RateWait {
+            key,
+            ahead,
+            waiting,
+            rate,
+            next_release_in_secs,
+        } => format!(
+            "waits for the {key} limiter: {ahead} ahead ({waiting} waiting{}){}",
+            rate.filter(|r| !r.is_paused())
+                .map_or_else(String::new, |r| format!(
+                    "; {}",
+                    crate::fmt::rate(r.limit, r.per_ms)
+                )),
+            next_release_in_secs
+                .map_or_else(String::new, |s| format!(", next release in {s:.1} s"))
+        ),
+        Reason::RatePaused { key } => format!("the {key} limiter is paused: its limit is 0"),
         Reason::Scheduled { at, due_in_secs } => format!(
             "scheduled for {} ({})",
             format_time(*at),
@@ -212,6 +247,11 @@ pub fn reason_text(reason: &Reason) -> String {
             "not found yet: scanned {} of {} entries; continue to look further",
             format_count(*scanned),
             format_count(*total)
+        ),
+        Reason::Duplicate { holder, class, at } => format!(
+            "not enqueued: duplicate of {holder} (a unique `{class}` refused at {} because job \
+             {holder} held its key)",
+            format_time(*at)
         ),
         Reason::NotFound { scanned } => format!(
             "not found in any queue, tenant list, slot wait list, `retry`, `schedule`, `dead` or \

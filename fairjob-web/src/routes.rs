@@ -36,6 +36,8 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
             get(pages::shards).post(pages::post_shards),
         )
         .route("/limits", get(pages::limits).post(pages::post_limits))
+        .route("/limits/rate", axum::routing::post(pages::post_rate))
+        .route("/unique", get(pages::unique).post(pages::post_unique))
         .route("/retries", get(pages::retries).post(pages::post_retries))
         .route(
             "/scheduled",
@@ -43,6 +45,7 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
         )
         .route("/dead", get(pages::dead).post(pages::post_dead))
         .route("/busy", get(pages::busy).post(pages::post_busy))
+        .route("/cron", get(pages::cron).post(pages::post_cron))
         .route("/login", get(pages::login_form).post(pages::login))
         .route("/logout", axum::routing::post(pages::logout))
         .route("/api", get(api::overview))
@@ -56,6 +59,8 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
             get(api::shards).post(api::post_shards),
         )
         .route("/api/limits", get(api::limits).post(api::post_limits))
+        .route("/api/limits/rate", axum::routing::post(api::post_rate))
+        .route("/api/unique", get(api::unique).post(api::post_unique))
         .route("/api/retries", get(api::retries).post(api::post_retries))
         .route(
             "/api/scheduled",
@@ -63,6 +68,7 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
         )
         .route("/api/dead", get(api::dead).post(api::post_dead))
         .route("/api/busy", get(api::busy).post(api::post_busy))
+        .route("/api/cron", get(api::cron).post(api::post_cron))
         .route("/static/{file}", get(assets::file))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -163,6 +163,10 @@ struct RunArgs {
     /// Never sample the Redis gauges from this process (others may)
     #[arg(long)]
     no_metrics_sampler: bool,
+    /// Also run fairjob-postgres' pump in this process, from this PostgreSQL
+    /// URL (as `pump --postgres URL` does, with its defaults)
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
 }
 
 impl RunArgs {
@@ -188,7 +192,8 @@ impl RunArgs {
             metrics,
             metrics_top_k,
             metrics_idle_timeout,
-            metrics_interval
+            metrics_interval,
+            postgres
         );
         self.no_wait_stats |= later.no_wait_stats;
         self.no_tenant_labels |= later.no_tenant_labels;
@@ -228,6 +233,21 @@ enum Command {
         #[command(subcommand)]
         action: Option<LimitsAction>,
     },
+    /// Rate limits (`#[rate_limit]`): keys with their rate, waiting jobs and next
+    /// release; `rate-limits set KEY LIMIT PER`, `pause KEY`, `resume KEY` change one live
+    RateLimits {
+        #[command(subcommand)]
+        action: Option<RateLimitsAction>,
+    },
+    /// Unique jobs (`#[unique]`): a page of live locks with their holder and
+    /// time left; `unique unlock KEY` removes one by hand
+    Unique {
+        #[command(subcommand)]
+        action: Option<UniqueAction>,
+        /// Locks to list
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
     /// Set a sharded queue's fair-share settings for a tenant, or the defaults
     /// (weight: share under contention; floor: jobs guaranteed running; cap:
     /// running limit, 0 pauses). "default" removes a tenant's own value, "none"
@@ -265,6 +285,33 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Periodic schedules: expression, zone, next and last fire time and
+    /// outcome, paused; `cron pause|resume|run-now NAME` steers one
+    Cron {
+        #[command(subcommand)]
+        action: Option<CronAction>,
+    },
+    /// fairjob-postgres' schema (`postgres migrate`)
+    Postgres {
+        #[command(subcommand)]
+        action: PostgresAction,
+    },
+    /// Move jobs enqueued in PostgreSQL transactions into Redis (fairjob-postgres'
+    /// pump, fair between tenants; several pumps may run at once)
+    Pump {
+        /// PostgreSQL URL
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
+        postgres: String,
+        /// Rows per batch
+        #[arg(long, default_value_t = 500)]
+        batch: usize,
+        /// Poll interval while there is work
+        #[arg(long, value_parser = duration, default_value = "100ms", value_name = "DURATION")]
+        poll_interval: Duration,
+        /// Longest wait between polls when idle (the interval doubles up to it)
+        #[arg(long, value_parser = duration, default_value = "2s", value_name = "DURATION")]
+        max_idle_interval: Duration,
+    },
     /// Set a sharded queue's per-tenant running limit (0 pauses; "none" removes it)
     ShardLimit {
         /// Queue name
@@ -278,6 +325,16 @@ enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+enum PostgresAction {
+    /// Create or upgrade the `fairjob` schema (its own migrations table, apart from the application's)
+    Migrate {
+        /// PostgreSQL URL
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
+        postgres: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum LimitsAction {
     /// Set a key's limit at runtime (0 pauses it; "default" returns to the declared limit)
     Set {
@@ -285,6 +342,60 @@ enum LimitsAction {
         key: String,
         /// The new limit, or "default"
         limit: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum RateLimitsAction {
+    /// Set a key's rate at runtime (0 pauses it), e.g. `set Charge:42 50 1s`
+    Set {
+        /// The full key, as `rate-limits` lists it (`Class:key`, `group:name:key`, `Class`)
+        key: String,
+        /// Starts per period
+        limit: u32,
+        /// The period (`1s`, `1m`, `250ms`)
+        per: String,
+        /// Extra starts allowed at once
+        #[arg(long)]
+        burst: Option<u32>,
+    },
+    /// Pause a key: its jobs wait, none starts
+    Pause {
+        /// The full key
+        key: String,
+    },
+    /// Back to the declared rate (resumes a paused key)
+    Resume {
+        /// The full key
+        key: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum CronAction {
+    /// Pause a schedule: no fire time is enqueued until it is resumed
+    Pause {
+        /// The schedule's name
+        name: String,
+    },
+    /// Resume a paused schedule from its next fire time
+    Resume {
+        /// The schedule's name
+        name: String,
+    },
+    /// Enqueue the schedule's job now (through the scheduler)
+    RunNow {
+        /// The schedule's name
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum UniqueAction {
+    /// Remove a lock, whoever holds it: the next push of its key is accepted
+    Unlock {
+        /// The lock's key, as `unique` lists it
+        key: String,
     },
 }
 
@@ -348,8 +459,8 @@ link the crate that declares your `#[derive(Job)]` types: add `fairjob-worker` t
 crate's dependencies and create `src/bin/worker.rs` containing the single line \
 `fairjob_worker::main!(my_jobs);` (naming your crate, and any other crate with jobs), \
 then run `cargo run --release --bin worker -- -r redis://127.0.0.1:6379 -c 10`. The \
-commands that need no job types (`stats`, `tenants`, `shards`, `shard-limit`, `limits`, `web`, \
-`explain`) work here.";
+commands that need no job types (`stats`, `tenants`, `shards`, `shard-limit`, `limits`, `rate-limits`, `unique`, `web`, \
+`explain`, `postgres migrate`, `pump`) work here.";
 
 async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
     let registry = || -> Result<Registry> {
@@ -378,10 +489,40 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
         if !with_jobs {
             bail!("{NO_JOBS}");
         }
-        return run_worker(config, registry()?, run.web, run.metrics, &web).await;
+        return run_worker(
+            config,
+            registry()?,
+            run.web,
+            run.metrics,
+            run.postgres.as_deref(),
+            &web,
+        )
+        .await;
     };
+    match &command {
+        Command::Postgres {
+            action: PostgresAction::Migrate { postgres },
+        } => return crate::postgres::migrate(postgres).await,
+        Command::Pump {
+            postgres,
+            batch,
+            poll_interval,
+            max_idle_interval,
+        } => {
+            return crate::postgres::pump(
+                &config,
+                postgres,
+                *batch,
+                *poll_interval,
+                *max_idle_interval,
+            )
+            .await;
+        }
+        _ => {}
+    }
     let inspect = crate::inspect::Inspect::connect(&config).await;
     match command {
+        Command::Postgres { .. } | Command::Pump { .. } => unreachable!("handled above"),
         Command::Run(_) => unreachable!("handled above"),
         Command::Jobs => {
             if !with_jobs {
@@ -405,7 +546,43 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
             };
             inspect?.set_limit(&registry()?, &key, limit).await
         }
+        Command::RateLimits { action: None } => inspect?.rate_limits().await,
+        Command::RateLimits {
+            action: Some(action),
+        } => {
+            let inspect = inspect?;
+            match action {
+                RateLimitsAction::Set {
+                    key,
+                    limit,
+                    per,
+                    burst,
+                } => {
+                    let per = fairjob::rate::parse_period(&per).map_err(anyhow::Error::msg)?;
+                    inspect.set_rate(&key, limit, per, burst).await
+                }
+                RateLimitsAction::Pause { key } => inspect.pause_rate(&key).await,
+                RateLimitsAction::Resume { key } => inspect.resume_rate(&key).await,
+            }
+        }
+        Command::Unique {
+            action: None,
+            limit,
+        } => inspect?.unique_locks(limit).await,
+        Command::Unique {
+            action: Some(UniqueAction::Unlock { key }),
+            ..
+        } => inspect?.unlock(&key).await,
         Command::Shards { queue } => inspect?.shards(&queue).await,
+        Command::Cron { action } => {
+            let inspect = inspect?;
+            match action {
+                None => inspect.cron().await,
+                Some(CronAction::Pause { name }) => inspect.cron_act(&name, "pause").await,
+                Some(CronAction::Resume { name }) => inspect.cron_act(&name, "resume").await,
+                Some(CronAction::RunNow { name }) => inspect.cron_act(&name, "run-now").await,
+            }
+        }
         Command::Web { bind } => crate::web::serve_only(&config, &web, bind).await,
         Command::Explain { jid, tenant, json } => {
             inspect?
@@ -461,6 +638,7 @@ async fn run_worker(
     registry: Registry,
     web_addr: Option<std::net::SocketAddr>,
     metrics_addr: Option<std::net::SocketAddr>,
+    postgres: Option<&str>,
     web: &crate::web::Options,
 ) -> Result<()> {
     if registry.is_empty() {
@@ -516,7 +694,14 @@ async fn run_worker(
         Some(addr) => Some(crate::web::spawn(&config, web, addr, &handle).await?),
         None => None,
     };
+    let pump = match postgres {
+        Some(url) => Some(crate::postgres::spawn_pump(url, worker.client().clone()).await?),
+        None => None,
+    };
     let result = worker.run_with_signals(handle).await;
+    if let Some(p) = pump {
+        p.stop().await;
+    }
     if let Some(d) = dashboard {
         d.stop().await;
     }

@@ -1,8 +1,10 @@
 //! The inspection commands (`jobs`, `stats`, `tenants`, `shards`, `limits`,
-//! `explain`) and
-//! the steering ones (`shard-limit`, `limits set`): each reads or writes through
+//! `explain`, `cron`) and
+//! the steering ones (`shard-limit`, `limits set`, `cron pause|resume|run-now`): each reads or writes through
 //! fairjob::inspect and prints a table. Nothing here runs jobs or names a
 //! Redis key.
+
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use fairjob::config::WorkerConfig;
@@ -55,6 +57,12 @@ pub(crate) fn jobs(registry: &Registry) {
         );
     }
     println!("{} job type(s)", registry.len());
+}
+
+/// Unix seconds as `2026-11-25T03:00:00Z`.
+fn utc(secs: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 /// A connection for the commands, from the worker's settings (its namespace and
@@ -310,6 +318,53 @@ impl Inspect {
         Ok(())
     }
 
+    pub(crate) async fn cron(&self) -> Result<()> {
+        let rows = self.inspector.cron().await?;
+        println!(
+            "{:<24} {:<18} {:<16} {:<21} {:<21} {:<10} {:>6} {:>7} {:>6}",
+            "name", "cron", "zone", "next", "last fire", "outcome", "fires", "skipped", "missed"
+        );
+        for r in &rows {
+            let next = if r.paused {
+                "paused".to_owned()
+            } else {
+                r.next.map_or_else(|| "never".to_owned(), utc)
+            };
+            println!(
+                "{:<24} {:<18} {:<16} {:<21} {:<21} {:<10} {:>6} {:>7} {:>6}{}",
+                r.name,
+                r.expr,
+                r.tz,
+                next,
+                r.last_fire.map_or_else(|| "-".to_owned(), utc),
+                r.last_outcome.as_deref().unwrap_or("-"),
+                r.fires,
+                r.skipped,
+                r.missed,
+                r.problem
+                    .as_ref()
+                    .map(|p| format!("  ({p})"))
+                    .unwrap_or_default()
+            );
+        }
+        println!("{} schedule(s)", rows.len());
+        Ok(())
+    }
+
+    pub(crate) async fn cron_act(&self, name: &str, action: &str) -> Result<()> {
+        match action {
+            "pause" => self.inspector.pause_cron(name).await?,
+            "resume" => self.inspector.resume_cron(name).await?,
+            _ => {
+                let jid = self.inspector.run_cron_now(name).await?;
+                println!("{name}: enqueued {jid}");
+                return Ok(());
+            }
+        }
+        println!("{name}: {action}d");
+        Ok(())
+    }
+
     pub(crate) async fn limits(&self, registry: &Registry) -> Result<()> {
         println!(
             "{:<40} {:>10} {:>8} {:>9} {:>8}",
@@ -354,6 +409,118 @@ impl Inspect {
                 .map(|l| l.to_string())
                 .unwrap_or_else(|| "back to the declared default".into())
         );
+        Ok(())
+    }
+}
+
+impl Inspect {
+    pub(crate) async fn rate_limits(&self) -> Result<()> {
+        println!(
+            "{:<40} {:>14} {:>6} {:>8} {:>14}",
+            "key", "rate", "burst", "waiting", "next release"
+        );
+        let limits = self.inspector.rate_limits();
+        let mut page = Page::first(MAX_READ_ROWS);
+        let mut count = 0;
+        loop {
+            let found = limits.list(page).await?;
+            for l in &found.rows {
+                let (rate, burst) = match l.rate {
+                    Some(r) if r.is_paused() => ("paused".to_owned(), r.burst.to_string()),
+                    Some(r) => (
+                        format!(
+                            "{}/{}{}",
+                            r.limit,
+                            humantime::format_duration(Duration::from_millis(r.per_ms)),
+                            if l.overridden { "" } else { " (declared)" }
+                        ),
+                        r.burst.to_string(),
+                    ),
+                    None => ("?".to_owned(), "?".to_owned()),
+                };
+                let next = l
+                    .next_release_in_secs
+                    .map(|s| format!("in {s:.1} s"))
+                    .unwrap_or_else(|| "-".to_owned());
+                println!(
+                    "{:<40} {:>14} {:>6} {:>8} {:>14}",
+                    l.key, rate, burst, l.waiting, next
+                );
+                count += 1;
+            }
+            match found.next {
+                Some(cursor) => page.cursor = cursor,
+                None => break,
+            }
+        }
+        println!("{count} key(s)");
+        Ok(())
+    }
+
+    pub(crate) async fn set_rate(
+        &self,
+        key: &str,
+        limit: u32,
+        per: Duration,
+        burst: Option<u32>,
+    ) -> Result<()> {
+        let limits = self.inspector.rate_limits();
+        let waiting = limits.set(key, limit, per).await?;
+        if let Some(b) = burst {
+            limits.set_burst(key, b).await?;
+        }
+        println!(
+            "{key}: {limit} per {}; {waiting} job(s) waiting",
+            humantime::format_duration(per)
+        );
+        Ok(())
+    }
+
+    pub(crate) async fn pause_rate(&self, key: &str) -> Result<()> {
+        let waiting = self.inspector.rate_limits().pause(key).await?;
+        println!("{key}: paused; {waiting} job(s) waiting");
+        Ok(())
+    }
+
+    pub(crate) async fn resume_rate(&self, key: &str) -> Result<()> {
+        let waiting = self.inspector.rate_limits().reset(key).await?;
+        println!("{key}: back to the declared rate; {waiting} job(s) waiting");
+        Ok(())
+    }
+
+    /// `unique`: a page of live unique locks (a bounded scan).
+    pub(crate) async fn unique_locks(&self, limit: usize) -> Result<()> {
+        let found = self.inspector.unique_locks(Page::first(limit)).await?;
+        println!("{:<24} {:<26} {:>10}  key", "queue", "holder", "ttl");
+        for l in &found.rows {
+            let ttl = l
+                .ttl_ms
+                .map(|ms| format!("{:.0}s", ms as f64 / 1000.0))
+                .unwrap_or_else(|| "-".into());
+            println!(
+                "{:<24} {:<26} {:>10}  {}",
+                l.queue.as_deref().unwrap_or("?"),
+                l.jid,
+                ttl,
+                l.key
+            );
+        }
+        let more = if found.next.is_some() {
+            " (more not shown)"
+        } else {
+            ""
+        };
+        println!("{} lock(s){more}", found.rows.len());
+        Ok(())
+    }
+
+    /// `unique unlock KEY`.
+    pub(crate) async fn unlock(&self, key: &str) -> Result<()> {
+        if self.inspector.unlock(key).await? {
+            println!("{key}: unlocked");
+        } else {
+            println!("{key}: no such lock (expired or released)");
+        }
         Ok(())
     }
 }

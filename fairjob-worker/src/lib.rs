@@ -18,6 +18,7 @@
 mod cli;
 mod inspect;
 mod metrics;
+mod postgres;
 mod web;
 
 use std::process::ExitCode;

@@ -26,9 +26,6 @@ use fairjob::{Client, WorkerHandle};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use metrics_util::MetricKindMask;
 
-/// How long `/readyz` waits for Redis to answer a PING.
-const READY_PING: Duration = Duration::from_secs(1);
-
 /// How often the exporter's idle timeout is applied without a scrape.
 const UPKEEP: Duration = Duration::from_secs(1);
 
@@ -145,15 +142,21 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-async fn readyz(State(p): State<Probe>) -> (StatusCode, &'static str) {
+async fn readyz(State(p): State<Probe>) -> (StatusCode, String) {
     if p.worker.is_stopping() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "stopping\n");
+        return (StatusCode::SERVICE_UNAVAILABLE, "stopping\n".into());
     }
     if !p.worker.is_fetching() && !p.worker.is_quiet() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "not fetching yet\n");
+        return (StatusCode::SERVICE_UNAVAILABLE, "not fetching yet\n".into());
     }
-    match tokio::time::timeout(READY_PING, p.client.inspector().ping()).await {
-        Ok(Ok(_)) => (StatusCode::OK, "ready\n"),
-        Ok(Err(_)) | Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "redis unreachable\n"),
+    let (status, text) = fairjob_web::readiness(&p.client.inspector()).await;
+    match p.worker.redis_refusal() {
+        // Redis refuses this worker's lease renewals (what its `/readyz`
+        // adds to the server's own facts).
+        Some((_, said)) if status == StatusCode::OK => (
+            StatusCode::OK,
+            format!("degraded: redis refuses this worker's lease renewals: {said}\n"),
+        ),
+        _ => (status, text),
     }
 }

@@ -19,7 +19,9 @@ pub use crate::broker::ConnectOptions;
 use crate::error::{Error, Result};
 use crate::fair::DEFAULT_MAX_WINDOW;
 use crate::queues::QueueSpec;
+use crate::wire::Payload;
 use crate::wire::Propagation;
+use crate::wire::cron::{CatchUp, CronEntry, CronSource, Overlap};
 pub use crate::wire::duration::parse_duration;
 use crate::wire::duration::{human, human_opt};
 
@@ -49,7 +51,15 @@ pub struct ClientConfig {
     /// Queues that are tenant-sharded (besides those declared by
     /// `#[job(shard_by_tenant)]` and those workers announce in Redis).
     pub sharded_queues: Vec<String>,
+    /// How long a push keeps retrying while Redis refuses it (busy, loading,
+    /// read-only, out of memory, writes stopped) or before it could be sent;
+    /// 0 turns retries off (default 2 s). See the README's "When Redis says no".
+    #[serde(with = "human")]
+    pub retry_deadline: Duration,
 }
+
+/// The default [`ClientConfig::retry_deadline`].
+pub const DEFAULT_RETRY_DEADLINE: Duration = Duration::from_secs(2);
 
 impl Default for ClientConfig {
     fn default() -> Self {
@@ -59,6 +69,7 @@ impl Default for ClientConfig {
             max_throttling_window: DEFAULT_MAX_WINDOW,
             max_payload_bytes: DEFAULT_MAX_PAYLOAD,
             sharded_queues: Vec::new(),
+            retry_deadline: DEFAULT_RETRY_DEADLINE,
         }
     }
 }
@@ -136,6 +147,8 @@ pub struct WorkerConfig {
     /// trace context its enqueue wrote (`child`, `link` or `none`; default
     /// `child`).
     pub propagation: Propagation,
+    /// Periodic schedules (`[[cron]]` entries), declared like `#[cron]`.
+    pub cron: Vec<CronConfig>,
 }
 
 /// Settings of the worker's metrics (see [`crate::metrics`]). In the TOML
@@ -202,6 +215,7 @@ impl Default for WorkerConfig {
             batch_acks: true,
             metrics: MetricsConfig::default(),
             propagation: Propagation::Child,
+            cron: Vec::new(),
         }
     }
 }
@@ -276,6 +290,8 @@ struct WorkerConfigFile {
     max_throttling_window: Duration,
     max_enqueue_bytes: usize,
     sharded_queues: Vec<String>,
+    #[serde(with = "human")]
+    retry_deadline: Duration,
     queues: Vec<String>,
     tiers: Vec<Vec<String>>,
     concurrency: usize,
@@ -307,6 +323,107 @@ struct WorkerConfigFile {
     #[serde(with = "human")]
     metrics_sample_interval: Duration,
     propagation: Propagation,
+    cron: Vec<CronConfig>,
+}
+
+/// A `[[cron]]` entry of the worker's TOML: a periodic schedule of a job
+/// class with fixed arguments.
+///
+/// ```toml
+/// [[cron]]
+/// name = "nightly-report"
+/// cron = "0 3 * * *"
+/// class = "ReportJob"
+/// args = [42]
+/// tz = "Europe/Berlin"     # default "UTC"
+/// catch_up = "10m"          # or "none"
+/// overlap = "skip"          # default "allow"
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CronConfig {
+    /// The schedule's name.
+    pub name: String,
+    /// The cron expression.
+    pub cron: String,
+    /// The job class it enqueues.
+    pub class: String,
+    /// Its arguments (Sidekiq's positional `args`).
+    #[serde(default = "empty_args")]
+    pub args: serde_json::Value,
+    /// Its queue (default `default`).
+    #[serde(default)]
+    pub queue: Option<String>,
+    /// Its tenant.
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// The IANA zone (default `UTC`).
+    #[serde(default = "utc")]
+    pub tz: String,
+    /// `"none"` or a grace (default `"10m"`).
+    #[serde(default = "ten_minutes")]
+    pub catch_up: String,
+    /// `"allow"` (default) or `"skip"`.
+    #[serde(default = "allow")]
+    pub overlap: String,
+}
+
+fn empty_args() -> serde_json::Value {
+    serde_json::Value::Array(Vec::new())
+}
+fn utc() -> String {
+    "UTC".into()
+}
+fn ten_minutes() -> String {
+    "10m".into()
+}
+fn allow() -> String {
+    "allow".into()
+}
+
+impl CronConfig {
+    /// The checked entry.
+    pub fn to_entry(&self) -> Result<CronEntry> {
+        let name = &self.name;
+        let bad = |reason: String| Error::InvalidSchedule {
+            name: name.clone(),
+            reason,
+        };
+        let args = match &self.args {
+            a @ serde_json::Value::Array(_) => a.clone(),
+            other => serde_json::Value::Array(vec![other.clone()]),
+        };
+        let raw = serde_json::value::to_raw_value(&args).map_err(|e| bad(e.to_string()))?;
+        let mut job = Payload::new(&self.class, raw, self.queue.as_deref().unwrap_or("default"));
+        job.set("retry", true);
+        if let Some(t) = self.tenant.as_deref().filter(|t| !t.is_empty()) {
+            job.set(crate::wire::fields::FAIR_TENANT, t);
+        }
+        let catch_up = CatchUp::parse(&self.catch_up).map_err(|e| e.for_schedule(name))?;
+        let overlap = Overlap::parse(&self.overlap).ok_or_else(|| {
+            bad(format!(
+                "overlap `{}`: expected `allow` or `skip`",
+                self.overlap
+            ))
+        })?;
+        CronEntry::new(
+            name.clone(),
+            &self.cron,
+            &self.tz,
+            catch_up,
+            overlap,
+            CronSource::Code,
+            &job,
+        )
+        .map_err(|e| e.for_schedule(name))
+    }
+}
+
+impl WorkerConfig {
+    /// The `[[cron]]` entries, checked.
+    pub fn cron_entries(&self) -> Result<Vec<CronEntry>> {
+        self.cron.iter().map(CronConfig::to_entry).collect()
+    }
 }
 
 impl Default for WorkerConfigFile {
@@ -345,6 +462,7 @@ impl From<WorkerConfig> for WorkerConfigFile {
             max_throttling_window: c.max_throttling_window,
             max_enqueue_bytes: c.max_payload_bytes,
             sharded_queues: c.sharded_queues,
+            retry_deadline: c.retry_deadline,
             queues: w.queues,
             tiers: w.tiers,
             concurrency: w.concurrency,
@@ -367,6 +485,7 @@ impl From<WorkerConfig> for WorkerConfigFile {
             metrics_sample: w.metrics.sample,
             metrics_sample_interval: w.metrics.sample_interval,
             propagation: w.propagation,
+            cron: w.cron,
         }
     }
 }
@@ -391,6 +510,7 @@ impl From<WorkerConfigFile> for WorkerConfig {
                 max_throttling_window: f.max_throttling_window,
                 max_payload_bytes: f.max_enqueue_bytes,
                 sharded_queues: f.sharded_queues,
+                retry_deadline: f.retry_deadline,
             },
             queues: f.queues,
             tiers: f.tiers,
@@ -416,6 +536,7 @@ impl From<WorkerConfigFile> for WorkerConfig {
                 sample_interval: f.metrics_sample_interval,
             },
             propagation: f.propagation,
+            cron: f.cron,
         }
     }
 }
@@ -462,6 +583,9 @@ mod tests {
         assert_eq!(client.connect.connect_timeout, Duration::from_secs(2));
         assert!(client.connect.cluster);
         assert_eq!(client.max_payload_bytes, DEFAULT_MAX_PAYLOAD);
+        assert_eq!(client.retry_deadline, DEFAULT_RETRY_DEADLINE);
+        let off: WorkerConfig = serde_json::from_str(r#"{"retry_deadline":"0s"}"#).unwrap();
+        assert_eq!(off.client.retry_deadline, Duration::ZERO);
         assert_eq!(
             client.connect_options(),
             ConnectOptions {

@@ -14,17 +14,79 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// Redis refused or failed a command (connection lost, timeout, script error…).
+    /// Redis failed a command in a way no other variant names (a script
+    /// error, an unexpected reply…).
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
-    /// Redis is out of memory (`maxmemory` reached with `noeviction`): new work is refused.
-    #[error("redis is out of memory: the job was not enqueued ({0})")]
+    /// Redis could not be reached or the connection broke (refused, reset,
+    /// timed out, broken pipe). `maybe_ran` is false when the command was
+    /// never sent (a retry cannot run it twice), true when it was sent and its
+    /// reply was lost (it may have run).
+    #[error("redis is unreachable ({detail}): {}", if *.maybe_ran {
+        "the command was sent and may have run; check before repeating it"
+    } else {
+        "nothing was sent; it can be repeated once redis is back"
+    })]
+    Unreachable {
+        /// What the connection reported.
+        detail: String,
+        /// Whether the command may have run.
+        maybe_ran: bool,
+    },
+    /// Redis is blocked by a long script or function (`BUSY`, after
+    /// `busy-reply-threshold`): it ran nothing of this command.
+    #[error(
+        "redis is busy running a script ({0}): retry shortly, or end that script with SCRIPT KILL"
+    )]
+    Busy(String),
+    /// Redis is loading its dataset after a restart (`LOADING`): it ran
+    /// nothing of this command.
+    #[error("redis is loading its dataset ({0}): retry in a few seconds")]
+    Loading(String),
+    /// The server is a read-only replica (`READONLY`), e.g. a primary demoted
+    /// by a failover: it wrote nothing.
+    #[error(
+        "redis is a read-only replica ({0}): point the client at the primary (after a failover the client reconnects by itself)"
+    )]
+    ReadOnly(String),
+    /// Redis is out of memory (`maxmemory` reached with `noeviction`): it
+    /// refused this write and wrote nothing.
+    #[error("redis is out of memory ({0}): the write was refused; free memory or raise maxmemory")]
     OutOfMemory(String),
+    /// Redis stopped accepting writes after a failed snapshot (`MISCONF`,
+    /// `stop-writes-on-bgsave-error`): it wrote nothing.
+    #[error(
+        "redis refuses writes after a failed save ({0}): fix its disk or dir; writes resume after the next good save"
+    )]
+    WritesStopped(String),
+    /// A cluster cannot serve the key's slot now (`CLUSTERDOWN`, `TRYAGAIN`,
+    /// `MASTERDOWN`): nothing ran.
+    #[error("the redis cluster cannot serve this key now ({0}): retry shortly")]
+    ClusterDown(String),
+    /// Redis does not have a fairjob script (`NOSCRIPT`) and loading it
+    /// failed or was undone at once (`SCRIPT FLUSH`): nothing ran.
+    #[error(
+        "redis does not have fairjob's script ({0}): retry; if it persists, check that SCRIPT LOAD is allowed"
+    )]
+    NoScript(String),
+    /// A push was sent but did not complete: its reply was lost, or a bulk
+    /// push's later part was refused after an earlier part was written. The
+    /// job(s) may have been enqueued; pushing again may enqueue them twice.
+    /// The jids say which.
+    #[error("the push of job {} did not complete and it may have been enqueued: check before pushing it again ({source})", jids_text(.jids))]
+    MaybeEnqueued {
+        /// The jids of the push (one, or a bulk push's batch).
+        jids: Vec<String>,
+        /// What happened to the reply.
+        source: Box<Error>,
+    },
     /// Authentication failed; the URL's password is never part of the message.
     #[error("redis refused the credentials: {0}")]
     Auth(String),
-    /// The Redis URL or a connection option is invalid, or the server cannot be reached.
-    #[error("invalid redis connection settings: {0}")]
+    /// Connecting failed in a way that points at the settings (a TLS URL
+    /// to a plain port or the reverse, a cluster that does not answer); a
+    /// server that is simply down is [`Error::Unreachable`].
+    #[error("cannot connect to redis: {0}")]
     Connection(String),
     /// A TLS file given to the client (CA, client certificate or its key)
     /// cannot be read or holds no usable PEM; the message names the file.
@@ -96,9 +158,39 @@ pub enum Error {
         /// The jid the job would have had.
         jid: String,
     },
+    /// A unique job's key is held by another job (`#[unique]`,
+    /// `on_conflict = "reject"`, or a `"replace"` whose holder no longer
+    /// waits): nothing was written.
+    #[error("not enqueued: duplicate of job {jid}")]
+    Duplicate {
+        /// The jid of the job that holds the key.
+        jid: String,
+    },
     /// Invalid configuration (queue list, durations, limits…).
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A periodic schedule's expression (or catch-up policy) does not parse,
+    /// or never fires.
+    #[error("periodic schedule `{name}`: {reason}")]
+    InvalidSchedule {
+        /// The schedule's name.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A periodic schedule names a time zone the system's database lacks.
+    #[error(
+        "periodic schedule `{name}`: unknown time zone `{zone}` (expected an IANA name such as `Europe/Berlin`, or `UTC`)"
+    )]
+    UnknownZone {
+        /// The schedule's name.
+        name: String,
+        /// The zone given.
+        zone: String,
+    },
+    /// No periodic schedule of this name.
+    #[error("no periodic schedule named `{0}`")]
+    NoSchedule(String),
     /// A push reached Redis but fewer replicas than
     /// [`ClientBuilder::wait_replicas`](crate::ClientBuilder::wait_replicas)
     /// asked for confirmed it in time: a failover now could lose it. The job
@@ -233,9 +325,12 @@ impl fmt::Display for ActiveJobArgumentError {
 impl std::error::Error for ActiveJobArgumentError {}
 
 impl Error {
-    /// Maps a Redis error, recognising out-of-memory and authentication replies
-    /// by the error codes Redis sends (`OOM`, `NOAUTH`, `WRONGPASS`), also
-    /// inside a pipeline's errors.
+    /// Maps a Redis error to its variant by the error code Redis sent (`OOM`,
+    /// `BUSY`, `LOADING`, `READONLY`, `MISCONF`, `CLUSTERDOWN`/`TRYAGAIN`/
+    /// `MASTERDOWN`, `NOSCRIPT`, `NOAUTH`/`WRONGPASS`) or by what the
+    /// connection reported (unreachable: sent or not). A pipeline's errors
+    /// collapse to its first (they repeat one refusal), so no raw pipeline
+    /// dump reaches a caller.
     pub(crate) fn from_redis(err: redis::RedisError) -> Self {
         if err.kind() == redis::ErrorKind::Client
             && err.to_string().starts_with(NO_REDIS_IN_TESTING_MODE)
@@ -246,52 +341,170 @@ impl Error {
                 .map_or(detail, |(w, _)| w);
             return Error::NotInTestingMode(what.to_owned());
         }
-        let has = |wanted: &[&str]| match err.code() {
-            Some(code) => wanted.contains(&code),
-            None => err
-                .clone()
-                .into_server_errors()
-                .is_some_and(|items| items.iter().any(|(_, e)| wanted.contains(&e.code()))),
-        };
-        if has(&["OOM"]) {
-            Error::OutOfMemory(err.to_string())
-        } else if has(&["NOAUTH", "WRONGPASS"])
-            || matches!(err.kind(), redis::ErrorKind::AuthenticationFailed)
+        // A pipeline's (or a single reply's) server errors: the first one.
+        let err = match err
+            .clone()
+            .into_server_errors()
+            .and_then(|items| items.first().map(|(_, e)| e.clone()))
         {
-            Error::Auth(err.to_string())
-        } else {
-            Error::Redis(err)
+            Some(first)
+                if err.kind() != redis::ErrorKind::Server(redis::ServerErrorKind::ExecAbort) =>
+            {
+                redis::RedisError::from(first)
+            }
+            _ => err,
+        };
+        if matches!(err.kind(), redis::ErrorKind::AuthenticationFailed) {
+            return Error::Auth(err.to_string());
+        }
+        if let Some(code) = err.code() {
+            let said = || said(&err, code);
+            return match code {
+                "OOM" => Error::OutOfMemory(said()),
+                "BUSY" => Error::Busy(said()),
+                "LOADING" => Error::Loading(said()),
+                "READONLY" => Error::ReadOnly(said()),
+                "MISCONF" => Error::WritesStopped(said()),
+                "CLUSTERDOWN" | "TRYAGAIN" | "MASTERDOWN" => Error::ClusterDown(said()),
+                "NOSCRIPT" => Error::NoScript(said()),
+                "NOAUTH" | "WRONGPASS" => Error::Auth(err.to_string()),
+                _ => Error::Redis(err),
+            };
+        }
+        match unreachable(&err) {
+            Some(maybe_ran) => Error::Unreachable {
+                detail: err.to_string(),
+                maybe_ran,
+            },
+            None => Error::Redis(err),
         }
     }
 
-    /// True for errors that a retry may cure (connection trouble, OOM, timeouts,
-    /// a cluster that is moving slots or electing a primary).
+    /// True for errors that a retry may cure: Redis unreachable, or refusing
+    /// for a while (busy, loading, a read-only replica, out of memory, writes
+    /// stopped, a cluster electing a primary or moving slots, a script to
+    /// load again). A push whose reply was lost is transient too, but must
+    /// not be repeated blindly ([`Error::is_safe_to_repeat`]).
     pub fn is_transient(&self) -> bool {
         use redis::ServerErrorKind as S;
         match self {
             Error::Redis(e) => {
                 e.is_io_error()
                     || e.is_timeout()
-                    || e.is_connection_dropped()
-                    || e.is_connection_refusal()
                     || e.is_cluster_error()
-                    || matches!(
-                        e.kind(),
-                        redis::ErrorKind::Server(
-                            S::BusyLoading
-                                | S::TryAgain
-                                | S::MasterDown
-                                | S::ReadOnly
-                                | S::ClusterDown
-                                | S::Moved
-                                | S::Ask
-                        )
-                    )
+                    || matches!(e.kind(), redis::ErrorKind::Server(S::Moved | S::Ask))
             }
-            Error::OutOfMemory(_) | Error::Connection(_) => true,
+            Error::Unreachable { .. }
+            | Error::Busy(_)
+            | Error::Loading(_)
+            | Error::ReadOnly(_)
+            | Error::OutOfMemory(_)
+            | Error::WritesStopped(_)
+            | Error::ClusterDown(_)
+            | Error::NoScript(_)
+            | Error::MaybeEnqueued { .. }
+            | Error::Connection(_) => true,
             _ => false,
         }
     }
+
+    /// True when the command certainly did not run, so repeating it cannot
+    /// run it twice: Redis refused it (a refused script wrote nothing) or it
+    /// was never sent.
+    pub fn is_safe_to_repeat(&self) -> bool {
+        match self {
+            Error::Unreachable { maybe_ran, .. } => !maybe_ran,
+            Error::Busy(_)
+            | Error::Loading(_)
+            | Error::ReadOnly(_)
+            | Error::OutOfMemory(_)
+            | Error::WritesStopped(_)
+            | Error::ClusterDown(_)
+            | Error::NoScript(_) => true,
+            _ => false,
+        }
+    }
+
+    /// True when Redis answered but refuses writes for now (out of memory,
+    /// `MISCONF`, a read-only replica, busy, loading, a cluster that is down):
+    /// what a worker's health reports as degraded.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            Error::Busy(_)
+                | Error::Loading(_)
+                | Error::ReadOnly(_)
+                | Error::OutOfMemory(_)
+                | Error::WritesStopped(_)
+                | Error::ClusterDown(_)
+        )
+    }
+
+    /// A short, stable name of the error's kind, the label of
+    /// `fairjob_redis_errors_total` (`unreachable`, `busy`, `loading`,
+    /// `readonly`, `oom`, `misconf`, `clusterdown`, `noscript`, `auth`,
+    /// `maybe_enqueued`, `other`).
+    pub fn redis_kind(&self) -> &'static str {
+        match self {
+            Error::Unreachable { .. } | Error::Connection(_) => "unreachable",
+            Error::Busy(_) => "busy",
+            Error::Loading(_) => "loading",
+            Error::ReadOnly(_) => "readonly",
+            Error::OutOfMemory(_) => "oom",
+            Error::WritesStopped(_) => "misconf",
+            Error::ClusterDown(_) => "clusterdown",
+            Error::NoScript(_) => "noscript",
+            Error::Auth(_) => "auth",
+            Error::MaybeEnqueued { .. } => "maybe_enqueued",
+            _ => "other",
+        }
+    }
+}
+
+/// The jids of a push, for a message: one, or the first and how many more.
+fn jids_text(jids: &[String]) -> String {
+    match jids {
+        [] => "(none)".to_owned(),
+        [one] => one.clone(),
+        [first, rest @ ..] => format!("{first} (and {} more of its batch)", rest.len()),
+    }
+}
+
+/// What Redis said: its code and the first line of its message.
+fn said(err: &redis::RedisError, code: &str) -> String {
+    let detail = err.detail().unwrap_or_default();
+    let line = detail.lines().next().unwrap_or_default().trim();
+    if line.is_empty() {
+        code.to_owned()
+    } else {
+        format!("{code} {line}")
+    }
+}
+
+/// Whether `err` says Redis could not be reached: `Some(false)` when the
+/// command was never sent (the connection was refused or already closed
+/// before it was written), `Some(true)` when it was sent and the reply was
+/// lost (reset, end of stream, timed out), `None` for another error.
+///
+/// The Redis client reports a connection it already knew was closed as a
+/// broken pipe; the same code also reaches a command in flight when the
+/// server drops the connection between running it and replying, a window
+/// of microseconds in which a retried push may be enqueued twice
+/// (at-least-once, as the README says).
+fn unreachable(err: &redis::RedisError) -> Option<bool> {
+    if !err.is_io_error() {
+        return None;
+    }
+    if err.is_connection_refusal() {
+        return Some(false);
+    }
+    // The client keeps the I/O error behind a shared pointer: its kind shows
+    // only in the text (`broken pipe`, `Broken pipe (os error 32)`).
+    let text = err.to_string().to_lowercase();
+    let never_sent = ["broken pipe", "not connected", "connection refused"]
+        .iter()
+        .any(|t| text.contains(t));
+    Some(!never_sent)
 }
 
 /// What a job's `perform` returns on failure: the error and what to do next.
@@ -450,11 +663,94 @@ mod tests {
             parsed("-NOAUTH Authentication required.\r\n"),
             Error::Auth(_)
         ));
+        let busy = parsed(
+            "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n",
+        );
+        assert!(matches!(busy, Error::Busy(_)), "{busy:?}");
+        assert!(busy.to_string().contains("BUSY Redis is busy"), "{busy}");
+        assert!(busy.is_safe_to_repeat() && busy.is_transient() && busy.is_refusal());
+        for (reply, kind) in [
+            (
+                "-LOADING Redis is loading the dataset in memory\r\n",
+                "loading",
+            ),
+            (
+                "-READONLY You can't write against a read only replica.\r\n",
+                "readonly",
+            ),
+            (
+                "-MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.\r\n",
+                "misconf",
+            ),
+            (
+                "-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+                "clusterdown",
+            ),
+            ("-CLUSTERDOWN The cluster is down\r\n", "clusterdown"),
+            ("-NOSCRIPT No matching script.\r\n", "noscript"),
+            (
+                "-OOM command not allowed when used memory > 'maxmemory'.\r\n",
+                "oom",
+            ),
+        ] {
+            let e = parsed(reply);
+            assert_eq!(e.redis_kind(), kind, "{e:?}");
+            assert!(e.is_safe_to_repeat() && e.is_transient(), "{e:?}");
+            assert!(!e.to_string().contains('\n'), "one line: {e}");
+        }
+        assert!(
+            !parsed("-OOM command not allowed\r\n")
+                .to_string()
+                .contains("enqueued"),
+            "the out-of-memory text claims nothing about a job"
+        );
         // A message that merely mentions the words is not misread.
         assert!(matches!(
             parsed("-ERR user script says OOM maxmemory WRONGPASS\r\n"),
             Error::Redis(_)
         ));
+    }
+
+    #[test]
+    fn connection_failures_say_whether_the_command_may_have_run() {
+        use std::io::{Error as Io, ErrorKind as K};
+        let of = |k: K| Error::from_redis(redis::RedisError::from(Io::from(k)));
+        for k in [K::ConnectionRefused, K::BrokenPipe, K::NotConnected] {
+            let e = of(k);
+            assert!(
+                matches!(
+                    e,
+                    Error::Unreachable {
+                        maybe_ran: false,
+                        ..
+                    }
+                ),
+                "{k:?}: {e:?}"
+            );
+            assert!(e.is_safe_to_repeat(), "{e}");
+            assert!(e.to_string().contains("nothing was sent"), "{e}");
+        }
+        for k in [K::ConnectionReset, K::UnexpectedEof, K::TimedOut] {
+            let e = of(k);
+            assert!(
+                matches!(
+                    e,
+                    Error::Unreachable {
+                        maybe_ran: true,
+                        ..
+                    }
+                ),
+                "{k:?}: {e:?}"
+            );
+            assert!(!e.is_safe_to_repeat() && e.is_transient(), "{e}");
+            assert!(e.to_string().contains("may have run"), "{e}");
+        }
+        let lost = Error::MaybeEnqueued {
+            jids: vec!["abc".into()],
+            source: Box::new(of(K::ConnectionReset)),
+        };
+        assert!(lost.to_string().contains("job abc"), "{lost}");
+        assert!(!lost.is_safe_to_repeat());
     }
 
     #[test]

@@ -37,7 +37,7 @@
 //! | 0 | [`error`] | `Error`, `JobError` |
 //! | 1 | [`wire`] | Sidekiq's payload, field names, job options; no IO |
 //! | 2 | [`broker`] | Redis: connection, keys, scripts, admin views (the only code naming the Redis client) |
-//! | 3 | [`fair`], [`limit`], [`queues`], [`config`], [`metrics`] | reroute rules, slot limits, queue lists, settings, metric names and label bounds |
+//! | 3 | [`fair`], [`limit`], [`rate`], [`queues`], [`config`], [`metrics`] | reroute rules, slot limits, queue lists, settings, metric names and label bounds |
 //! | 4 | [`client`] | untyped push: payload in, jid out; client middleware |
 //! | 5 | [`job`] | `Job`, `Perform`, `Enqueue`, `JobContext`, the registry |
 //! | 6 | [`worker`] | fetch, process, retry, heartbeat, reaper, scheduler, shutdown |
@@ -55,20 +55,25 @@ pub mod metrics;
 mod otel;
 pub mod prelude;
 pub mod queues;
+pub mod rate;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod wire;
 pub mod worker;
 
 pub use client::{
-    Client, ClientBuilder, ClientMiddleware, ClientNext, IntoPush, PushJob, client_middleware_fn,
+    Bulk, Client, ClientBuilder, ClientMiddleware, ClientNext, CronSpec, IntoPush, PushJob,
+    StagedPush, client_middleware_fn,
 };
 pub use config::{ClientConfig, WorkerConfig};
 pub use error::{Error, JobError, Result};
 pub use fairjob_macros::Job;
 pub use job::{Enqueue, Iterate, Job, JobContext, JobRegistration, Perform, Registry, Step};
 pub use queues::QueueSpec;
-pub use wire::{ArgsShape, ConcurrencyLimit, JobOptions, Payload, Retry, ThrottleRule, payload};
+pub use wire::{
+    ArgsShape, ConcurrencyLimit, JobOptions, OnConflict, Payload, RateLimit, Retry, ThrottleRule,
+    UniqueOptions, UniqueUntil, payload,
+};
 pub use worker::{
     ServerMiddleware, ServerNext, Worker, WorkerBuilder, WorkerHandle, server_middleware_fn,
 };
@@ -79,10 +84,18 @@ pub mod __private {
     pub use inventory;
 
     pub use crate::client::DeclaredShardedQueue;
-    pub use crate::job::{Iterate, JobRegistration, Perform};
+    pub use crate::job::{CronDeclaration, Iterate, JobRegistration, Perform};
     pub use crate::wire::{
-        ArgsShape, ConcurrencyLimit, IterableOptions, JobOptions, Retry, ThrottleRule,
+        ArgsShape, ConcurrencyLimit, IterableOptions, JobOptions, OnConflict, RateLimit, Retry,
+        ThrottleRule, UniqueOptions, UniqueUntil,
     };
+
+    pub use serde_json::Error as JsonError;
+
+    /// The JSON of a `#[unique(by(...))]` key: the chosen fields, as a tuple.
+    pub fn unique_key<T: serde::Serialize>(fields: &T) -> Result<String, serde_json::Error> {
+        serde_json::to_string(fields)
+    }
 
     /// A `#[fair_tenant(field)]` value; empty is no tenant.
     pub fn tenant_of<T: std::fmt::Display + ?Sized>(value: &T) -> Option<String> {

@@ -38,12 +38,18 @@ pub const QUEUE_SIZE: &str = "fairjob_queue_size";
 pub const QUEUE_LATENCY: &str = "fairjob_queue_latency_seconds";
 /// Jobs a reroute rule sent to another queue, by `class`, `to_queue`. Counter.
 pub const REROUTES_TOTAL: &str = "fairjob_reroutes_total";
+/// Unique jobs not enqueued because their key was held, by `class`. Counter.
+pub const UNIQUE_REJECTIONS_TOTAL: &str = "fairjob_unique_rejections_total";
 /// Running jobs of a sharded queue, by `queue`, `tenant`. Gauge.
 pub const SHARD_RUNNING: &str = "fairjob_shard_running";
 /// Pending jobs of a sharded queue, by `queue`, `tenant`. Gauge.
 pub const SHARD_PENDING: &str = "fairjob_shard_pending";
 /// Jobs parked in a slot limit's lock-wait list, by `key`. Gauge.
 pub const SLOT_WAITING: &str = "fairjob_slot_waiting";
+/// Jobs waiting in a rate limiter's list, by `key`. Gauge.
+pub const RATE_WAITING: &str = "fairjob_rate_waiting";
+/// Jobs a rate limiter released from its list, by `key`. Counter.
+pub const RATE_RELEASED_TOTAL: &str = "fairjob_rate_released_total";
 /// Jobs this process's reaper returned from dead workers. Counter.
 pub const RECOVERED_TOTAL: &str = "fairjob_recovered_total";
 /// Yields of running jobs back to their queues' tails, by `reason`
@@ -53,6 +59,18 @@ pub const YIELDS_TOTAL: &str = "fairjob_yields_total";
 pub const FENCED_TOTAL: &str = "fairjob_fenced_total";
 /// Jobs this process is running, by `process` (its identity). Gauge.
 pub const BUSY: &str = "fairjob_busy";
+/// Fire times of periodic schedules this process enqueued, by `schedule`. Counter.
+pub const CRON_FIRES_TOTAL: &str = "fairjob_cron_fires_total";
+/// Fire times skipped, by `schedule`, `reason` (`overlap`: the previous run was
+/// still queued or running; `missed`: missed while no poller ran, past the
+/// catch-up grace or collapsed into the latest). Counter.
+pub const CRON_SKIPPED_TOTAL: &str = "fairjob_cron_skipped_total";
+/// How late a fire time was enqueued after it came due, by `schedule`. Histogram, seconds.
+pub const CRON_LATENESS_SECONDS: &str = "fairjob_cron_lateness_seconds";
+/// Redis calls of this process that failed, by `kind` (`unreachable`,
+/// `busy`, `loading`, `readonly`, `oom`, `misconf`, `clusterdown`,
+/// `noscript`, `auth`, `maybe_enqueued`, `other`). Counter.
+pub const REDIS_ERRORS_TOTAL: &str = "fairjob_redis_errors_total";
 
 /// Every series name, in the order the README lists them.
 pub const ALL: &[&str] = &[
@@ -62,12 +80,19 @@ pub const ALL: &[&str] = &[
     QUEUE_SIZE,
     QUEUE_LATENCY,
     REROUTES_TOTAL,
+    UNIQUE_REJECTIONS_TOTAL,
     SHARD_RUNNING,
     SHARD_PENDING,
     SLOT_WAITING,
+    RATE_WAITING,
+    RATE_RELEASED_TOTAL,
     RECOVERED_TOTAL,
     FENCED_TOTAL,
     BUSY,
+    CRON_FIRES_TOTAL,
+    CRON_SKIPPED_TOTAL,
+    CRON_LATENESS_SECONDS,
+    REDIS_ERRORS_TOTAL,
 ];
 
 /// The label value of every tenant (or slot key) without a series of its own.
@@ -152,6 +177,10 @@ pub fn describe() {
         REROUTES_TOTAL,
         "Jobs a reroute rule pushed to another queue than their own."
     );
+    describe_counter!(
+        UNIQUE_REJECTIONS_TOTAL,
+        "Unique jobs not enqueued because another job held their key."
+    );
     describe_gauge!(
         SHARD_RUNNING,
         "Running jobs of a sharded queue's tenant. Sampled by one process."
@@ -164,6 +193,14 @@ pub fn describe() {
         SLOT_WAITING,
         "Jobs waiting for a slot of a concurrency limit key. Sampled by one process."
     );
+    describe_gauge!(
+        RATE_WAITING,
+        "Jobs waiting in a rate limiter's list. Sampled by one process."
+    );
+    describe_counter!(
+        RATE_RELEASED_TOTAL,
+        "Jobs a rate limiter released from its list. Sampled by one process."
+    );
     describe_counter!(
         RECOVERED_TOTAL,
         "Jobs this process's reaper returned from dead workers."
@@ -173,6 +210,23 @@ pub fn describe() {
         "Completions of this process fenced because the job had been recovered from it."
     );
     describe_gauge!(BUSY, "Jobs this process is running.");
+    describe_counter!(
+        CRON_FIRES_TOTAL,
+        "Fire times of periodic schedules this process enqueued."
+    );
+    describe_counter!(
+        CRON_SKIPPED_TOTAL,
+        "Fire times of periodic schedules skipped (overlap, missed)."
+    );
+    describe_histogram!(
+        CRON_LATENESS_SECONDS,
+        Unit::Seconds,
+        "How late a periodic schedule's fire time was enqueued."
+    );
+    describe_counter!(
+        REDIS_ERRORS_TOTAL,
+        "Redis calls of this process that failed, by the kind of refusal or failure."
+    );
 }
 
 /// Bounded label values for one queue's tenants (or for slot keys): at most

@@ -617,3 +617,104 @@ impl fairjob::Iterate for FlakyStepJob {
         Ok(fairjob::Step::Next(n))
     }
 }
+
+/// Records `<schedule> <fire time> <jid> <pid>` onto the list `record` (the
+/// cron tests' ledger: which fire times were enqueued, as which jobs, run by
+/// which process). Sleeps `.0` milliseconds first.
+#[derive(Debug, Default, Serialize, Deserialize, Job)]
+#[job(class = "CronRecordJob")]
+pub struct CronRecordJob(pub u64);
+
+impl Perform for CronRecordJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        if self.0 > 0 {
+            tokio::time::sleep(Duration::from_millis(self.0)).await;
+        }
+        let fire = cx
+            .fire_time()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(-1, |d| d.as_secs() as i64);
+        let line = format!(
+            "{} {} {} {}",
+            cx.schedule().unwrap_or_else(|| "-".into()),
+            fire,
+            cx.jid(),
+            std::process::id()
+        );
+        record(cx, line).await
+    }
+}
+
+/// A unique job (`by(key)`, held until success): sleeps `sleep_ms` (unless
+/// it was interrupted before: a recovered run is quick), records
+/// `<key> <note> <jid>` onto [`RECORD`], then fails when `fail` (retried
+/// once, then dead).
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "UniqueJob", queue = "unique", retry = 1)]
+#[unique(for = "1h", by(key))]
+pub struct UniqueJob {
+    /// The unique key.
+    pub key: u64,
+    /// Anything; not part of the key.
+    pub note: String,
+    /// Sleep before recording.
+    #[serde(default)]
+    pub sleep_ms: u64,
+    /// Fail after recording.
+    #[serde(default)]
+    pub fail: bool,
+}
+
+impl Perform for UniqueJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        if !cx.was_interrupted() {
+            tokio::time::sleep(Duration::from_millis(self.sleep_ms)).await;
+        }
+        record(cx, format!("{} {} {}", self.key, self.note, cx.jid())).await?;
+        if self.fail {
+            return Err(JobError::retry("unique boom"));
+        }
+        Ok(())
+    }
+}
+
+/// A unique job released when it starts: sleeps `sleep_ms`, then records
+/// `start <key> <note>` onto [`RECORD`].
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "UniqueStartJob", queue = "unique")]
+#[unique(for = "1h", until = "start")]
+pub struct UniqueStartJob {
+    /// The unique key (all arguments are).
+    pub key: u64,
+    /// Sleep before recording.
+    pub sleep_ms: u64,
+}
+
+impl Perform for UniqueStartJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        tokio::time::sleep(Duration::from_millis(self.sleep_ms)).await;
+        record(cx, format!("start {} {}", self.key, cx.jid())).await
+    }
+}
+
+/// A debounced job: a push while one of its key waits replaces the waiting
+/// one's arguments (and due time). Records `debounce <key> <note> <jid>`.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "DebounceJob", queue = "unique")]
+#[unique(for = "1h", by(key), on_conflict = "replace")]
+pub struct DebounceJob {
+    /// The unique key.
+    pub key: u64,
+    /// The payload that the last push sets.
+    pub note: String,
+}
+
+impl Perform for DebounceJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        record(
+            cx,
+            format!("debounce {} {} {}", self.key, self.note, cx.jid()),
+        )
+        .await
+    }
+}

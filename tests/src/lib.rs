@@ -9,7 +9,7 @@
 //!   [`worker`]: the one builder for in-process workers, run with [`spawn`].
 //! - [`eventually!`]: waits for a condition and says what it waited for.
 //! - [`Ledger`]: which process started and ended which job, outside Redis.
-//! - [`jobs`], [`slot_jobs`]: the jobs the tests run.
+//! - [`jobs`], [`slot_jobs`], [`rate_jobs`]: the jobs the tests run.
 //! - [`source`]: the workspace's own sources, for the static checks.
 //! - [`metrics`]: a worker serving `--metrics`, and parsed scrapes.
 //! - [`ruby`]: Ruby scripts and a real `sidekiq` server beside fairjob.
@@ -22,6 +22,7 @@ pub mod jobs;
 mod ledger;
 pub mod logs;
 pub mod metrics;
+pub mod rate_jobs;
 pub mod ruby;
 pub mod slot_jobs;
 pub mod slowlog;

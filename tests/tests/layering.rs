@@ -28,6 +28,7 @@ const LIBRARY: &[(&str, u8)] = &[
     ("broker", 2),
     ("fair", 3),
     ("limit", 3),
+    ("rate", 3),
     ("queues", 3),
     ("config", 3),
     ("metrics", 3),
@@ -44,7 +45,23 @@ const LIBRARY: &[(&str, u8)] = &[
 const ABOVE: &[(&str, &[(&str, u8)])] = &[
     (
         "fairjob-worker/src",
-        &[("inspect", 0), ("metrics", 0), ("web", 0), ("cli", 1)],
+        &[
+            ("inspect", 0),
+            ("metrics", 0),
+            ("web", 0),
+            ("postgres", 0),
+            ("cli", 1),
+        ],
+    ),
+    (
+        "fairjob-postgres/src",
+        &[
+            ("error", 0),
+            ("schema", 1),
+            ("enqueue", 1),
+            ("pump", 1),
+            ("testing", 2),
+        ],
     ),
     (
         "fairjob-web/src",

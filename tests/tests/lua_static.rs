@@ -298,6 +298,8 @@ struct Facts {
 const NO_KEY: &[&str] = &["TIME"];
 const ONE_KEY: &[&str] = &[
     "GET",
+    "LPOS",
+    "LSET",
     "SET",
     "DEL",
     "UNLINK",

@@ -17,6 +17,9 @@ pub(crate) enum Probe {
     Executable(&'static str),
     /// `ruby -e 'require "<lib>"'` succeeds.
     RubyLibrary(&'static str),
+    /// PostgreSQL's server tools (`initdb`): on `PATH`, or where Debian puts
+    /// them (`/usr/lib/postgresql/<version>/bin`, not on `PATH`).
+    PostgresServer,
 }
 
 /// One thing the demo or the tests need, and the Debian package that provides it.
@@ -32,6 +35,13 @@ impl fmt::Display for Requirement {
             Probe::Executable(name) => write!(f, "`{name}` (package {})", self.package),
             Probe::RubyLibrary(lib) => {
                 write!(f, "Ruby's `{lib}` library (package {})", self.package)
+            }
+            Probe::PostgresServer => {
+                write!(
+                    f,
+                    "PostgreSQL's `initdb` and `pg_ctl` (package {})",
+                    self.package
+                )
             }
         }
     }
@@ -50,8 +60,9 @@ pub(crate) const DEMO: &[Requirement] = &[exe("redis-server", "redis-server")];
 /// The test suite: private redis-servers, `redis-cli` and `redis-benchmark`
 /// (Debian's `redis-tools`, a dependency of `redis-server`), Ruby Sidekiq for
 /// the interop tests (the `sidekiq` command and the library under `ruby`),
-/// Rails' ActiveJob for the ActiveJob interop tests, and
-/// chromium for the dashboard's browser tests.
+/// Rails' ActiveJob for the ActiveJob interop tests,
+/// chromium for the dashboard's browser tests, and PostgreSQL for
+/// fairjob-postgres' tests (each starts a private server with `initdb`).
 pub(crate) const TEST: &[Requirement] = &[
     exe("redis-server", "redis-server"),
     exe("redis-cli", "redis-tools"),
@@ -66,6 +77,10 @@ pub(crate) const TEST: &[Requirement] = &[
         package: "ruby-activejob",
     },
     exe("chromium", "chromium"),
+    Requirement {
+        probe: Probe::PostgresServer,
+        package: "postgresql",
+    },
 ];
 
 /// The executable `name` in the directories of `path` (a `PATH` value), if any.
@@ -95,6 +110,14 @@ fn on_path(name: &str) -> Option<PathBuf> {
 fn is_met(requirement: &Requirement) -> bool {
     match requirement.probe {
         Probe::Executable(name) => on_path(name).is_some(),
+        Probe::PostgresServer => {
+            on_path("initdb").is_some()
+                || std::fs::read_dir("/usr/lib/postgresql").is_ok_and(|versions| {
+                    versions
+                        .flatten()
+                        .any(|v| is_executable(&v.path().join("bin/initdb")))
+                })
+        }
         Probe::RubyLibrary(lib) => on_path("ruby").is_some_and(|ruby| {
             Command::new(ruby)
                 .args(["-e", &format!("require {lib:?}")])
@@ -316,7 +339,7 @@ mod tests {
             args(&plan(&missing, ROOT)),
             [
                 "DEBIAN_FRONTEND=noninteractive apt-get update",
-                "DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server redis-tools ruby-sidekiq ruby-activejob chromium",
+                "DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server redis-tools ruby-sidekiq ruby-activejob chromium postgresql",
             ]
         );
     }
@@ -400,13 +423,14 @@ mod tests {
                 "redis-tools",
                 "ruby-sidekiq",
                 "ruby-activejob",
-                "chromium"
+                "chromium",
+                "postgresql"
             ]
         );
         let text = manual_instructions(&reason, &packages);
         assert!(
             text.contains(
-                "apt-get update && apt-get install -y redis-server redis-tools ruby-sidekiq ruby-activejob chromium"
+                "apt-get update && apt-get install -y redis-server redis-tools ruby-sidekiq ruby-activejob chromium postgresql"
             ),
             "{text}"
         );

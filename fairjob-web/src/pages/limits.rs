@@ -1,6 +1,7 @@
 //! `/limits`: slot-limit keys with their limit, running, reserved and
 //! waiting jobs, the holders and waiters of the keys in use, and setting a
-//! key's limit (POST).
+//! key's limit (POST); rate limiters with their rate, waiting jobs and next
+//! release, and setting, pausing or resetting a key's rate (POST `/limits/rate`).
 
 use askama::Template;
 use axum::response::Response;
@@ -20,6 +21,14 @@ pub(crate) struct LimitLine {
     running: u64,
     reserved: u64,
     waiting: u64,
+}
+
+pub(crate) struct RateLine {
+    key: String,
+    rate: String,
+    burst: String,
+    waiting: u64,
+    next: String,
 }
 
 pub(crate) struct HolderLine {
@@ -53,6 +62,7 @@ pub(crate) struct LimitsPage {
     chrome: Chrome,
     rows: Vec<LimitLine>,
     details: Vec<DetailLines>,
+    rates: Vec<RateLine>,
     next: Option<u64>,
 }
 
@@ -118,9 +128,39 @@ pub(crate) async fn limits(request: PageRequest) -> Result<Response, WebError> {
                     .collect(),
             })
             .collect(),
+        rates: view
+            .rates
+            .rows
+            .iter()
+            .map(|r| RateLine {
+                key: r.key.clone(),
+                rate: match r.rate {
+                    Some(rate) if rate.is_paused() => "paused".to_owned(),
+                    Some(rate) => format!(
+                        "{}{}",
+                        crate::fmt::rate(rate.limit, rate.per_ms),
+                        if r.overridden { "" } else { " (declared)" }
+                    ),
+                    None => "?".to_owned(),
+                },
+                burst: r
+                    .rate
+                    .map_or_else(|| "?".to_owned(), |rate| rate.burst.to_string()),
+                waiting: r.waiting,
+                next: r
+                    .next_release_in_secs
+                    .map_or_else(|| "-".to_owned(), |s| format!("in {s:.1} s")),
+            })
+            .collect(),
         next: view.page.next,
     };
     request.render(&page, LimitsPage::as_live)
+}
+
+/// `POST /limits/rate`: a key's rate.
+pub(crate) async fn post_rate(form: CheckedForm) -> Result<Response, WebError> {
+    let done = act::on_rate(&form.state, &form.fields).await?;
+    Ok(back(&form.caller, "/limits", "", &done))
 }
 
 /// `POST /limits`: a key's limit.

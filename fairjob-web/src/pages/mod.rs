@@ -11,6 +11,7 @@
 
 mod auth;
 mod busy;
+mod cron;
 mod explain;
 mod jobs;
 mod limits;
@@ -18,6 +19,7 @@ mod overview;
 mod queues;
 mod shards;
 mod tenants;
+mod unique;
 
 use askama::Template;
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -25,13 +27,15 @@ use fairjob::inspect::{JobEntry, LongWait};
 
 pub(crate) use auth::{login, login_form, logout};
 pub(crate) use busy::{busy, post_busy};
+pub(crate) use cron::{cron, post_cron};
 pub(crate) use explain::explain;
 pub(crate) use jobs::{dead, post_dead, post_retries, post_scheduled, retries, scheduled};
-pub(crate) use limits::{limits, post_limits};
+pub(crate) use limits::{limits, post_limits, post_rate};
 pub(crate) use overview::overview;
 pub(crate) use queues::{post_queues, queues};
 pub(crate) use shards::{post_shards, shards};
 pub(crate) use tenants::{tenant, tenants};
+pub(crate) use unique::{post_unique, unique};
 
 use crate::act::Done;
 use crate::error::WebError;
@@ -65,7 +69,9 @@ const NAV: &[(&str, &str)] = &[
     ("/queues", "Queues"),
     ("/tenants", "Tenants"),
     ("/limits", "Limits"),
+    ("/unique", "Unique"),
     ("/busy", "Busy"),
+    ("/cron", "Cron"),
     ("/retries", "Retries"),
     ("/scheduled", "Scheduled"),
     ("/dead", "Dead"),

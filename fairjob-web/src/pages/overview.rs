@@ -46,6 +46,7 @@ pub(crate) struct QueueLine {
 #[template(path = "overview.html", blocks = ["live"])]
 pub(crate) struct OverviewPage {
     chrome: Chrome,
+    refusal: Option<String>,
     warnings: Vec<String>,
     cards: Vec<Card>,
     chart: String,
@@ -63,6 +64,10 @@ pub(crate) async fn overview(request: PageRequest) -> Result<Response, WebError>
     let plus = |exact: bool| if exact { "" } else { "+" };
     let page = OverviewPage {
         chrome: request.chrome("/"),
+        refusal: view
+            .redis_refusal
+            .as_ref()
+            .map(crate::reasons::refusal_text),
         warnings: view.warnings.clone(),
         cards: vec![
             Card {

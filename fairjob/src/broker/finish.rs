@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::push::ZSet;
 use super::scripts::{FINISH, FRONT, SHARD_ACK_MANY, SHARD_FINISH, SLOT_RELEASE};
 use super::slots::RESERVATION_TTL;
-use super::{RedisBroker, SlotHold, Token};
+use super::{RedisBroker, SlotHold, Token, UniqueHold};
 use crate::error::Result;
 
 /// What happens to a fetched job when it leaves the in-progress record.
@@ -72,8 +72,9 @@ impl RedisBroker {
         action: Finish<'_>,
         clock_offset: i64,
         slot: Option<&SlotHold>,
+        unique: Option<&UniqueHold>,
     ) -> Result<FinishReply> {
-        self.finish_guarded(identity, token, action, clock_offset, slot, false)
+        self.finish_guarded(identity, token, action, clock_offset, (slot, unique), false)
             .await
     }
 
@@ -141,8 +142,9 @@ impl RedisBroker {
         action: Finish<'_>,
         clock_offset: i64,
         slot: Option<&SlotHold>,
+        unique: Option<&UniqueHold>,
     ) -> Result<FinishReply> {
-        self.finish_guarded(identity, token, action, clock_offset, slot, true)
+        self.finish_guarded(identity, token, action, clock_offset, (slot, unique), true)
             .await
     }
 
@@ -152,15 +154,25 @@ impl RedisBroker {
         token: &Token,
         action: Finish<'_>,
         clock_offset: i64,
-        slot: Option<&SlotHold>,
+        (slot, unique): (Option<&SlotHold>, Option<&UniqueHold>),
         only_if_dead: bool,
     ) -> Result<FinishReply> {
+        // A unique job's lock goes when the job succeeds or dies; a retry or
+        // a requeue keeps it.
+        let release = unique.filter(|_| matches!(action, Finish::Ack | Finish::Dead { .. }));
         if token.is_sharded() || self.is_cluster() {
             return self
-                .finish_split(identity, token, action, clock_offset, slot, only_if_dead)
+                .finish_split(
+                    identity,
+                    token,
+                    action,
+                    clock_offset,
+                    (slot, release),
+                    only_if_dead,
+                )
                 .await;
         }
-        if !only_if_dead && matches!(action, Finish::Ack) && slot.is_none() {
+        if !only_if_dead && matches!(action, Finish::Ack) && slot.is_none() && release.is_none() {
             // The common case needs no script: one HDEL, fenced by the token.
             let removed: i64 = self
                 .query(
@@ -207,6 +219,13 @@ impl RedisBroker {
         } else {
             inv.arg("");
         }
+        match release {
+            Some(u) => inv
+                .arg(self.keys.unique_prefix(&u.queue))
+                .arg(&u.digest)
+                .arg(&u.jid),
+            None => inv.arg("").arg("").arg(""),
+        };
         let done: i64 = self.invoke(&inv).await?;
         Ok(match done {
             1 => FinishReply::Done,
@@ -229,10 +248,13 @@ impl RedisBroker {
         token: &Token,
         action: Finish<'_>,
         clock_offset: i64,
-        slot: Option<&SlotHold>,
+        (slot, release): (Option<&SlotHold>, Option<&UniqueHold>),
         only_if_dead: bool,
     ) -> Result<FinishReply> {
         let sk = self.keys.shard(&token.queue);
+        // The lock is released in the ending script when it shares its slot
+        // (a sharded queue's own lock), else right after the end.
+        let in_step = release.filter(|u| token.is_sharded() && u.queue == token.queue);
         if only_if_dead {
             // The reaper saw the lease gone; look again just before the move (a
             // worker that came back in between keeps its job).
@@ -274,6 +296,13 @@ impl RedisBroker {
                 .arg(payload)
                 .arg(&sk.shard_prefix)
                 .arg(token.tenant.as_deref().unwrap_or_default());
+            match in_step {
+                Some(u) => inv
+                    .arg(self.keys.unique_prefix(&u.queue))
+                    .arg(&u.digest)
+                    .arg(&u.jid),
+                None => inv.arg("").arg("").arg(""),
+            };
             self.invoke(&inv).await?
         } else if let Finish::Front { payload } | Finish::Back { payload } = &action {
             let side = if matches!(action, Finish::Back { .. }) {
@@ -306,6 +335,10 @@ impl RedisBroker {
         }
         if let Some(hold) = slot {
             self.release_slot(identity, token, hold).await?;
+        }
+        if let Some(u) = release.filter(|_| in_step.is_none()) {
+            self.unique_release(&self.unique_key(u), Some(&u.jid))
+                .await?;
         }
         Ok(FinishReply::Done)
     }

@@ -193,6 +193,36 @@ impl Keys {
     pub fn promoting(&self, source: &str) -> String {
         self.k(&format!("fairjob:{{{source}}}:promoting"))
     }
+    /// Periodic schedules, by name: the stored entry (JSON). Every cron key
+    /// shares the hash tag `{cron}`, so each cron script stays in one slot.
+    pub fn cron_defs(&self) -> String {
+        self.k("fairjob:{cron}:defs")
+    }
+    /// Schedule names scored by their next fire time (Unix seconds); a paused
+    /// schedule is absent.
+    pub fn cron_due(&self) -> String {
+        self.k("fairjob:{cron}:due")
+    }
+    /// The names of the schedules declared in code (reconciled at start-up).
+    pub fn cron_code(&self) -> String {
+        self.k("fairjob:{cron}:code")
+    }
+    /// Claimed fire times' jobs not yet pushed, scored by lease expiry (ms).
+    pub fn cron_firing(&self) -> String {
+        self.k("fairjob:{cron}:firing")
+    }
+    /// One schedule's state: last fire time, outcome and jid, paused, the
+    /// running job (`overlap = "skip"`), counters.
+    pub fn cron_state(&self, name: &str) -> String {
+        self.k(&format!("fairjob:{{cron}}:state:{}", encode(name)))
+    }
+
+    /// Jids a relay (fairjob-postgres' pump) has staged for one push, scored by
+    /// the time staged (ms): a push that finds its jid gone here was already
+    /// made, so a relay's retry after a crash pushes nothing twice.
+    pub fn staged(&self) -> String {
+        self.k("fairjob:{staged}:relay")
+    }
     /// The reaper's lock (one reaper pass per interval across the fleet).
     pub fn reaper_lock(&self) -> String {
         self.k("fairjob:reaper-lock")
@@ -262,6 +292,26 @@ impl Keys {
         }
     }
 
+    /// Every rate limiter key seen (encoded full keys), for the Limits page.
+    pub fn rates_registry(&self) -> String {
+        self.k("fairjob:rates")
+    }
+    /// The release schedule of rate limiters with waiting jobs: encoded full
+    /// key → when it next has room (µs, Redis's clock).
+    pub fn rates_due(&self) -> String {
+        self.k("fairjob:rates:due")
+    }
+    /// The keys of one rate limiter (`full_key` is `<Class>:<key>` or `group:<group>:<key>`).
+    pub fn rate(&self, full_key: &str) -> RateKeys {
+        let tag = self.k(&format!("fairjob:{{rk:{}}}", encode(full_key)));
+        RateKeys {
+            tat: format!("{tag}:tat"),
+            conf: format!("{tag}:conf"),
+            waiters: format!("{tag}:waiters"),
+            reserved: format!("{tag}:reserved"),
+        }
+    }
+
     /// The keys of one tenant-sharded queue. Their hash tag is the inbox key
     /// itself (`{<ns>queue:<name>}`), so all of them hash to the inbox's slot;
     /// [`Keys::check_shardable`] refuses the rare names (braces) where it can't.
@@ -287,6 +337,25 @@ impl Keys {
             fetchers: format!("{tag}:fetchers"),
             inbox,
         }
+    }
+
+    /// The prefix of a unique job's lock in `queue`'s cluster slot (the same
+    /// hash tag as the queue's shard keys and its inbox): the lock is
+    /// `<prefix><digest>` (HASH; see `scripts/lib_unique.lua`).
+    pub fn unique_prefix(&self, queue: &str) -> String {
+        let inbox = self.queue(queue);
+        self.k(&format!("fairjob:{{{inbox}}}:unique:"))
+    }
+
+    /// The last unique jobs refused as duplicates (LIST of JSON, newest
+    /// first, capped), for explain.
+    pub fn unique_rejected(&self) -> String {
+        self.k("fairjob:unique-rejected")
+    }
+
+    /// The `SCAN MATCH` pattern of every unique lock in the namespace.
+    pub fn unique_pattern(&self) -> String {
+        format!("{}fairjob:{{*}}:unique:*", glob_escape(&self.ns))
     }
 
     /// Whether `queue` can be sharded in this namespace: every key of the
@@ -372,6 +441,26 @@ pub struct LimitKeys {
     /// Redis Cluster mode: released waiters on their way to their queues
     /// (ZSET entry → delivery lease expiry, ms).
     pub releasing: String,
+}
+
+/// The keys of one rate limiter; they share one hash tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateKeys {
+    /// The theoretical arrival time (STRING, µs; expires once past).
+    pub tat: String,
+    /// The declared rate and the runtime overrides (HASH).
+    pub conf: String,
+    /// The FIFO list of parked jobs.
+    pub waiters: String,
+    /// Released waiters whose start is already counted (ZSET jid → expiry µs).
+    pub reserved: String,
+}
+
+impl RateKeys {
+    /// The four keys, in the scripts' order.
+    pub fn all(&self) -> [&str; 4] {
+        [&self.tat, &self.conf, &self.waiters, &self.reserved]
+    }
 }
 
 /// The keys of one tenant-sharded queue; all hash to the slot of the inbox.

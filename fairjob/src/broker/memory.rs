@@ -10,7 +10,9 @@
 //! last matching rule picks the queue. The client decides what is counted (a
 //! pinned queue never is), exactly as for Redis. What it does not simulate:
 //! tenant shards are recorded as their queue and tenant (no per-tenant running
-//! limit, no weights), and slot limits do not exist here.
+//! limit, no weights), and slot limits do not exist here. Unique locks follow
+//! `lib_unique.lua` (take, replace a waiting holder, release by jid) on the
+//! virtual clock.
 //!
 //! Layer 2, like the rest of the broker: it moves payload strings and knows
 //! nothing of job types. Whoever runs jobs in testing mode (the `testing`
@@ -25,6 +27,7 @@ use futures_util::future::BoxFuture;
 use super::keys;
 use super::push::{PushSpec, Pushed, When};
 use super::token::Token;
+use super::unique::UniqueLock;
 use crate::error::Result;
 
 /// Told of every push into a [`MemoryStore`] before the push returns (the
@@ -103,6 +106,8 @@ struct State {
     windows: HashMap<String, Window>,
     /// Iterable jobs' state by jid, as `it-{jid}` would hold it.
     iterations: HashMap<String, Iteration>,
+    /// Unique locks by key, as `lib_unique.lua` keeps them.
+    uniques: HashMap<String, MemLock>,
 }
 
 /// One iterable job's state: the fence, the cursor, runtime, cancelled, executions.
@@ -113,6 +118,15 @@ struct Iteration {
     runtime: f64,
     cancelled: bool,
     executions: u64,
+}
+
+/// A unique lock: the jid holding it, its expiry (epoch seconds of the
+/// virtual clock) and, for replace, the holder's waiting payload.
+#[derive(Debug, Clone)]
+struct MemLock {
+    jid: String,
+    expires_at: f64,
+    waiting: Option<String>,
 }
 
 #[derive(Default)]
@@ -141,6 +155,62 @@ impl State {
             waiting,
         });
         seq
+    }
+
+    /// `unique_take`: `None` when taken (or held by `jid`), else the holder.
+    fn unique_take(&mut self, u: &UniqueLock, now: f64) -> Option<String> {
+        let key = format!("{}{}", u.prefix, u.digest);
+        if let Some(l) = self.uniques.get(&key) {
+            if l.expires_at > now {
+                return (l.jid != u.jid).then(|| l.jid.clone());
+            }
+            self.uniques.remove(&key);
+        }
+        self.uniques.insert(
+            key,
+            MemLock {
+                jid: u.jid.clone(),
+                expires_at: now + u.ttl_ms as f64 / 1000.0,
+                waiting: None,
+            },
+        );
+        None
+    }
+
+    /// A replacing push: the holder's waiting entry (as `is_where` accepts
+    /// it) takes `payload` (under the holder's jid) and `waiting`; returns
+    /// whether the holder was found waiting.
+    fn unique_replace(
+        &mut self,
+        u: &UniqueLock,
+        holder: &str,
+        payload: &str,
+        now: f64,
+        is_where: impl Fn(&Entry) -> bool,
+        waiting: Option<Waiting>,
+    ) -> bool {
+        let key = format!("{}{}", u.prefix, u.digest);
+        let Some(p) = self.uniques.get(&key).and_then(|l| l.waiting.clone()) else {
+            return false;
+        };
+        let Some(entry) = self.jobs.iter_mut().find(|e| e.payload == p && is_where(e)) else {
+            return false;
+        };
+        let new = swap_jid(payload, &u.jid, holder);
+        entry.payload = new.clone();
+        if let Some(w) = waiting {
+            entry.waiting = w;
+        }
+        let l = self.uniques.get_mut(&key).expect("checked");
+        l.waiting = Some(new);
+        l.expires_at = now + u.ttl_ms as f64 / 1000.0;
+        true
+    }
+
+    fn unique_waits_as(&mut self, u: &UniqueLock, payload: &str) {
+        if let Some(l) = self.uniques.get_mut(&format!("{}{}", u.prefix, u.digest)) {
+            l.waiting = Some(payload.to_owned());
+        }
     }
 
     fn now(&self, clock_offset: i64) -> f64 {
@@ -251,6 +321,36 @@ impl MemoryStore {
         let mut pushed = Vec::with_capacity(jobs.len());
         let mut seqs = Vec::with_capacity(jobs.len());
         for job in jobs {
+            if let Some(u) = &job.unique {
+                let holder = st.unique_take(u, now_f);
+                if let (Some(holder), false) = (holder, job.src.is_some()) {
+                    let own = &job.candidates[0];
+                    let payload = format!(
+                        "{}{}{}",
+                        job.before,
+                        serde_json::to_string(&own.queue).expect("strings encode"),
+                        job.after
+                    );
+                    let replaced = u.replace
+                        && !own.sharded
+                        && st.unique_replace(
+                            u,
+                            &holder,
+                            &payload,
+                            now_f,
+                            |e| {
+                                e.waiting == Waiting::Queued && e.queue.as_ref() == Some(&own.queue)
+                            },
+                            None,
+                        );
+                    pushed.push(if replaced {
+                        Pushed::Replaced(holder)
+                    } else {
+                        Pushed::Duplicate(holder)
+                    });
+                    continue;
+                }
+            }
             let mut chosen = 0;
             if let Some(r) = &job.reroute {
                 let maxw = r.max_window_secs as i64;
@@ -273,6 +373,9 @@ impl MemoryStore {
             let cand = &job.candidates[chosen.min(job.candidates.len() - 1)];
             let qjson = serde_json::to_string(&cand.queue).expect("strings encode");
             let payload = format!("{}{}{}", job.before, qjson, job.after);
+            if let Some(u) = job.unique.as_ref().filter(|u| u.replace) {
+                st.unique_waits_as(u, &payload);
+            }
             let shard = cand
                 .sharded
                 .then(|| cand.tenant.as_deref().map(keys::encode).unwrap_or_default());
@@ -282,17 +385,60 @@ impl MemoryStore {
         (pushed, seqs)
     }
 
-    /// Adds payloads to `schedule`.
-    pub(crate) fn schedule(&self, entries: &[(When, String)], clock_offset: i64) {
+    /// Adds payloads to `schedule`, as `schedule.lua` does (unique locks too).
+    pub(crate) fn schedule(
+        &self,
+        entries: &[(When, String, Option<UniqueLock>)],
+        clock_offset: i64,
+    ) -> Vec<Pushed> {
         let mut st = self.lock();
         let now = st.now(clock_offset);
-        for (when, payload) in entries {
+        let mut out = Vec::with_capacity(entries.len());
+        for (when, payload, unique) in entries {
             let due = match when {
                 When::In(secs) => now + secs,
                 When::At(secs) => *secs,
             };
+            if let Some(u) = unique
+                && let Some(holder) = st.unique_take(u, now)
+            {
+                let replaced = u.replace
+                    && st.unique_replace(
+                        u,
+                        &holder,
+                        payload,
+                        now,
+                        |e| matches!(e.waiting, Waiting::Scheduled(_)),
+                        Some(Waiting::Scheduled(due)),
+                    );
+                out.push(if replaced {
+                    Pushed::Replaced(holder)
+                } else {
+                    Pushed::Duplicate(holder)
+                });
+                continue;
+            }
+            if let Some(u) = unique.as_ref().filter(|u| u.replace) {
+                st.unique_waits_as(u, payload);
+            }
             st.record(payload.clone(), None, None, Waiting::Scheduled(due));
+            out.push(Pushed::To(0));
         }
+        out
+    }
+
+    /// `unique_release.lua`: drops the lock at `key` if `jid` holds it
+    /// (`None`: whoever does).
+    pub(crate) fn unique_release(&self, key: &str, jid: Option<&str>) -> bool {
+        let mut st = self.lock();
+        let held = st
+            .uniques
+            .get(key)
+            .is_some_and(|l| jid.is_none_or(|j| l.jid == j));
+        if held {
+            st.uniques.remove(key);
+        }
+        held
     }
 
     /// Adds a failed job's payload to `retry`, due after `delay`.
@@ -335,7 +481,7 @@ impl MemoryStore {
     }
 
     /// Takes out the first queued job that `pick` accepts.
-    pub(crate) fn take_queued(&self, pick: impl Fn(&Entry) -> bool) -> Option<Entry> {
+    pub(crate) fn take_queued(&self, mut pick: impl FnMut(&Entry) -> bool) -> Option<Entry> {
         let mut st = self.lock();
         let i = st
             .jobs
@@ -343,6 +489,12 @@ impl MemoryStore {
             .position(|e| e.waiting == Waiting::Queued && pick(e))?;
         Some(st.jobs.remove(i))
     }
+}
+
+/// `lib_unique.lua`'s `unique_swap_jid`: `s` with `"jid":"<from>"` made `<to>`.
+fn swap_jid(s: &str, from: &str, to: &str) -> String {
+    let pat = format!("\"jid\":\"{from}\"");
+    s.replacen(&pat, &format!("\"jid\":\"{to}\""), 1)
 }
 
 #[cfg(test)]
@@ -369,6 +521,7 @@ mod tests {
             before: r#"{"class":"A","queue":"#.to_owned(),
             after: "}".to_owned(),
             candidates,
+            unique: None,
         }
     }
 

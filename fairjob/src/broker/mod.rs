@@ -16,21 +16,25 @@
 //! | operation | changes or reads | script or commands | reply |
 //! |---|---|---|---|
 //! | **connection** (`mod.rs`, `conn/`) | | | |
-//! | `connect` | opens the shared connection (node or cluster, TLS), checks it | `HELLO`/`AUTH`, `PING` | `RedisBroker` |
+//! | `connect` | opens the shared connection (node or cluster, TLS), checks it without writing (a server that is loading, busy or refusing writes is reached) | `HELLO`/`AUTH`, `INFO cluster` (`PING` if INFO is refused) | `RedisBroker` |
 //! | `connection`, `waiter`, `primaries`, `is_cluster` | the shared handle; a blocking waiter on wake-up lists; the cluster's primaries | `BLPOP`, `CLUSTER NODES` | `Conn`, `Waiter`, `Option<Vec<Node>>` |
 //! | `time`, `ping` | Redis's clock; one round trip | `TIME`, `PING` | `f64`, `Duration` |
+//! | `reconnect` | drops the shared connection to one server; the next command opens a new one (after `READONLY`) | — | `()` |
 //! | `wake` | pushes a wake-up token (kept at one) | `LPUSH`+`LTRIM` | `()` |
 //! | **enqueue** (`push.rs`) | | | |
-//! | `push` | registers reroute windows, picks the queue, pushes (plain list, sharded inbox), wakes | `push.lua` (`window.lua` on a cluster) | `Vec<Pushed>` |
-//! | `schedule` | adds payloads to `schedule` | `schedule.lua` | `()` |
+//! | `push` | takes unique locks (refuses duplicates, replaces a waiting holder), registers reroute windows, picks the queue, pushes (plain list, sharded inbox), wakes | `push.lua` (`window.lua` on a cluster) | `Vec<Pushed>` |
+//! | `schedule` | takes unique locks, adds payloads to `schedule` (a replacing push moves the holder's payload and due time) | `schedule.lua` | `Vec<Pushed>` |
 //! | `zset_add`, `zset_remove` | one payload into / out of `retry` or `dead` | `schedule.lua`, `ZREM` | `()` |
+//! | **unique jobs** (`unique.rs`; locks are taken by `push`/`schedule` and released by `finish`/`recover`) | | | |
+//! | `unique_release` | releases a unique lock if a jid holds it (at start for `until = "start"`, after a cluster end, by hand) | `unique_release.lua` | `bool` |
+//! | `remember_rejections` | the last 1,000 refused duplicates, for explain | `LPUSH`+`LTRIM` | `()` |
 //! | **fetch** (`fetch.rs`) | | | |
 //! | `fetch_plain`, `fetch_plain_alone`, `fetch_plain_after_wait` | moves jobs from plain queues into the worker's in-progress record | `fetch.lua` (behind `BLPOP`) | `Vec<(usize, Reserved)>` |
 //! | `fetch_shard` | sorts a sharded queue's inbox, dispatches by stride order, records running counts | `shard_fetch.lua` | `Vec<Reserved>` |
 //! | **end of a job** (`finish.rs`) | | | |
-//! | `finish` | ack, retry, dead, requeue (front) or yield (back: queue's or tenant shard's tail) of one job, fenced by its token | `finish.lua`, `shard_finish.lua`, `front.lua` | `FinishReply` |
+//! | `finish` | ack, retry, dead, requeue (front) or yield (back: queue's or tenant shard's tail) of one job, fenced by its token; an ack or a burial releases its unique lock in the same step | `finish.lua`, `shard_finish.lua`, `front.lua` (on a cluster, a plain queue's lock: `unique_release.lua` after) | `FinishReply` |
 //! | `ack_many` | acks a batch of one sharded queue's jobs | `shard_ack_many.lua` | `Vec<bool>` |
-//! | `recover` | the reaper's `finish` of a dead worker's job, only while its lease is gone | `finish.lua`, `front.lua` | `FinishReply` |
+//! | `recover` | the reaper's `finish` of a dead worker's job, only while its lease is gone (a requeued job keeps its unique lock; a buried one releases it) | `finish.lua`, `front.lua` | `FinishReply` |
 //! | `release_slot`, `deliver_released` | frees a slot; releases its waiters to their queues | `slot_release.lua`, `front.lua` | `()` |
 //! | **iterable jobs** (`iterate.rs`) | | | |
 //! | `iteration_claim` | starts a run: takes the fence `f` of `it-{jid}`, counts `ex`, refreshes the 30-day expiry | `iterate_claim.lua` | `IterationState` |
@@ -39,6 +43,10 @@
 //! | **slots** (`slots.rs`) | | | |
 //! | `slot_acquire` | takes a slot of a fetched job or parks it in the lock-wait list | `slot_acquire.lua`, `slot_take.lua` | `Acquired` |
 //! | `set_slot_limit` | a key's runtime limit; releases waiters into new slots | `slot_set.lua` | released `u64` |
+//! | **rate limits** (`rates.rs`) | | | |
+//! | `rate_acquire` | counts a fetched job's start (GCRA, Redis's clock) or parks it in the limiter's FIFO list; schedules the key's release | `rate_acquire.lua` | `RateAcquired` |
+//! | `rates_due`, `rate_release` | the release schedule's earliest keys; releases the waiters the rule allows now to the front of their queues | `TIME`+`ZRANGE`, `rate_release.lua` | `RateReleased` |
+//! | `set_rate_limit` | a key's runtime limit, period, burst (0 pauses); schedules a release | `rate_set.lua` | waiting `u64` |
 //! | **tenant shards** (`shards.rs`) | | | |
 //! | `set_shard_policy`, `set_shard_limit` | a tenant's (or the default) weight, floor, cap; re-checks runnability | `shard_policy.lua` | `()` |
 //! | `migrate_shard_ring` | moves a 0.1 round-robin ring to fair-share structures | `shard_policy.lua` | `u64` |
@@ -51,22 +59,33 @@
 //! | **scheduler** (`promote.rs`) | | | |
 //! | `promote` | claims due entries of `schedule`/`retry` under a lease | `promote.lua` | payloads |
 //! | `drop_claim`, `bury_claimed` | ends a claim; moves a bad entry to `dead` | `ZREM`, `schedule.lua` | `()` |
+//! | `stage_claims` | a relay's claims before its push (`push` with a `Src` in `staged` then pushes each once) | `ZADD NX` | `()` |
 //! | **self-healing** (`reconcile.rs`) | | | |
 //! | `reconcile_shard`, `reconcile_slots` | recounts running jobs; drops slots no record holds | `shard_reconcile.lua`, `reclaim.lua`, `slot_forget.lua` | `Healed` |
 //! | **operators' actions** (`actions.rs`) | | | |
 //! | `act_on_entries` | retry now, delete, kill, add to queue on `retry`/`schedule`/`dead` entries | `ZREM` + `LPUSH`/`ZADD` per entry | `Acted` |
 //! | `pause_queue`, `resume_queue`, `signal_process` | paused set; Sidekiq's remote signals | `SADD`/`SREM`, `LPUSH` | `()` |
+//! | **periodic schedules** (`cron.rs`) | | | |
+//! | `cron_set`, `cron_reconcile` | stores a schedule; replaces the code-declared ones (stale removed, run-time kept) | `cron_set.lua`, `cron_reconcile.lua` | changed `bool`, removed names |
+//! | `cron_remove`, `cron_pause`, `cron_resume`, `cron_ran_now` | deletes; takes out of / puts back in `due`; records a run by hand | `MULTI` (`HDEL`, `ZREM`, `ZADD`, `HSET`) | `()` |
+//! | `cron_claim` | compare-and-set of the next fire time; the fire time's job into the firing record (or a miss, an overlap skip) | `cron_claim.lua` | `CronClaim` |
+//! | `cron_redrive` | re-leases claimed jobs whose poller died | `cron_redrive.lua` | payloads |
+//! | `cron_release` | forgets a finished run as the schedule's live one (`overlap = "skip"`) | `cron_release.lua` | `bool` |
 //! | **statistics** (`stats.rs`) | | | |
 //! | `stats_writes` | wait histograms and processed/failed per minute, in the heartbeat's pipeline | `HINCRBY`, `ZADD`, `EXPIRE` | — |
 //! | **raw reads** (`read/`) | | | |
 //! | `overview`, `totals`, `queue_names`, `queue_heads`, `scheduled_head`, `eviction_policy` | queue sizes and oldest entries, set sizes, counters | `SMEMBERS`, `LLEN`, `LINDEX`, `ZCARD`, `GET`, `CONFIG GET` | rows |
+//! | `server_facts` | whether the server takes writes: loading, role, last snapshot, memory | `INFO`, `CONFIG GET` | `ServerFacts` |
 //! | `set_size`, `set_range`, `set_members_at`, `set_scan_step` | `retry`/`schedule`/`dead` | `ZCARD`, `ZRANGE`, `ZSCAN` | members with scores |
 //! | `shard_view`, `shard_tenants`, `shard_heads`, `shard_running`, `shard_pending_step`, `shard_tenant_count` | a sharded queue's tenants and settings | `SSCAN`, `LLEN`, `HGET`, `ZSCORE`, `ZRANK` | `ShardView`, rows |
 //! | `limits`, `limit_detail`, `slot_waiters`, `limit_keys_step` | slot-limited keys, holders, waiters | `SSCAN`, `GET`, `ZCARD`, `LRANGE` | `LimitPage`, `LimitDetail` |
 //! | `process_records` | Sidekiq's process records and work hashes, raw | `SSCAN`, `HMGET`, `HGETALL` | `ProcessRecord`s |
+//! | `rate_limits`, `rate_limit_rows`, `rate_keys_step`, `rate_waiters` | rate limiters: declared and runtime rate, waiting, next release; a limiter's first waiters | `SSCAN`, `TIME`, `HGETALL`, `LLEN`, `ZSCORE`, `LRANGE` | `RatePage` |
 //! | `waits`, `longest_waits`, `recent_tenants`, `throughput` | wait histograms, finished counts per minute | `HMGET`, `ZREVRANGE` | `WaitSummary`, `Throughput` |
 //! | `window_counts`, `window_scores_at`, `window_keys_step` | reroute windows | `ZCOUNT`, `ZRANGE BYSCORE`, `SCAN` | counts, scores |
 //! | `list_len`, `list_from_tail`, `tenant_lists_step`, `walk_total` | lists, for explain's bounded walk | `LLEN`, `LRANGE`, `SSCAN` | entries |
+//! | `cron_due_at`, `cron_earliest`, `cron_entry`, `cron_entries`, `cron_state_row` | schedules, next fire times, state | `ZRANGE BYSCORE`, `HGET`, `HSCAN`, `HGETALL`+`ZSCORE` | rows, `CronStateRow` |
+//! | `unique_locks`, `unique_rejection` | a page of live unique locks; a remembered refusal of a jid | `SCAN MATCH`, `HGET`+`PTTL`; `LRANGE` | `UniqueLockPage`, `Option<Rejection>` |
 //! | `classes`, `key_len`, `key_ttl` | published classes; any key's size and TTL | `HSCAN`, `TYPE`+`*LEN`, `TTL` | rows |
 //!
 //! `memory` (feature `testing`) is the in-memory backend of fairjob's
@@ -75,6 +94,7 @@
 
 mod actions;
 mod conn;
+mod cron;
 pub(crate) mod fetch;
 mod finish;
 mod iterate;
@@ -84,6 +104,7 @@ mod memory;
 mod process;
 mod promote;
 mod push;
+mod rates;
 pub mod read;
 mod reconcile;
 mod scripts;
@@ -91,6 +112,7 @@ mod shards;
 mod slots;
 pub mod stats;
 mod token;
+mod unique;
 
 use std::fmt;
 #[cfg(feature = "testing")]
@@ -101,6 +123,7 @@ use redis::{FromRedisValue, Value};
 
 pub use actions::{Acted, JobSet, MAX_BULK, ProcessSignal, SetAction};
 pub use conn::{Conn, ConnectOptions, Node, Waiter, redacted};
+pub use cron::{ClaimSpec, CronClaim};
 pub(crate) use fetch::PlainQueue;
 pub use fetch::Reserved;
 #[doc(hidden)]
@@ -108,18 +131,20 @@ pub use fetch::ShardQueue;
 pub(crate) use finish::AckRecord;
 pub use finish::{Finish, FinishReply};
 pub use iterate::{ITERATION_TTL, IterationState, SaveInfo, Saved};
-pub use keys::{Keys, LimitKeys, ShardKeys};
+pub use keys::{Keys, LimitKeys, RateKeys, ShardKeys};
 #[cfg(feature = "testing")]
 pub(crate) use memory::{Entry, MemoryStore, PushObserver, Waiting};
 pub use process::Beat;
 pub use promote::Due;
 pub(crate) use push::{Candidate, PushSpec, RerouteSpec};
 pub use push::{Pushed, When};
+pub use rates::{RATE_RESERVATION_TTL, RateAcquired, RateReleased, RateRequest};
 pub use reconcile::Healed;
 pub use scripts::{SCRIPT_SOURCES, script_hashes};
 pub use shards::{Setting, ShardPolicy};
 pub use slots::{Acquired, RESERVATION_TTL, SlotRequest};
 pub use token::{SlotHold, Src, Token};
+pub(crate) use unique::{UniqueHold, UniqueLock};
 
 use crate::error::{Error, Result};
 
@@ -196,6 +221,13 @@ impl RedisBroker {
     /// through the broker's functions.
     pub fn connection(&self) -> Conn {
         self.conn.clone()
+    }
+
+    /// Drops the shared connection and opens a new one at the next command
+    /// (after a `READONLY` reply: a failover may have moved the primary
+    /// behind the same name). On a cluster its client follows the slot map.
+    pub(crate) fn reconnect(&self) {
+        self.conn.reconnect();
     }
 
     /// A waiter that blocks on `keys` (wake-up lists) for up to `block` per
@@ -377,7 +409,7 @@ impl RedisBroker {
         &self,
         calls: &[scripts::Call<'_>],
     ) -> Result<Vec<T>> {
-        let mut out: Vec<Option<T>> = (0..calls.len()).map(|_| None).collect();
+        let mut out: Vec<Option<Result<T>>> = (0..calls.len()).map(|_| None).collect();
         let mut todo: Vec<usize> = (0..calls.len()).collect();
         for attempt in 0..2 {
             let mut pipe = redis::pipe();
@@ -387,11 +419,12 @@ impl RedisBroker {
             }
             let replies: Vec<redis::RedisResult<Value>> = self.pipe(&pipe).await?;
             let mut missing = Vec::new();
+            let mut failed = None;
             for (&i, reply) in todo.iter().zip(replies) {
                 match reply {
                     Ok(v) => {
                         out[i] =
-                            Some(T::from_redis_value(v).map_err(|e| Error::from_redis(e.into()))?)
+                            Some(T::from_redis_value(v).map_err(|e| Error::from_redis(e.into())))
                     }
                     Err(e)
                         if attempt == 0
@@ -400,8 +433,15 @@ impl RedisBroker {
                     {
                         missing.push(i)
                     }
-                    Err(e) => return Err(Error::from_redis(e)),
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                    }
                 }
+            }
+            if let Some(e) = failed {
+                // Calls that ran wrote; the caller must not repeat them all.
+                let written = out.iter().filter(|v| v.is_some()).count();
+                return Err(push::partly(Error::from_redis(e), written));
             }
             if missing.is_empty() {
                 break;
@@ -416,10 +456,9 @@ impl RedisBroker {
             }
             todo = missing;
         }
-        Ok(out
-            .into_iter()
+        out.into_iter()
             .map(|v| v.expect("every call answered"))
-            .collect())
+            .collect()
     }
 
     /// Loads a script into Redis (every node of a cluster).

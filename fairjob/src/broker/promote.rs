@@ -51,6 +51,26 @@ impl RedisBroker {
         self.invoke(&inv).await
     }
 
+    /// Stages `members` in `record` unless they are there already (a relay's
+    /// claim before its push; see [`super::keys::Keys::staged`]).
+    pub(crate) async fn stage_claims(
+        &self,
+        record: &str,
+        members: &[String],
+        now_ms: u64,
+    ) -> Result<()> {
+        if members.is_empty() {
+            return Ok(());
+        }
+        let mut cmd = redis::cmd("ZADD");
+        cmd.arg(record).arg("NX");
+        for m in members {
+            cmd.arg(now_ms).arg(m.as_bytes());
+        }
+        let _: i64 = self.query(&cmd).await?;
+        Ok(())
+    }
+
     /// Drops a claim (a middleware stopped the job, or it was pushed).
     pub(crate) async fn drop_claim(&self, record: &str, member: &[u8]) -> Result<bool> {
         let removed: i64 = self

@@ -5,8 +5,9 @@
 use redis::Value;
 
 use super::scripts::{Call, PUSH, SCHEDULE, WINDOW};
+use super::unique::UniqueLock;
 use super::{RedisBroker, Src, keys};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// When a scheduled job is due.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -18,13 +19,18 @@ pub enum When {
 }
 
 /// What became of one job of a push.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pushed {
     /// Pushed to this candidate (0 = its own queue, `i` = rule `i`'s queue).
     To(usize),
     /// Not pushed: its promoting-record entry was already gone (another
     /// poller promoted it).
     SourceGone,
+    /// Not pushed: its unique key is held by this jid.
+    Duplicate(String),
+    /// Its unique key is held by this jid, which was waiting and took the
+    /// job's payload (on_conflict = replace).
+    Replaced(String),
 }
 
 /// One job's push, prepared by the client.
@@ -39,6 +45,8 @@ pub(crate) struct PushSpec {
     pub after: String,
     /// Candidate 0 is the job's own queue; candidate i is rule i's queue.
     pub candidates: Vec<Candidate>,
+    /// A unique job's lock, taken in the push's step.
+    pub unique: Option<UniqueLock>,
 }
 
 /// The reroute window a push registers in and the rules it is judged by.
@@ -59,6 +67,7 @@ impl PushSpec {
             && self.reroute.is_none()
             && self.candidates.len() == 1
             && !self.candidates[0].sharded
+            && self.unique.is_none()
     }
 }
 
@@ -105,7 +114,8 @@ fn push_cost(job: &PushSpec) -> u32 {
         0
     };
     let window = job.reroute.as_ref().map_or(0, |r| 4 + r.rules.len() as u32);
-    1 + shard + window
+    let unique = if job.unique.is_some() { 2 } else { 0 };
+    1 + shard + window + unique
 }
 
 impl RedisBroker {
@@ -129,7 +139,7 @@ impl RedisBroker {
                 .filter(|(job, _)| !(self.is_cluster() && job.src.is_some()))
                 .filter_map(|(job, p)| match p {
                     Pushed::To(c) => job.candidates.get(*c).map(|c| self.keys.queue(&c.queue)),
-                    Pushed::SourceGone => None,
+                    _ => None,
                 })
                 .collect();
             self.wait_replicated(&written).await?;
@@ -187,8 +197,8 @@ impl RedisBroker {
             .into_iter()
             .map(|r| self.push_script(&jobs[r], clock_offset))
             .collect();
-        let replies: Vec<Vec<usize>> = self.invoke_all(&calls).await?;
-        Ok(replies.into_iter().flatten().map(pushed).collect())
+        let replies: Vec<Vec<Value>> = self.invoke_all(&calls).await?;
+        replies.into_iter().flatten().map(pushed).collect()
     }
 
     /// A push in Redis Cluster mode, where every script stays in one slot:
@@ -252,6 +262,7 @@ impl RedisBroker {
                 before: job.before.clone(),
                 after: job.after.clone(),
                 candidates: vec![job.candidates[c].clone()],
+                unique: job.unique.clone(),
             })
             .collect();
         // (2) Promoted jobs, and (3) the rest grouped per queue.
@@ -262,9 +273,9 @@ impl RedisBroker {
                 let got = self
                     .push_promoted(std::slice::from_ref(job), clock_offset)
                     .await?;
-                out[i] = match got[0] {
+                out[i] = match got[0].clone() {
                     Pushed::To(_) => Pushed::To(chosen[i]),
-                    gone => gone,
+                    other => other,
                 };
                 continue;
             }
@@ -298,10 +309,15 @@ impl RedisBroker {
                 )
                 .await?;
         }
-        let _: Vec<Value> = self.invoke_all(&calls).await?;
+        let replies: Vec<Vec<Value>> = self.invoke_all(&calls).await?;
+        let mut replies = replies.into_iter().flatten();
         for (_, idx) in &per_queue {
             for &i in idx {
-                out[i] = Pushed::To(chosen[i]);
+                let reply = replies.next().map(pushed).transpose()?;
+                out[i] = match reply {
+                    Some(Pushed::To(_)) | None => Pushed::To(chosen[i]),
+                    Some(other) => other,
+                };
             }
         }
         Ok(out)
@@ -326,17 +342,24 @@ impl RedisBroker {
             }
         }
         let mut pipe = redis::pipe();
+        pipe.ignore_errors();
         pipe.sadd(
             self.keys.queues(),
             queues.iter().map(|(q, _)| *q).collect::<Vec<_>>(),
         )
         .ignore();
         for (queue, payloads) in &queues {
-            pipe.lpush(self.keys.queue(queue), payloads).ignore();
+            pipe.lpush(self.keys.queue(queue), payloads);
             let wake = self.keys.wake(queue);
             pipe.lpush(&wake, "1").ignore().ltrim(&wake, 0, 0).ignore();
         }
-        self.pipe::<()>(&pipe).await?;
+        // One reply per queue's LPUSH: a refusal of all of them wrote no job
+        // (the caller may repeat the push); of some, wrote some.
+        let replies: Vec<redis::RedisResult<Value>> = self.pipe(&pipe).await?;
+        let written = replies.iter().filter(|r| r.is_ok()).count();
+        if let Some(Err(e)) = replies.into_iter().find(Result::is_err) {
+            return Err(partly(Error::from_redis(e), written));
+        }
         Ok(vec![Pushed::To(0); jobs.len()])
     }
 
@@ -408,6 +431,7 @@ impl RedisBroker {
             for c in &job.candidates {
                 inv.arg(index[&(c.queue.as_str(), c.sharded)]);
             }
+            UniqueLock::args(job.unique.as_ref(), &mut inv);
         }
         inv
     }
@@ -423,10 +447,12 @@ impl RedisBroker {
         let mut out = Vec::with_capacity(jobs.len());
         for job in jobs {
             let Some(src) = &job.src else {
-                let chosen: Vec<usize> = self
+                let chosen: Vec<Value> = self
                     .invoke(&self.push_script(std::slice::from_ref(job), clock_offset))
                     .await?;
-                out.extend(chosen.into_iter().map(pushed));
+                for c in chosen {
+                    out.push(pushed(c)?);
+                }
                 continue;
             };
             let there: Option<f64> = self
@@ -440,62 +466,84 @@ impl RedisBroker {
                 out.push(Pushed::SourceGone);
                 continue;
             }
+            // A promoted job is never refused: its lock was taken when it
+            // was first pushed, and the claim is dropped below whatever the
+            // push says, so the push takes no lock.
             let unsourced = PushSpec {
                 src: None,
+                unique: None,
                 ..job.clone()
             };
-            let chosen: Vec<usize> = self
-                .invoke(&self.push_script(std::slice::from_ref(&unsourced), clock_offset))
-                .await?;
+            let chosen: Vec<Pushed> = self
+                .invoke::<Vec<Value>>(
+                    &self.push_script(std::slice::from_ref(&unsourced), clock_offset),
+                )
+                .await?
+                .into_iter()
+                .map(pushed)
+                .collect::<Result<_>>()?;
             // With `wait_replicas` in a cluster, the push reaches the queue
             // primary's replicas before the claim (on another primary) is
             // dropped. On one node replication keeps the order of the two
             // writes, and `push` waits once at the end.
             if self.is_cluster()
                 && self.options.wait_replicas > 0
-                && let Some(c) = chosen
-                    .first()
-                    .and_then(|c| c.checked_sub(1))
-                    .and_then(|c| unsourced.candidates.get(c))
+                && let Some(Pushed::To(c)) = chosen.first()
+                && let Some(c) = unsourced.candidates.get(*c)
             {
                 self.wait_replicated(&[self.keys.queue(&c.queue)]).await?;
             }
             // The commit point: the job is in its queue; dropping the claim
             // only stops a second promotion.
             self.drop_claim(&src.record, src.member.as_bytes()).await?;
-            out.extend(chosen.into_iter().map(pushed));
+            out.extend(chosen);
         }
         Ok(out)
     }
 
-    /// Adds payloads to `schedule`.
+    /// Adds payloads to `schedule`, a unique job's lock taken in the same
+    /// step: per entry `Pushed::To(0)` when added, else the holder's jid.
     pub(crate) async fn schedule(
         &self,
-        entries: &[(When, String)],
+        entries: &[(When, String, Option<UniqueLock>)],
         clock_offset: i64,
-    ) -> Result<()> {
+    ) -> Result<Vec<Pushed>> {
         if entries.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         #[cfg(feature = "testing")]
         if let Some(store) = self.memory() {
-            store.schedule(entries, clock_offset);
-            return Ok(());
+            return Ok(store.schedule(entries, clock_offset));
+        }
+        if self.is_cluster() && entries.iter().any(|(_, _, u)| u.is_some()) {
+            // The lock lives in its queue's slot, `schedule` in its own.
+            return Err(crate::Error::Config(
+                "scheduling a unique job (perform_in/perform_at) is not supported on Redis Cluster yet".into(),
+            ));
         }
         let mut inv = SCHEDULE.call();
         inv.key(self.keys.schedule()).arg(clock_offset);
-        for (when, payload) in entries {
+        for (when, payload, unique) in entries {
             match when {
                 When::In(secs) => inv.arg("in").arg(*secs),
                 When::At(secs) => inv.arg("at").arg(*secs),
             };
             inv.arg(payload.as_bytes());
+            UniqueLock::args(unique.as_ref(), &mut inv);
         }
-        let _: Value = self.invoke(&inv).await?;
+        let replies: Vec<Value> = self.invoke(&inv).await?;
         if self.options.wait_replicas > 0 {
             self.wait_replicated(&[self.keys.schedule()]).await?;
         }
-        Ok(())
+        replies
+            .into_iter()
+            .map(|r| {
+                Ok(match pushed(r)? {
+                    Pushed::To(_) => Pushed::To(0),
+                    other => other,
+                })
+            })
+            .collect()
     }
 
     /// Adds one payload to a Sidekiq sorted set by Redis's clock: `retry` (due
@@ -517,6 +565,7 @@ impl RedisBroker {
             .arg(mode)
             .arg(secs)
             .arg(payload.as_bytes());
+        UniqueLock::args(None, &mut inv);
         let _: Value = self.invoke(&inv).await?;
         // In a cluster the caller's commit point (the job leaving its
         // in-progress record) is on another primary: with `wait_replicas`, the
@@ -539,12 +588,44 @@ impl RedisBroker {
     }
 }
 
-/// A `push.lua` reply entry: 0 when the source entry was gone, else the
-/// 1-based chosen candidate.
-fn pushed(i: usize) -> Pushed {
-    match i {
-        0 => Pushed::SourceGone,
-        i => Pushed::To(i - 1),
+/// The error of a push of which `written` commands (queues' pushes or
+/// script calls) went through before another was refused: the caller must
+/// not repeat it blindly.
+pub(super) fn partly(err: Error, written: usize) -> Error {
+    if written > 0 && err.is_safe_to_repeat() {
+        Error::MaybeEnqueued {
+            jids: Vec::new(),
+            source: Box::new(err),
+        }
+    } else {
+        err
+    }
+}
+
+/// A `push.lua` (or `schedule.lua`) reply entry: 0 when the source entry was
+/// gone, else the 1-based chosen candidate; `{'d', jid}` a duplicate of `jid`,
+/// `{'r', jid}` replaced into `jid`.
+fn pushed(v: Value) -> Result<Pushed> {
+    let bad = || crate::Error::Malformed(format!("unexpected push reply {v:?}"));
+    match &v {
+        Value::Int(0) => Ok(Pushed::SourceGone),
+        Value::Int(i) if *i > 0 => Ok(Pushed::To(*i as usize - 1)),
+        Value::Array(items) if items.len() == 2 => {
+            let text = |x: &Value| match x {
+                Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+                Value::SimpleString(s) => Some(s.clone()),
+                _ => None,
+            };
+            let (Some(kind), Some(jid)) = (text(&items[0]), text(&items[1])) else {
+                return Err(bad());
+            };
+            match kind.as_str() {
+                "d" => Ok(Pushed::Duplicate(jid)),
+                "r" => Ok(Pushed::Replaced(jid)),
+                _ => Err(bad()),
+            }
+        }
+        _ => Err(bad()),
     }
 }
 

@@ -1,7 +1,7 @@
 //! The Lua scripts, each its own `.lua` file compiled in with `include_str!`
 //! and called by its SHA1 (`EVALSHA`; loaded with `SCRIPT LOAD` when Redis
-//! doesn't have it). The shared libraries `lib_shard.lua` and `lib_slot.lua`
-//! are prepended to each. Each script is called from exactly one typed
+//! doesn't have it). The shared libraries `lib_shard.lua`, `lib_slot.lua`,
+//! `lib_window.lua` and `lib_unique.lua` are prepended to each. Each script is called from exactly one typed
 //! function of the broker, which alone knows its argument order and decodes
 //! its reply.
 //!
@@ -94,6 +94,9 @@ macro_rules! script {
                 "\n",
                 include_str!("scripts/lib_window.lua"),
                 "\n",
+                include_str!("scripts/lib_rate.lua"),
+                include_str!("scripts/lib_unique.lua"),
+                "\n",
                 include_str!(concat!("scripts/", $file))
             )),
         });
@@ -122,12 +125,21 @@ script!(SAMPLER_LEASE, "sampler_lease.lua");
 script!(SHARD_ACK_MANY, "shard_ack_many.lua");
 script!(ITERATE_CLAIM, "iterate_claim.lua");
 script!(ITERATE_SAVE, "iterate_save.lua");
+script!(RATE_ACQUIRE, "rate_acquire.lua");
+script!(RATE_RELEASE, "rate_release.lua");
+script!(RATE_SET, "rate_set.lua");
+script!(CRON_CLAIM, "cron_claim.lua");
+script!(CRON_REDRIVE, "cron_redrive.lua");
+script!(CRON_SET, "cron_set.lua");
+script!(CRON_RECONCILE, "cron_reconcile.lua");
+script!(CRON_RELEASE, "cron_release.lua");
+script!(UNIQUE_RELEASE, "unique_release.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
 /// slow call was.
 pub fn script_hashes() -> Vec<(&'static str, String)> {
-    let all: [(&str, &LazyLock<Lua>); 22] = [
+    let all: [(&str, &LazyLock<Lua>); 31] = [
         ("push", &PUSH),
         ("fetch", &FETCH),
         ("shard_fetch", &SHARD_FETCH),
@@ -150,6 +162,15 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("shard_ack_many", &SHARD_ACK_MANY),
         ("iterate_claim", &ITERATE_CLAIM),
         ("iterate_save", &ITERATE_SAVE),
+        ("rate_acquire", &RATE_ACQUIRE),
+        ("rate_release", &RATE_RELEASE),
+        ("rate_set", &RATE_SET),
+        ("cron_claim", &CRON_CLAIM),
+        ("cron_redrive", &CRON_REDRIVE),
+        ("cron_set", &CRON_SET),
+        ("cron_reconcile", &CRON_RECONCILE),
+        ("cron_release", &CRON_RELEASE),
+        ("unique_release", &UNIQUE_RELEASE),
     ];
     all.iter()
         .map(|(name, s)| (*name, s.hash().to_owned()))
@@ -194,6 +215,23 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
     (
         "shard_ack_many.lua",
         include_str!("scripts/shard_ack_many.lua"),
+    ),
+    ("lib_rate.lua", include_str!("scripts/lib_rate.lua")),
+    ("rate_acquire.lua", include_str!("scripts/rate_acquire.lua")),
+    ("rate_release.lua", include_str!("scripts/rate_release.lua")),
+    ("rate_set.lua", include_str!("scripts/rate_set.lua")),
+    ("cron_claim.lua", include_str!("scripts/cron_claim.lua")),
+    ("cron_redrive.lua", include_str!("scripts/cron_redrive.lua")),
+    ("cron_set.lua", include_str!("scripts/cron_set.lua")),
+    (
+        "cron_reconcile.lua",
+        include_str!("scripts/cron_reconcile.lua"),
+    ),
+    ("cron_release.lua", include_str!("scripts/cron_release.lua")),
+    ("lib_unique.lua", include_str!("scripts/lib_unique.lua")),
+    (
+        "unique_release.lua",
+        include_str!("scripts/unique_release.lua"),
     ),
 ];
 

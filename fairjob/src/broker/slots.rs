@@ -252,11 +252,17 @@ impl RedisBroker {
 
 /// The lock-wait entry of a job: jid, queue, encoded queue, payload.
 fn waiter_entry(token: &Token, req: &SlotRequest<'_>) -> Vec<u8> {
-    let mut entry = Vec::with_capacity(req.parked_payload.len() + 256);
-    field(&mut entry, req.jid.as_bytes());
+    waiter_entry_of(token, req.jid, req.parked_payload)
+}
+
+/// A waiting job's entry (slot and rate limiters share the format): jid,
+/// queue, encoded queue, payload.
+pub(crate) fn waiter_entry_of(token: &Token, jid: &str, payload: &str) -> Vec<u8> {
+    let mut entry = Vec::with_capacity(payload.len() + 256);
+    field(&mut entry, jid.as_bytes());
     field(&mut entry, token.queue.as_bytes());
     field(&mut entry, keys::encode(&token.queue).as_bytes());
-    field(&mut entry, req.parked_payload.as_bytes());
+    field(&mut entry, payload.as_bytes());
     entry
 }
 

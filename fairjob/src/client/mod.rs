@@ -6,9 +6,12 @@
 //! implements for every `#[derive(Job)]` type; this module knows no job type.
 //! Layer 4: it fetches and runs nothing.
 
+mod cron;
 mod middleware;
 mod policy;
 mod push;
+mod retry;
+mod staged;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -17,9 +20,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
+pub use cron::{CronSpec, Crons};
 pub use middleware::{ClientMiddleware, ClientNext, FnClientMiddleware, client_middleware_fn};
 pub use policy::ShardPolicyChange;
-pub use push::{IntoPush, PushJob};
+pub use push::{Bulk, IntoPush, PushJob};
+pub use staged::StagedPush;
 
 use crate::broker::{RedisBroker, redacted};
 use crate::config::ClientConfig;
@@ -109,6 +114,17 @@ impl ClientBuilder {
     /// Connect timeout (default 5 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.config.connect.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a push keeps retrying while Redis refuses it (busy, loading,
+    /// a read-only replica, out of memory, writes stopped after a failed
+    /// save) or before it could be sent (default 2 s; zero turns retries
+    /// off). A push whose reply was lost is never repeated: it fails with
+    /// [`Error::MaybeEnqueued`]. Connecting waits this long for a server
+    /// that is loading or busy.
+    pub fn retry_deadline(mut self, deadline: Duration) -> Self {
+        self.config.retry_deadline = deadline;
         self
     }
 
@@ -202,8 +218,30 @@ impl ClientBuilder {
     pub async fn build(self) -> Result<Client> {
         let broker =
             RedisBroker::connect(self.config.redis_url(), self.config.connect_options()).await?;
-        // Queues that workers declared sharded; best effort (an ACL may forbid it).
-        let announced = broker.sharded_queues().await.unwrap_or_default();
+        // Queues that workers declared sharded; best effort (an ACL may
+        // forbid it), waiting up to the retry deadline for a server that is
+        // loading or busy.
+        let started = std::time::Instant::now();
+        let mut attempt = 0;
+        let announced = loop {
+            match broker.sharded_queues().await {
+                Ok(q) => break q,
+                Err(e) => {
+                    match retry::next(&e, attempt, started.elapsed(), self.config.retry_deadline) {
+                        retry::Next::Retry { after, .. } => {
+                            tokio::time::sleep(after).await;
+                            attempt += 1;
+                        }
+                        retry::Next::Fail => {
+                            if e.is_transient() {
+                                tracing::warn!(error = %e, "cannot read the queues workers declared sharded");
+                            }
+                            break Vec::new();
+                        }
+                    }
+                }
+            }
+        };
         self.build_on(broker, announced)
     }
 
@@ -272,6 +310,12 @@ impl Client {
     /// dashboard and the CLI read through it).
     pub fn inspector(&self) -> crate::inspect::Inspector {
         crate::inspect::Inspector::new(self.inner.broker.clone(), self.clock_offset())
+    }
+
+    /// Rate limiters, live: list them, change a key's rate, pause and resume
+    /// it (`#[rate_limit]`; see [`crate::rate`]).
+    pub fn rate_limits(&self) -> crate::inspect::RateLimits {
+        self.inspector().rate_limits()
     }
 
     /// The settings this client was built with.

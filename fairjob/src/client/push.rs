@@ -9,10 +9,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::Instrument;
 
 use super::{Client, ClientNext};
-use crate::broker::{PushSpec, Pushed, Src, When};
+use crate::broker::read::Rejection;
+use crate::broker::{PushSpec, Pushed, Src, UniqueLock, When};
 use crate::error::{Error, Result};
 use crate::fair;
-use crate::wire::{Payload, WireRule, fields, now_f64};
+use crate::wire::{OnConflict, Payload, UniqueSpec, WireRule, fields, now_f64};
 
 /// Jobs per `push.lua` call in [`Client::push_bulk`].
 const BULK_BATCH: usize = 1000;
@@ -128,6 +129,25 @@ impl PushJob {
         }
     }
 
+    /// The payload with its default tenant written in (a periodic
+    /// schedule's job template).
+    pub(crate) fn into_template(mut self) -> Payload {
+        self.settle_tenant();
+        self.payload
+    }
+
+    /// The tenant used when none is set by the end of the middleware chain
+    /// (the job type's `#[fair_tenant]`), for a relay that stores the push.
+    pub fn default_tenant(&self) -> Option<&str> {
+        self.default_tenant.as_deref()
+    }
+
+    /// Sets the tenant used when none is set by the end of the chain (a relay
+    /// restoring a stored push).
+    pub fn set_default_tenant(&mut self, tenant: Option<String>) {
+        self.default_tenant = tenant.filter(|t| !t.is_empty());
+    }
+
     /// Writes the default tenant into the payload when it has none.
     fn settle_tenant(&mut self) {
         if self.payload.tenant().is_none()
@@ -163,17 +183,36 @@ impl Client {
 
     /// Pushes many jobs: each through the middleware chain, each to its own
     /// final queue, in batches of one script call. Returns one entry per job:
-    /// its jid, or `None` when a middleware stopped it.
+    /// its jid, or `None` when a middleware stopped it or, for a unique job,
+    /// its key was held (see [`Client::push_bulk_report`] to tell which).
     pub async fn push_bulk<I: IntoPush>(
         &self,
         jobs: impl IntoIterator<Item = I>,
     ) -> Result<Vec<Option<String>>> {
+        Ok(self
+            .push_bulk_report(jobs)
+            .await?
+            .into_iter()
+            .map(|b| match b {
+                Bulk::Pushed(jid) => Some(jid),
+                Bulk::Duplicate { .. } | Bulk::Stopped => None,
+            })
+            .collect())
+    }
+
+    /// [`Client::push_bulk`], telling for each job whether it was pushed, was
+    /// a duplicate of a unique job (each job is checked, against the jobs
+    /// before it in the same batch too), or was stopped by a middleware.
+    pub async fn push_bulk_report<I: IntoPush>(
+        &self,
+        jobs: impl IntoIterator<Item = I>,
+    ) -> Result<Vec<Bulk>> {
         let mut out = Vec::new();
         let mut batch: Vec<(usize, PushJob)> = Vec::new();
         for job in jobs {
             let push = job.into_push()?;
             let idx = out.len();
-            out.push(None);
+            out.push(Bulk::Stopped);
             if let Some(push) = self.run_chain(push).await? {
                 batch.push((idx, push));
             }
@@ -185,11 +224,7 @@ impl Client {
         Ok(out)
     }
 
-    async fn push_many(
-        &self,
-        batch: Vec<(usize, PushJob)>,
-        out: &mut [Option<String>],
-    ) -> Result<()> {
+    async fn push_many(&self, batch: Vec<(usize, PushJob)>, out: &mut [Bulk]) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -202,28 +237,54 @@ impl Client {
             classes.push(job.payload.class());
             specs.push(self.prepare(job, now, None)?.0);
         }
-        let pushed = self.broker().push(&specs, self.clock_offset()).await?;
-        for ((spec, class), p) in specs.iter().zip(classes).zip(pushed) {
-            if let Pushed::To(i) = p
-                && i > 0
-            {
-                count_reroute(class, &spec.candidates[i].queue);
-            }
+        let pushed = self
+            .retrying(
+                || jids.iter().map(|(_, j)| j.clone()).collect(),
+                || self.broker().push(&specs, self.clock_offset()),
+            )
+            .await?;
+        let mut rejected = Vec::new();
+        for (((spec, class), p), (idx, jid)) in specs.iter().zip(classes).zip(pushed).zip(jids) {
+            out[idx] = match p {
+                Pushed::To(i) => {
+                    if i > 0 {
+                        count_reroute(class, &spec.candidates[i].queue);
+                    }
+                    Bulk::Pushed(jid)
+                }
+                Pushed::Replaced(holder) => Bulk::Pushed(holder),
+                Pushed::Duplicate(holder) => {
+                    rejected.push(rejection(class, jid.clone(), &holder));
+                    Bulk::Duplicate { jid, holder }
+                }
+                Pushed::SourceGone => Bulk::Stopped,
+            };
         }
-        for (idx, jid) in jids {
-            out[idx] = Some(jid);
-        }
+        self.rejected(rejected).await;
         Ok(())
     }
 
+    /// Counts refused duplicates (`fairjob_unique_rejections_total`) and
+    /// remembers them for explain; a failure to remember is only logged.
+    async fn rejected(&self, rejected: Vec<Rejection>) {
+        for r in &rejected {
+            tracing::debug!(job.class = %r.class, job.jid = %r.jid, holder = %r.holder, "not enqueued: duplicate");
+            ::metrics::counter!(crate::metrics::UNIQUE_REJECTIONS_TOTAL, "class" => r.class.clone())
+                .increment(1);
+        }
+        if let Err(e) = self.broker().remember_rejections(&rejected).await {
+            tracing::warn!(error = %e, "could not remember refused duplicates for explain");
+        }
+    }
+
     /// Runs the client middleware chain on `job`.
-    async fn run_chain(&self, job: PushJob) -> Result<Option<PushJob>> {
+    pub(super) async fn run_chain(&self, job: PushJob) -> Result<Option<PushJob>> {
         ClientNext::new(self.inner.chain.clone()).run(job).await
     }
 
     /// Resolves the tenant and checks the size; returns the push, the rules it
     /// may apply and the queue it is judged against.
-    fn prepare(
+    pub(super) fn prepare(
         &self,
         mut job: PushJob,
         now: f64,
@@ -236,6 +297,7 @@ impl Client {
             ..
         } = job;
         payload.set("enqueued_at", now);
+        let unique = self.unique_lock(&mut payload);
         let keys = self.broker().keys();
         let plan = fair::plan(
             &payload,
@@ -251,6 +313,14 @@ impl Client {
                 job.jid = %payload.jid(),
                 "job has reroute rules but no tenant: enqueued unthrottled"
             );
+        }
+        if unique.is_some() && plan.candidates.len() > 1 && self.broker().is_cluster() {
+            // The lock lives in the declared queue's slot; a rerouted push
+            // would write another slot in the same script.
+            return Err(Error::Config(format!(
+                "`{}` is unique and has reroute rules: not supported together on Redis Cluster",
+                payload.class()
+            )));
         }
         for c in &plan.candidates {
             check_queue_name(&c.queue)?;
@@ -303,24 +373,56 @@ impl Client {
                 before,
                 after,
                 candidates,
+                unique,
             },
             rules,
             base_queue,
         ))
     }
 
+    /// A unique job's lock as its payload asks for it (`unique_*` fields),
+    /// recording the lock's queue in the payload the first time.
+    fn unique_lock(&self, payload: &mut Payload) -> Option<UniqueLock> {
+        let spec = UniqueSpec::of(payload)?;
+        if !payload.has(fields::UNIQUE_QUEUE) {
+            payload.set(fields::UNIQUE_QUEUE, &spec.queue);
+        }
+        Some(UniqueLock {
+            prefix: self.broker().keys().unique_prefix(&spec.queue),
+            digest: spec.digest.clone(),
+            jid: payload.jid(),
+            ttl_ms: spec.ttl_ms(),
+            replace: spec.on_conflict == OnConflict::Replace,
+        })
+    }
+
     /// Pushes one job that already went through the chain; `None` when its
-    /// promoting-record entry was gone.
-    async fn push_one(&self, job: PushJob, src: Option<Src>) -> Result<Option<String>> {
+    /// promoting-record entry was gone. A unique job whose key is held is
+    /// `Error::Duplicate` (or, replacing a waiting holder, the holder's jid).
+    pub(super) async fn push_one(&self, job: PushJob, src: Option<Src>) -> Result<Option<String>> {
         let jid = job.payload.jid();
         let class = job.payload.class();
         let (spec, rules, base_queue) = self.prepare(job, now_f64(), src)?;
         let pushed = self
-            .broker()
-            .push(std::slice::from_ref(&spec), self.clock_offset())
+            .retrying(
+                || vec![jid.clone()],
+                || {
+                    self.broker()
+                        .push(std::slice::from_ref(&spec), self.clock_offset())
+                },
+            )
             .await?;
-        let Some(Pushed::To(idx)) = pushed.first().copied() else {
-            return Ok(None);
+        let idx = match pushed.into_iter().next() {
+            Some(Pushed::To(idx)) => idx,
+            Some(Pushed::Duplicate(holder)) => {
+                self.rejected(vec![rejection(class, jid, &holder)]).await;
+                return Err(Error::Duplicate { jid: holder });
+            }
+            Some(Pushed::Replaced(holder)) => {
+                tracing::debug!(holder = %holder, "unique job replaced the waiting one");
+                return Ok(Some(holder));
+            }
+            _ => return Ok(None),
         };
         let span = tracing::Span::current();
         let queue = &spec.candidates[idx].queue;
@@ -378,6 +480,7 @@ impl Client {
             job.payload.remove("enqueued_at");
             check_queue_name(&job.payload.queue())?;
             crate::otel::on_pushed(&tracing::Span::current(), &job.payload.queue());
+            let unique = self.unique_lock(&mut job.payload);
             let json = job.payload.to_json();
             let max = self.inner.config.max_payload_bytes;
             if json.len() > max {
@@ -387,10 +490,21 @@ impl Client {
                     max,
                 });
             }
-            self.broker()
-                .schedule(&[(when, json)], self.clock_offset())
+            let entries = [(when, json, unique)];
+            let added = self
+                .retrying(
+                    || vec![jid.clone()],
+                    || self.broker().schedule(&entries, self.clock_offset()),
+                )
                 .await?;
-            Ok(jid)
+            match added.into_iter().next() {
+                Some(Pushed::Duplicate(holder)) => {
+                    self.rejected(vec![rejection(class, jid, &holder)]).await;
+                    Err(Error::Duplicate { jid: holder })
+                }
+                Some(Pushed::Replaced(holder)) => Ok(holder),
+                _ => Ok(jid),
+            }
         }
         .instrument(span)
         .await
@@ -421,8 +535,35 @@ fn check_queue_name(queue: &str) -> Result<()> {
     Ok(())
 }
 
+/// What became of one job of [`Client::push_bulk_report`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bulk {
+    /// Pushed, with this jid (for a unique job that replaced a waiting one:
+    /// the waiting job's jid).
+    Pushed(String),
+    /// Not pushed: a unique job whose key is held by `holder`.
+    Duplicate {
+        /// The jid the job would have had.
+        jid: String,
+        /// The jid that holds the key.
+        holder: String,
+    },
+    /// Not pushed: a client middleware stopped it.
+    Stopped,
+}
+
+/// A refused duplicate of `holder`, now.
+fn rejection(class: String, jid: String, holder: &str) -> Rejection {
+    Rejection {
+        jid,
+        holder: holder.to_owned(),
+        class,
+        at: now_f64(),
+    }
+}
+
 /// Counts one job a reroute rule sent to `to_queue` (`fairjob_reroutes_total`).
-fn count_reroute(class: String, to_queue: &str) {
+pub(super) fn count_reroute(class: String, to_queue: &str) {
     ::metrics::counter!(
         crate::metrics::REROUTES_TOTAL,
         "class" => class,

@@ -3,7 +3,8 @@
 //! the CLI render as sentences ("position 1,204 in `reports_throttled`",
 //! "tenant at its running limit 3/3 in `conversions`", "5th waiter for
 //! `WebhookJob:42`, held by …", "scheduled …, retry 3 of 25", "running on
-//! host:pid since …").
+//! host:pid since …", "not enqueued: duplicate of <jid>" for a unique job
+//! refused lately).
 //!
 //! Redis keeps no index by jid, so finding a job is a walk, done only when
 //! asked and bounded: each call looks at most at `budget` entries, cheapest
@@ -96,6 +97,15 @@ pub enum Location {
     },
     /// In the lock-wait list of a slot-limited key.
     SlotWait {
+        /// The key.
+        key: String,
+        /// 1 = released first.
+        position: u64,
+        /// Jobs waiting for the key.
+        waiting: u64,
+    },
+    /// In the list of a rate limiter.
+    RateWait {
         /// The key.
         key: String,
         /// 1 = released first.
@@ -244,6 +254,25 @@ pub enum Reason {
         /// The key.
         key: String,
     },
+    /// It waits for its rate limiter ("waits for the stripe limiter: 42
+    /// ahead, next release in 0.6 s").
+    RateWait {
+        /// The key.
+        key: String,
+        /// Jobs released before it.
+        ahead: u64,
+        /// Jobs waiting for the key.
+        waiting: u64,
+        /// The rate in force, when known.
+        rate: Option<super::RateView>,
+        /// Seconds until the key's next release, when one is scheduled.
+        next_release_in_secs: Option<f64>,
+    },
+    /// Its rate limiter is paused (limit 0).
+    RatePaused {
+        /// The key.
+        key: String,
+    },
     /// It is scheduled.
     Scheduled {
         /// Due, epoch seconds.
@@ -280,6 +309,16 @@ pub enum Reason {
         /// The error's message.
         error_message: Option<String>,
     },
+    /// Never enqueued: a unique job whose key `holder` held (a remembered
+    /// recent rejection).
+    Duplicate {
+        /// The jid that held the key.
+        holder: String,
+        /// The job class.
+        class: String,
+        /// When it was refused, epoch seconds.
+        at: f64,
+    },
     /// Not found within the budget; the walk can go on.
     NotFoundYet {
         /// Entries looked at.
@@ -296,8 +335,8 @@ pub enum Reason {
 
 impl Reason {
     /// The group the JSON twin names it by: `position`, `reroute`,
-    /// `paused`, `tenant_limit`, `dispatch_order`, `slot_wait`, `scheduled`,
-    /// `retry`, `dead`, `running`, `fetched`, `not_found`.
+    /// `paused`, `tenant_limit`, `dispatch_order`, `slot_wait`, `rate_wait`, `scheduled`,
+    /// `retry`, `dead`, `running`, `fetched`, `duplicate`, `not_found`.
     pub fn kind(&self) -> &'static str {
         match self {
             Reason::Running { .. } => "running",
@@ -310,6 +349,7 @@ impl Reason {
             Reason::TenantPaused { .. } | Reason::TenantAtLimit { .. } => "tenant_limit",
             Reason::DispatchOrder { .. } | Reason::EntersDispatchOrder { .. } => "dispatch_order",
             Reason::SlotWait { .. } | Reason::SlotPaused { .. } => "slot_wait",
+            Reason::RateWait { .. } | Reason::RatePaused { .. } => "rate_wait",
             Reason::Scheduled { .. } => "scheduled",
             Reason::Retry { .. } => "retry",
             Reason::Dead { .. } => "dead",
@@ -317,6 +357,7 @@ impl Reason {
                 JobSet::Dead => "dead",
                 _ => "retry",
             },
+            Reason::Duplicate { .. } => "duplicate",
             Reason::NotFoundYet { .. } | Reason::NotFound { .. } => "not_found",
         }
     }
@@ -372,6 +413,7 @@ enum Source {
     Inbox(String),
     Tenants(String),
     Waiters,
+    RateWaiters,
 }
 
 /// Where a walk stands: source index, offset (list position, ZSCAN or
@@ -449,9 +491,30 @@ impl Inspector {
         sources.extend(sharded.iter().map(|q| Source::Inbox(q.clone())));
         sources.extend(sharded.iter().map(|q| Source::Tenants(q.clone())));
         sources.push(Source::Waiters);
+        sources.push(Source::RateWaiters);
         let total = self.broker.walk_total(&names).await?;
         let mut at = cursor.and_then(Cursor::parse).unwrap_or_default();
         let mut left = budget;
+        if cursor.is_none()
+            && let Some(r) = self.broker.unique_rejection(jid).await?
+        {
+            // A refused duplicate was never written anywhere: no walk.
+            return Ok(Explanation {
+                jid: jid.to_owned(),
+                found: false,
+                location: None,
+                job: None,
+                reasons: vec![Reason::Duplicate {
+                    holder: r.holder,
+                    class: r.class,
+                    at: r.at,
+                }],
+                scanned: 0,
+                total,
+                next: None,
+                iteration: None,
+            });
+        }
         let mut out = Explanation {
             jid: jid.to_owned(),
             found: false,
@@ -669,6 +732,37 @@ impl Inspector {
                     }
                 }
             }
+            Source::RateWaiters => {
+                let mut cursor = offset;
+                loop {
+                    if *left == 0 {
+                        return Ok(Step::Paused(cursor));
+                    }
+                    let (next, batch) = self.broker.rate_keys_step(cursor, 100).await?;
+                    for full in batch {
+                        let (entries, waiting) = self.broker.rate_waiters(&full, CHUNK).await?;
+                        *left = left.saturating_sub(entries.len() as u64 + 1);
+                        for (i, e) in entries.iter().enumerate() {
+                            let f = waiter_fields(e);
+                            if f.first().is_some_and(|j| *j == jid.as_bytes()) {
+                                let raw = f.get(3).map(|p| p.to_vec()).unwrap_or_default();
+                                return Ok(Step::Found(
+                                    Location::RateWait {
+                                        key: full,
+                                        position: i as u64 + 1,
+                                        waiting,
+                                    },
+                                    raw,
+                                ));
+                            }
+                        }
+                    }
+                    cursor = next;
+                    if cursor == 0 {
+                        return Ok(Step::Done);
+                    }
+                }
+            }
         }
     }
 
@@ -825,6 +919,31 @@ impl Inspector {
                 });
                 if limit == Some(0) {
                     r.push(Reason::SlotPaused { key: key.clone() });
+                }
+            }
+            Location::RateWait {
+                key,
+                position,
+                waiting,
+            } => {
+                let page = self
+                    .broker
+                    .rate_limit_rows(std::slice::from_ref(key))
+                    .await?;
+                let view = page
+                    .rows
+                    .first()
+                    .map(|row| super::rate_view_of(row, page.now_us));
+                let rate = view.as_ref().and_then(|v| v.rate);
+                r.push(Reason::RateWait {
+                    key: key.clone(),
+                    ahead: position.saturating_sub(1),
+                    waiting: *waiting,
+                    rate,
+                    next_release_in_secs: view.and_then(|v| v.next_release_in_secs),
+                });
+                if rate.is_some_and(|r| r.is_paused()) {
+                    r.push(Reason::RatePaused { key: key.clone() });
                 }
             }
             Location::Scheduled { at } => r.push(Reason::Scheduled {

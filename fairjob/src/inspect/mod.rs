@@ -13,11 +13,14 @@
 //!
 //! Layer 4: above `fair`, `limit`, `queues` and `config`; no `redis::` here.
 
+mod cron;
 mod explain;
+mod health;
 mod iteration;
 mod jobs;
 mod processes;
 mod queues;
+mod rates;
 mod sample;
 mod tenant;
 mod windows;
@@ -29,17 +32,25 @@ pub use crate::broker::keys::{decode as decode_key, encode as encode_key};
 pub use crate::broker::read::{
     FinishedCounts, LimitDetail, LimitPage, LimitRow, LongWait, MAX_CLASSES, MAX_MINUTES,
     MAX_QUEUES, MAX_READ_ROWS, OVERVIEW_TENANT_CAP, Overview, Page, QueueRow, RECENT_MINUTES,
-    SHARE_MINUTES, ShardRow, ShardView, SlotHolder, SlotWaiter, Throughput, WaitSummary, WorkerRow,
+    SHARE_MINUTES, ServerFacts, ShardRow, ShardView, SlotHolder, SlotWaiter, Throughput,
+    UniqueLockPage, UniqueLockRow, WaitSummary, WorkerRow,
 };
 pub use crate::broker::{Acted, JobSet, MAX_BULK, ProcessSignal, SetAction, Setting, ShardPolicy};
 pub use crate::wire::ClassInfo;
+pub use crate::wire::cron::CronSource;
+pub use cron::CronRow;
 pub use explain::{EXPLAIN_BUDGET, EXPLAIN_MAX_BUDGET, Explanation, JobSummary, Location, Reason};
+pub use health::{Refusal, refusal_of};
 pub use iteration::{IterationView, iteration_view};
 pub use jobs::{JobEntry, JobFilter, JobPage, SCAN_BUDGET};
 pub use processes::{ProcessPage, ProcessRow, RunningJob};
 pub use queues::{
     BlockReason, Blocked, FetchPlan, MEASURED_MINUTES, OverviewView, PlanTier, QueueState,
     QueuesView, SCHEDULED_SAMPLE, SHARD_COUNT_PAGES, class_of_limit,
+};
+pub use rates::{
+    RateLimitView, RateLimits, RateLimitsView, RateView, effective as effective_rate,
+    view_of as rate_view_of,
 };
 pub use sample::{MetricsSample, QueueSample, SAMPLE_HEADS, TenantSample};
 pub use tenant::{RerouteState, RuleState, TENANT_SET_SCAN, TenantQueue, TenantView};
@@ -160,6 +171,23 @@ impl Inspector {
         self.broker.shard_tenants(queue, tenants).await
     }
 
+    /// One page of live unique locks (a bounded `SCAN`).
+    pub async fn unique_locks(&self, page: Page) -> Result<UniqueLockPage> {
+        self.broker.unique_locks(page).await
+    }
+
+    /// Removes a unique lock by hand (its key from [`UniqueLockRow::key`]),
+    /// whoever holds it: the next push of its key is accepted. Returns
+    /// whether there was one. Only keys named like a unique lock are taken.
+    pub async fn unlock(&self, key: &str) -> Result<bool> {
+        if !key.contains(":unique:") || !key.contains("fairjob:{") {
+            return Err(crate::Error::Config(format!(
+                "{key:?} is not a unique lock key"
+            )));
+        }
+        self.broker.unique_release(key, None).await
+    }
+
     /// One page of slot-limited keys with their state.
     pub async fn limits(&self, page: Page) -> Result<LimitPage> {
         self.broker.limits(page).await
@@ -168,6 +196,11 @@ impl Inspector {
     /// One slot-limited key with its first `n` holders and waiters.
     pub async fn limit_detail(&self, full_key: &str, n: usize) -> Result<LimitDetail> {
         self.broker.limit_detail(full_key, n).await
+    }
+
+    /// Rate limiters: list, set, pause, resume.
+    pub fn rate_limits(&self) -> RateLimits {
+        RateLimits::new(self.broker.clone())
     }
 
     /// Pauses `queue`: workers stop fetching it; jobs can still be enqueued.

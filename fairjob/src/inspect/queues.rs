@@ -139,6 +139,8 @@ pub struct OverviewView {
     pub per_minute: Vec<u64>,
     /// Warnings about the Redis server (eviction policy).
     pub warnings: Vec<String>,
+    /// Why Redis refuses writes now, if it does (the banner).
+    pub redis_refusal: Option<super::Refusal>,
 }
 
 /// One tier of a fetch plan.
@@ -353,7 +355,9 @@ impl Inspector {
                     .to_owned(),
             ),
         }
+        let redis_refusal = self.redis_refusal().await.unwrap_or(None);
         Ok(OverviewView {
+            redis_refusal,
             now,
             queues,
             queues_truncated: truncated,

@@ -31,6 +31,9 @@ pub struct MetricsSample {
     pub slot_waiting: Vec<(String, u64)>,
     /// Whether every slot limit key was read.
     pub slots_exact: bool,
+    /// Rate limiters with jobs waiting or released: full key, waiting jobs,
+    /// waiters released so far.
+    pub rate_waiting: Vec<(String, u64, u64)>,
 }
 
 /// One queue in a [`MetricsSample`].
@@ -98,10 +101,28 @@ impl Inspector {
                 Some(c) => page.cursor = c,
             }
         };
+        let mut rate_waiting = Vec::new();
+        let mut page = Page::first(MAX_READ_ROWS);
+        let mut seen = 0usize;
+        loop {
+            let p = self.broker.rate_limits(page).await?;
+            seen += p.rows.len();
+            rate_waiting.extend(
+                p.rows
+                    .into_iter()
+                    .filter(|r| r.waiting > 0 || r.released > 0)
+                    .map(|r| (r.key, r.waiting, r.released)),
+            );
+            match p.next {
+                Some(c) if seen < OVERVIEW_TENANT_CAP => page.cursor = c,
+                _ => break,
+            }
+        }
         Ok(MetricsSample {
             queues,
             slot_waiting,
             slots_exact,
+            rate_waiting,
         })
     }
 

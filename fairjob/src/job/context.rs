@@ -91,6 +91,18 @@ impl JobContext {
         }
     }
 
+    /// The fire time of the periodic schedule that enqueued this job; `None`
+    /// for a job no schedule enqueued.
+    pub fn fire_time(&self) -> Option<std::time::SystemTime> {
+        let secs: i64 = self.inner.payload.get(crate::wire::fields::FIRE_TIME)?;
+        Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(secs).ok()?))
+    }
+
+    /// The periodic schedule that enqueued this job, if any.
+    pub fn schedule(&self) -> Option<String> {
+        self.inner.payload.get_str(crate::wire::fields::CRON)
+    }
+
     /// The job id (24 hex characters).
     pub fn jid(&self) -> &str {
         &self.inner.jid

@@ -10,7 +10,9 @@ use crate::client::{Client, IntoPush, PushJob};
 use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
-use crate::wire::{ArgsShape, Payload, Retry, WireRule, active_job, fields, now_f64};
+use crate::wire::{
+    ArgsShape, Payload, Retry, UniqueSpec, WireRule, active_job, fields, now_f64, unique_digest,
+};
 
 /// An enqueue with per-call options: `job.set_tenant("acme").queue("x").retry(3).perform_async(&client)`.
 #[must_use]
@@ -86,6 +88,19 @@ impl<J: Job> Enqueue<J> {
 impl<J: Job> IntoPush for Enqueue<J> {
     fn into_push(self) -> Result<PushJob> {
         let args = self.job.to_args()?;
+        let unique = match J::OPTIONS.unique {
+            Some(options) => {
+                let key = match self.job.unique_key_json() {
+                    Some(key) => key.map_err(|source| Error::Encode {
+                        class: J::CLASS.to_owned(),
+                        source,
+                    })?,
+                    None => args.get().to_owned(),
+                };
+                Some((options, unique_digest(J::CLASS, &key)))
+            }
+            None => None,
+        };
         let queue = self.queue.as_deref().unwrap_or(J::OPTIONS.queue);
         let mut payload = if J::OPTIONS.active_job {
             let mut p = Payload::new(
@@ -110,6 +125,9 @@ impl<J: Job> IntoPush for Enqueue<J> {
         }
         if let Some(t) = self.tenant.filter(|t| !t.is_empty()) {
             payload.set(fields::FAIR_TENANT, t);
+        }
+        if let Some((options, digest)) = unique {
+            UniqueSpec::write(&options, digest, &mut payload);
         }
         let sharded = J::OPTIONS.shard_by_tenant.then_some(J::OPTIONS.queue);
         Ok(PushJob::typed(payload, self.job.fair_tenant(), sharded))

@@ -7,6 +7,7 @@
 //! worker, which runs what the registry prepares.
 
 mod context;
+mod cron;
 mod enqueue;
 mod iterate;
 mod registry;
@@ -20,11 +21,13 @@ use serde_json::value::RawValue;
 
 pub use context::JobContext;
 pub(crate) use context::JobParts;
+pub use cron::CronDeclaration;
+pub(crate) use cron::declared_crons;
 pub use enqueue::Enqueue;
 pub(crate) use iterate::ErasedIterate;
 pub use iterate::{Iterate, Step};
 pub use registry::{JobRegistration, Registry};
-pub(crate) use registry::{Prepared, Run, SlotRequest};
+pub(crate) use registry::{Prepared, RateGate, Run, SlotRequest};
 
 use crate::client::Client;
 use crate::error::{DecodeError, Error, JobError, Result};
@@ -56,6 +59,17 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + Sized + 'static {
 
     /// The key of `#[concurrency]`, if the type declares one.
     fn concurrency_key(&self) -> Option<String> {
+        None
+    }
+
+    /// The key of `#[rate_limit(key = field | function)]`, if the type declares one.
+    fn rate_key(&self) -> Option<String> {
+        None
+    }
+
+    /// The JSON of the fields named by `#[unique(by(...))]`, if the type
+    /// names some; `None`: the key is all of the arguments.
+    fn unique_key_json(&self) -> Option<std::result::Result<String, serde_json::Error>> {
         None
     }
 

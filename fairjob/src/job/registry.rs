@@ -10,9 +10,9 @@ use futures_util::future::BoxFuture;
 
 use super::{ErasedIterate, Iterate, Job, JobContext, Perform};
 use crate::error::{Error, JobError, Result};
-use crate::limit;
 use crate::wire::ClassInfo;
 use crate::wire::{IterableOptions, JobOptions, Payload, Retry, WireRule};
+use crate::{limit, rate};
 
 /// A performing job's future.
 pub(crate) type RunFuture = BoxFuture<'static, Result<(), JobError>>;
@@ -24,6 +24,8 @@ pub(crate) type PrepareFn = fn(&Payload) -> std::result::Result<Prepared, JobErr
 pub(crate) struct Prepared {
     /// The slot it must hold while it runs, if its type has a `#[concurrency]` limit.
     pub slot: Option<SlotRequest>,
+    /// The rate limiter it must pass before it starts, if its type has a `#[rate_limit]`.
+    pub rate: Option<RateGate>,
     /// Its type's `#[job(timeout)]`, if any.
     pub timeout: Option<std::time::Duration>,
     run: Run,
@@ -59,8 +61,33 @@ pub(crate) struct SlotRequest {
     pub limit: u32,
 }
 
-/// Decodes `T` from the payload's args and says which slot it needs.
-fn decode<T: Job>(payload: &Payload) -> std::result::Result<(T, Option<SlotRequest>), JobError> {
+/// A rate limiter a job must pass: `full_key` with the type's declared rate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RateGate {
+    pub full_key: String,
+    pub rate: rate::Rate,
+}
+
+/// The rate limiter of a job of `T`, if its type declares one.
+fn rate_gate<T: Job>(job: &T, payload: &Payload) -> Option<RateGate> {
+    let l = T::OPTIONS.rate_limit?;
+    let key = if l.by_tenant {
+        payload.tenant()
+    } else {
+        job.rate_key()
+    };
+    Some(RateGate {
+        full_key: rate::full_key(T::CLASS, &l, key.as_deref()),
+        rate: rate::Rate::of(&l),
+    })
+}
+
+/// A decoded job with the slot and the rate limiter it needs.
+type Decoded<T> = (T, Option<SlotRequest>, Option<RateGate>);
+
+/// Decodes `T` from the payload's args and says which slot and which rate
+/// limiter it needs.
+fn decode<T: Job>(payload: &Payload) -> std::result::Result<Decoded<T>, JobError> {
     let job = T::from_payload(payload).map_err(|e| match e {
         // An ActiveJob job's failure names its Ruby class (the payload's
         // `class` is the wrapper).
@@ -77,14 +104,16 @@ fn decode<T: Job>(payload: &Payload) -> std::result::Result<(T, Option<SlotReque
         }),
         _ => None,
     };
-    Ok((job, slot))
+    let rate = rate_gate(&job, payload);
+    Ok((job, slot, rate))
 }
 
-/// Decodes `T` from the payload's args and captures it for [`Prepared::run`].
+/// Decodes `T` from the payload's args and captures it for [`Prepared::into_run`].
 fn prepare<T: Perform>(payload: &Payload) -> std::result::Result<Prepared, JobError> {
-    let (job, slot) = decode::<T>(payload)?;
+    let (job, slot, rate) = decode::<T>(payload)?;
     Ok(Prepared {
         slot,
+        rate,
         timeout: T::OPTIONS.timeout,
         run: Run::Perform(Box::new(move |cx: JobContext| -> RunFuture {
             Box::pin(async move { job.perform(&cx).await })
@@ -94,10 +123,11 @@ fn prepare<T: Perform>(payload: &Payload) -> std::result::Result<Prepared, JobEr
 
 /// Decodes an `#[iterable]` `T` and captures it for the step runner.
 fn prepare_iterable<T: Iterate>(payload: &Payload) -> std::result::Result<Prepared, JobError> {
-    let (job, slot) = decode::<T>(payload)?;
+    let (job, slot, rate) = decode::<T>(payload)?;
     let options = T::OPTIONS.iterable.unwrap_or_default();
     Ok(Prepared {
         slot,
+        rate,
         timeout: T::OPTIONS.timeout,
         run: Run::Iterate(Box::new(job), options),
     })

@@ -3,6 +3,7 @@
 //! reroute planning and every `Enqueue` option run exactly as in production,
 //! and only the final write lands in memory instead of in Redis.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -11,12 +12,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::broker::{Entry, MemoryStore, PushObserver, Waiting};
+use crate::broker::{Entry, MemoryStore, PushObserver, UniqueHold, Waiting};
 use crate::client::{Client, ClientBuilder, ClientMiddleware};
 use crate::config::ClientConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, JobError, Result};
 use crate::job::{Job, JobContext, JobParts, Registry};
-use crate::wire::Payload;
+use crate::rate;
+use crate::wire::{Payload, UniqueUntil};
 use crate::worker::{Outcome, ServerMiddleware, perform_detached};
 
 /// Jobs one drain may perform before it gives up (a job that enqueues itself
@@ -38,6 +40,10 @@ const MAX_PER_DRAIN: usize = 100_000;
 ///
 /// The client runs its middleware and the jobs' reroute rules as in
 /// production (the fake keeps its own windows, with `push.lua`'s semantics).
+/// Rate limits (`#[rate_limit]`) are paced on the virtual clock: a job over
+/// its limiter's rate stays queued (a drain leaves it) until
+/// [`Fake::advance`] gives the limiter room; runtime changes of a rate are
+/// not simulated (they live in Redis).
 /// Not simulated: slot limits (`#[concurrency]`) and tenant-shard running
 /// limits and weights; a push to a sharded queue is recorded under the queue
 /// with its tenant. Commands that need Redis (a job's own commands on
@@ -105,6 +111,9 @@ struct Shared {
     force_yields: AtomicUsize,
     /// Runs that yielded.
     yields: AtomicUsize,
+    /// Rate limiters on the virtual clock: full key → theoretical arrival
+    /// time (µs), the state `rate::judge` reads.
+    rates: Mutex<HashMap<String, u64>>,
 }
 
 impl fmt::Debug for Fake {
@@ -301,6 +310,7 @@ impl FakeBuilder {
                 failures: Mutex::new(Vec::new()),
                 force_yields: AtomicUsize::new(0),
                 yields: AtomicUsize::new(0),
+                rates: Mutex::new(HashMap::new()),
             }
         });
         Ok(Fake { inner })
@@ -500,7 +510,7 @@ impl Shared {
         let mut first_failure = None;
         while limit.is_none_or(|l| ran < l) {
             self.promote_due().await?;
-            let Some(entry) = self.store.take_queued(pick) else {
+            let Some(entry) = self.take(pick) else {
                 break;
             };
             ran += 1;
@@ -517,6 +527,53 @@ impl Shared {
             Some(e) => Err(e),
             None => Ok(ran),
         }
+    }
+
+    /// Takes the first queued job that `pick` accepts and whose rate limiter
+    /// has room on the virtual clock (its start is counted); a job over its
+    /// rate stays queued until [`Fake::advance`] gives its limiter room, and
+    /// the jobs of its key behind it wait too (FIFO per key).
+    fn take(&self, pick: &(dyn Fn(&Entry) -> bool + Sync)) -> Option<Entry> {
+        let now = self
+            .store
+            .now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros() as u64;
+        let mut rates = self.rates.lock().expect("rates lock");
+        let mut blocked: Vec<String> = Vec::new();
+        let entry = self.store.take_queued(|e| {
+            if !pick(e) {
+                return false;
+            }
+            let Some(gate) = self.rate_gate(e) else {
+                return true;
+            };
+            if blocked.contains(&gate.full_key) {
+                return false;
+            }
+            let allowed = matches!(
+                rate::judge(gate.rate, rates.get(&gate.full_key).copied(), now),
+                rate::Verdict::Allow { .. }
+            );
+            if !allowed {
+                blocked.push(gate.full_key);
+            }
+            allowed
+        })?;
+        if let Some(gate) = self.rate_gate(&entry)
+            && let rate::Verdict::Allow { tat } =
+                rate::judge(gate.rate, rates.get(&gate.full_key).copied(), now)
+        {
+            rates.insert(gate.full_key, tat);
+        }
+        Some(entry)
+    }
+
+    /// The rate limiter of a recorded job, if its type declares one.
+    fn rate_gate(&self, entry: &Entry) -> Option<crate::job::RateGate> {
+        let payload = parse(entry).ok()?;
+        self.registry.prepare(&payload).ok()?.rate
     }
 
     /// Pushes the scheduled jobs and retries that are due, as the scheduler
@@ -548,8 +605,27 @@ impl Shared {
         if forced {
             cx.ask_to_yield();
         }
+        // A unique job's lock, as the worker handles it: released as it
+        // starts (`until = "start"`), else when it succeeds or dies; a retry
+        // or a yield keeps it.
+        let hold = UniqueHold::of(cx.payload());
+        let release = |hold: &UniqueHold| {
+            let broker = self.client.broker();
+            self.store
+                .unique_release(&broker.unique_key(hold), Some(&hold.jid));
+        };
+        if let Some(h) = hold.as_ref().filter(|h| h.until == UniqueUntil::Start) {
+            release(h);
+        }
         let (result, outcome) =
             perform_detached(&self.registry, self.chain.clone(), cx.clone()).await;
+        let yielded = result.as_ref().is_err_and(JobError::is_yield);
+        if let Some(h) = &hold
+            && !yielded
+            && (result.is_ok() || self.inline || !matches!(outcome, Outcome::Retry(..)))
+        {
+            release(h);
+        }
         let Err(e) = result else {
             return Ok(());
         };
@@ -606,7 +682,7 @@ impl PushObserver for InlineObserver {
             };
             let mut first_failure = None;
             for seq in seqs {
-                if let Some(entry) = fake.store.take_queued(|e| e.seq == seq)
+                if let Some(entry) = fake.take(&|e: &Entry| e.seq == seq)
                     && let Err(e) = fake.perform(entry).await
                 {
                     first_failure.get_or_insert(e);

@@ -13,3 +13,18 @@ pub const INTERRUPTED_COUNT: &str = "interrupted_count";
 /// Marks a parked job of a sharded queue, so that when a slot frees it goes to
 /// the front of its tenant's list (read by the shard scripts).
 pub const SLOT_RELEASED: &str = "fairjob_slot_released";
+/// The periodic schedule that enqueued this job (its name).
+pub const CRON: &str = "fairjob_cron";
+/// The fire time (Unix seconds) of the schedule that enqueued this job.
+pub const FIRE_TIME: &str = "fairjob_fire_time";
+/// A unique job's key: the SHA-1 (hex) of its class and key arguments
+/// ([`crate::wire::unique_digest`]), never the arguments themselves.
+pub const UNIQUE_DIGEST: &str = "unique_digest";
+/// The queue whose cluster slot holds a unique job's lock (its queue when first pushed).
+pub const UNIQUE_QUEUE: &str = "unique_queue";
+/// A unique lock's longest life, in seconds.
+pub const UNIQUE_FOR: &str = "unique_for";
+/// When a unique lock is released: `"success"` (default) or `"start"`.
+pub const UNIQUE_UNTIL: &str = "unique_until";
+/// What a conflicting push does: `"reject"` (default) or `"replace"`.
+pub const UNIQUE_ON_CONFLICT: &str = "unique_on_conflict";

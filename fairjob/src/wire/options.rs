@@ -1,5 +1,5 @@
 //! Per-type job options as the derive writes them ([`JobOptions`], [`Retry`],
-//! [`ThrottleRule`], [`ConcurrencyLimit`]), how a type's serde form maps to
+//! [`ThrottleRule`], [`ConcurrencyLimit`], [`RateLimit`]), how a type's serde form maps to
 //! Sidekiq's positional `args` ([`ArgsShape`]), and a reroute rule as it travels
 //! in the payload ([`WireRule`]).
 
@@ -24,6 +24,8 @@ pub struct JobOptions {
     pub shard_by_tenant: bool,
     /// A slot limit: at most `limit` jobs of one key run at once.
     pub concurrency: Option<ConcurrencyLimit>,
+    /// A rate limit: at most `limit` starts of one key per `per`.
+    pub rate_limit: Option<RateLimit>,
     /// A run longer than this is cancelled (`cx.cancelled()`), then after a
     /// short grace counted as a failure and retried; `None`: the worker's
     /// default (none, as in Sidekiq).
@@ -35,6 +37,9 @@ pub struct JobOptions {
     /// `#[iterable]`: the type implements `Iterate` (a run is a series of
     /// steps over a cursor that is saved and resumed), with these options.
     pub iterable: Option<IterableOptions>,
+    /// `#[unique(...)]`: at most one job per key is queued, scheduled or
+    /// running (see [`super::unique`]).
+    pub unique: Option<super::UniqueOptions>,
 }
 
 impl JobOptions {
@@ -45,9 +50,11 @@ impl JobOptions {
         throttles: &[],
         shard_by_tenant: false,
         concurrency: None,
+        rate_limit: None,
         timeout: None,
         active_job: false,
         iterable: None,
+        unique: None,
     };
 }
 
@@ -131,6 +138,22 @@ pub struct ConcurrencyLimit {
     pub limit: u32,
     /// A key group shared by several job types; by default keys are per class.
     pub group: Option<&'static str>,
+}
+
+/// A `#[rate_limit(limit = N, per = "1m", burst = B, key = ..., group = ...)]`
+/// rate limit: at most `limit` starts of one key per `per` (see `fairjob::rate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    /// The default starts per period (overridable at runtime in Redis).
+    pub limit: u32,
+    /// The period.
+    pub per: Duration,
+    /// Extra starts allowed at once (default 0: starts spread evenly).
+    pub burst: u32,
+    /// A limiter shared by several job types; by default keys are per class.
+    pub group: Option<&'static str>,
+    /// `key = tenant`: the job's tenant is the key.
+    pub by_tenant: bool,
 }
 
 /// A reroute rule as it travels in the payload (`fair_tenant_queues`), like the gem's.

@@ -10,11 +10,12 @@ use std::time::Duration;
 use super::Worker;
 use super::middleware::ServerMiddleware;
 use crate::broker::redacted;
-use crate::client::{ClientBuilder, ClientMiddleware};
+use crate::client::{ClientBuilder, ClientMiddleware, CronSpec, IntoPush};
 use crate::config::WorkerConfig;
 use crate::error::{Error, Result};
 use crate::job::Registry;
 use crate::queues::QueueSpec;
+use crate::wire::cron::CronSource;
 use crate::wire::new_jid;
 
 /// Configures a [`Worker`].
@@ -26,6 +27,7 @@ pub struct WorkerBuilder {
     client_middleware: Vec<Arc<dyn ClientMiddleware>>,
     server_middleware: Vec<Arc<dyn ServerMiddleware>>,
     clock_offset: i64,
+    cron: Vec<CronSpec>,
 }
 
 impl fmt::Debug for WorkerBuilder {
@@ -54,6 +56,7 @@ impl WorkerBuilder {
             client_middleware: Vec::new(),
             server_middleware: Vec::new(),
             clock_offset: 0,
+            cron: Vec::new(),
         }
     }
 
@@ -219,6 +222,26 @@ impl WorkerBuilder {
         self
     }
 
+    /// Declares a periodic schedule: `job` (a job with arguments, a
+    /// [`PushJob`](crate::PushJob), …) enqueued at every fire time of `expr`
+    /// in UTC, exactly once across all workers. Reconciled at start-up with
+    /// the schedules in Redis, like `#[cron]` and the `[[cron]]` entries.
+    /// A bad expression fails [`WorkerBuilder::build`].
+    pub fn cron(
+        self,
+        name: impl Into<String>,
+        expr: impl Into<String>,
+        job: impl IntoPush,
+    ) -> Self {
+        self.cron_spec(CronSpec::new(name, expr, job))
+    }
+
+    /// Declares a periodic schedule with its zone and policies.
+    pub fn cron_spec(mut self, spec: CronSpec) -> Self {
+        self.cron.push(spec);
+        self
+    }
+
     #[doc(hidden)]
     pub fn clock_offset(mut self, secs: i64) -> Self {
         self.clock_offset = secs;
@@ -252,6 +275,20 @@ impl WorkerBuilder {
         for m in self.client_middleware {
             cb = cb.middleware_arc(m);
         }
+        let mut cron = Vec::new();
+        for spec in self.cron {
+            cron.push(spec.into_entry(CronSource::Code)?);
+        }
+        cron.extend(crate::job::declared_crons(&registry)?);
+        cron.extend(config.cron_entries()?);
+        for (i, e) in cron.iter().enumerate() {
+            if cron[..i].iter().any(|o| o.name == e.name) {
+                return Err(Error::Config(format!(
+                    "two periodic schedules are named `{}`",
+                    e.name
+                )));
+            }
+        }
         let client = cb.build().await?;
         client.set_clock_offset(self.clock_offset);
         let identity = format!(
@@ -265,6 +302,7 @@ impl WorkerBuilder {
             registry,
             queues,
             sharded,
+            cron,
             config,
             identity,
             server_middleware: self.server_middleware,

@@ -3,7 +3,9 @@
 //! ([`finish`], which retries Redis errors), its unfinished jobs at shutdown
 //! ([`requeue`]), the orphans its heartbeat finds in its own records
 //! ([`write`]) and a dead worker's jobs the reaper takes back ([`recover`]).
-//! Each exit is exactly one broker call, fenced by the job's token:
+//! Each exit is exactly one broker call, fenced by the job's token; a unique
+//! job's lock is released in the same call when it succeeds or dies (`Ack`,
+//! `Dead`), and kept by `Retry`, `Front` and `Yield`:
 //!
 //! | exit | broker call |
 //! |------|-------------|
@@ -19,7 +21,7 @@ use std::time::Duration;
 
 use super::retry::Outcome;
 use super::{Running, Shared, acks, backoff_sleep};
-use crate::broker::{Finish, FinishReply, SlotHold, Token};
+use crate::broker::{Finish, FinishReply, SlotHold, Token, UniqueHold};
 use crate::error::{Error, Result};
 use crate::metrics;
 
@@ -75,10 +77,11 @@ pub(crate) async fn finish(
     token: &Token,
     exit: Exit,
     slot: Option<&SlotHold>,
+    unique: Option<&UniqueHold>,
 ) -> bool {
     let mut attempt = 0u32;
     loop {
-        let Some(written) = send(shared, token, &exit, slot).await else {
+        let Some(written) = send(shared, token, &exit, slot, unique).await else {
             // The ack task is gone: the worker is abandoning Redis work.
             return false;
         };
@@ -113,8 +116,9 @@ async fn send(
     token: &Token,
     exit: &Exit,
     slot: Option<&SlotHold>,
+    unique: Option<&UniqueHold>,
 ) -> Option<std::result::Result<FinishReply, Arc<Error>>> {
-    if let (Exit::Ack, None, Some(tx)) = (exit, slot, &shared.acks)
+    if let (Exit::Ack, None, None, Some(tx)) = (exit, slot, unique, &shared.acks)
         && let Some(record) = shared
             .client
             .broker()
@@ -122,7 +126,11 @@ async fn send(
     {
         return acks::submit(tx, record, token).await;
     }
-    Some(write(shared, token, exit, slot).await.map_err(Arc::new))
+    Some(
+        write(shared, token, exit, slot, unique)
+            .await
+            .map_err(Arc::new),
+    )
 }
 
 /// Ends a job in this worker's own in-progress record: one `finish` call.
@@ -131,6 +139,7 @@ pub(crate) async fn write(
     token: &Token,
     exit: &Exit,
     slot: Option<&SlotHold>,
+    unique: Option<&UniqueHold>,
 ) -> Result<FinishReply> {
     shared
         .client
@@ -141,6 +150,7 @@ pub(crate) async fn write(
             exit.step(),
             shared.client.clock_offset(),
             slot,
+            unique,
         )
         .await
 }
@@ -153,6 +163,7 @@ pub(crate) async fn recover(
     token: &Token,
     exit: &Exit,
     slot: Option<&SlotHold>,
+    unique: Option<&UniqueHold>,
 ) -> Result<FinishReply> {
     shared
         .client
@@ -163,6 +174,7 @@ pub(crate) async fn recover(
             exit.step(),
             shared.client.clock_offset(),
             slot,
+            unique,
         )
         .await
 }
@@ -173,7 +185,7 @@ pub(crate) async fn requeue(shared: &Shared, unfinished: Vec<Running>) {
     for job in unfinished {
         // The bytes Redis held (to_json keeps them when unedited).
         let exit = Exit::Front(job.cx.payload().to_json());
-        if let Err(e) = write(shared, job.cx.token(), &exit, job.slot.as_ref()).await {
+        if let Err(e) = write(shared, job.cx.token(), &exit, job.slot.as_ref(), None).await {
             tracing::warn!(error = %e, job.jid = job.cx.jid(), "could not requeue; it stays in progress and is recovered after the lease");
             return;
         }

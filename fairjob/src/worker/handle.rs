@@ -3,11 +3,12 @@
 //! TERM and INT stop gracefully, TSTP quiets (the platform's own SIGTSTP, which
 //! is 20 on Linux and 18 on macOS and the BSDs).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
+use super::stall::Stalls;
 use crate::error::{Error, Result};
 
 /// Controls a running worker from elsewhere (tests, embedding, signal handlers).
@@ -16,6 +17,7 @@ pub struct WorkerHandle {
     quiet: CancellationToken,
     stop: CancellationToken,
     fetching: Arc<AtomicBool>,
+    stalls: Arc<Mutex<Stalls>>,
 }
 
 impl Default for WorkerHandle {
@@ -32,6 +34,7 @@ impl WorkerHandle {
             quiet: CancellationToken::new(),
             stop: CancellationToken::new(),
             fetching: Arc::new(AtomicBool::new(false)),
+            stalls: Arc::default(),
         }
     }
 
@@ -44,6 +47,21 @@ impl WorkerHandle {
     /// (retrying with backoff while Redis is away), not yet quiet or stopping.
     pub fn is_fetching(&self) -> bool {
         self.fetching.load(Ordering::Relaxed)
+    }
+
+    /// While Redis refuses this worker's lease renewals (busy, loading,
+    /// writes stopped, a read-only replica, unreachable): the kind
+    /// (`fairjob_redis_errors_total`'s label) and what Redis said. What the
+    /// worker's `/readyz` reports as degraded.
+    pub fn redis_refusal(&self) -> Option<(&'static str, String)> {
+        self.stalls()
+            .current()
+            .map(|(kind, said)| (kind, said.to_owned()))
+    }
+
+    /// This worker's view of Redis stalls.
+    pub(crate) fn stalls(&self) -> std::sync::MutexGuard<'_, Stalls> {
+        self.stalls.lock().expect("stalls lock")
     }
 
     pub(crate) fn set_fetching(&self, on: bool) {

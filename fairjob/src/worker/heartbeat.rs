@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -40,7 +40,10 @@ pub(crate) async fn register(shared: &Shared) {
     let mut attempt = 0;
     loop {
         match try_register(shared).await {
-            Ok(()) => return,
+            Ok(()) => {
+                renewed(shared);
+                return;
+            }
             Err(e @ crate::Error::OutOfMemory(_)) => {
                 // Redis refuses new keys but still serves fetch and ack: start
                 // draining now; the heartbeat registers once memory frees.
@@ -49,6 +52,7 @@ pub(crate) async fn register(shared: &Shared) {
             }
             Err(e) => {
                 attempt += 1;
+                shared.control.stalls().failed(Instant::now(), &e);
                 shared.redis_trouble("register", &e);
                 backoff_sleep(attempt).await;
             }
@@ -78,7 +82,6 @@ async fn try_register(shared: &Shared) -> crate::Result<()> {
 
 pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
     let interval = shared.config.heartbeat_interval();
-    let mut failures = 0;
     let mut suspects = HashSet::new();
     loop {
         tokio::select! {
@@ -98,16 +101,16 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
                     "this worker's lease had expired (frozen or cut off from Redis): its running jobs may have been \
                      recovered and re-run elsewhere; their completions here will be fenced"
                 );
+                renewed(&shared);
                 let _ = try_register(&shared).await;
-                failures = 0;
             }
-            Ok(false) => failures = 0,
+            Ok(false) => renewed(&shared),
             Err(e) => {
-                failures += 1;
+                shared.control.stalls().failed(Instant::now(), &e);
                 shared.redis_trouble("heartbeat", &e);
-                if failures > 1 {
-                    backoff_sleep(failures).await;
-                }
+                // No longer pause than the interval: once Redis takes writes
+                // again, every live worker renews within one interval, well
+                // inside the lease its peers wait before recovering (`stall.rs`).
                 continue;
             }
         }
@@ -135,6 +138,21 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
             ),
             Err(e) => shared.redis_trouble("heartbeat", &e),
         }
+    }
+}
+
+/// The lease was renewed: ends a stall, logged once (what Redis said first,
+/// how long renewals failed).
+fn renewed(shared: &Shared) {
+    let ended = shared.control.stalls().succeeded(Instant::now());
+    if let Some(ended) = ended {
+        tracing::warn!(
+            said = %ended.said,
+            lasted = ?ended.lasted,
+            hold_off = ?shared.config.lease,
+            "redis refused this worker's lease renewals for {:?}; it recovers no other worker's jobs for one lease",
+            ended.lasted
+        );
     }
 }
 
@@ -173,7 +191,7 @@ async fn orphans(shared: &Shared, suspects: &mut HashSet<String>) -> crate::Resu
         let slot = slots
             .get(&token.raw)
             .and_then(|v| SlotHold::from_record(&shared.identity, &token.raw, v));
-        let done = exit::write(shared, &token, &Exit::Front(payload), slot.as_ref()).await?;
+        let done = exit::write(shared, &token, &Exit::Front(payload), slot.as_ref(), None).await?;
         if done == FinishReply::Done {
             requeued += 1;
         }

@@ -8,11 +8,14 @@
 //!   end; `retry.rs`: Sidekiq's retry rules (pure); `middleware.rs`: the
 //!   server chain; `exit.rs`: every write that ends a fetched job (ack, retry,
 //!   dead, requeue, recovery), one broker call each;
-//! - `heartbeat.rs`, `reaper.rs`, `scheduler.rs`: the background loops;
+//! - `heartbeat.rs`, `reaper.rs`, `scheduler.rs`, `cron.rs`: the background
+//!   loops (`cron.rs`: periodic schedules, reconciled at start-up);
 //!   `stats.rs`: wait statistics gathered in memory, flushed by the heartbeat;
 //!   `sampler.rs`: the gauges read from Redis, set by one process at a time;
 //!   `series.rs`: the per-job series and their kept handles; `acks.rs`: the
-//!   task that writes succeeded jobs' acks in batches.
+//!   task that writes succeeded jobs' acks in batches; `stall.rs`: Redis-wide
+//!   stalls seen through the lease renewals, and the rule that keeps one
+//!   from recovering live workers' jobs.
 //!
 //! A fetched job moves atomically (one `fetch.lua` call, or `shard_fetch.lua`
 //! for a tenant-sharded queue, whose record lives in the queue's cluster slot)
@@ -29,6 +32,7 @@
 
 mod acks;
 mod builder;
+mod cron;
 mod exit;
 mod fetch;
 mod handle;
@@ -37,11 +41,13 @@ pub(crate) mod iterate;
 mod middleware;
 mod processor;
 mod reaper;
+mod releaser;
 mod retry;
 mod runtime;
 mod sampler;
 mod scheduler;
 mod series;
+mod stall;
 mod stats;
 
 use std::collections::HashMap;
@@ -94,6 +100,8 @@ pub(crate) struct Shared {
     pub config: WorkerConfig,
     pub queues: QueueSpec,
     pub sharded: Vec<String>,
+    /// The periodic schedules this worker's code declares.
+    pub cron: Vec<crate::wire::cron::CronEntry>,
     /// The user's server middleware.
     pub chain: Arc<[Arc<dyn ServerMiddleware>]>,
     /// Jobs being performed, by token.
@@ -117,6 +125,8 @@ pub(crate) struct Shared {
     /// Where succeeded jobs hand their acks to be written in batches (`None`
     /// with `config.batch_acks` off).
     pub acks: Option<acks::AckSender>,
+    /// Wakes the rate releaser when a job of this process is parked.
+    pub rate_release: releaser::ReleaseBell,
     last_trouble: Mutex<Option<Instant>>,
     suppressed: AtomicU64,
 }
@@ -133,6 +143,7 @@ impl Shared {
 
     /// Logs a Redis failure at a bounded rate (one line per 10 s, with a count).
     pub(crate) fn redis_trouble(&self, during: &str, e: &Error) {
+        ::metrics::counter!(metrics::REDIS_ERRORS_TOTAL, "kind" => e.redis_kind()).increment(1);
         let mut last = self.last_trouble.lock().expect("trouble lock");
         let now = Instant::now();
         if last.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(10)) {

@@ -1,5 +1,6 @@
 //! Running one fetched job, as named steps: parse → start → execute (decode
-//! and look up its type, take a concurrency slot or park, the user's server
+//! and look up its type, pass its rate limiter or park, take a concurrency
+//! slot or park, the user's server
 //! middleware around `perform` within its timeout) → report → an [`Outcome`]
 //! (pure, `retry.rs`) → exit (`exit.rs`: the one write of ack / retry /
 //! dead). A job leaves its worker's in-progress record exactly once. Panics
@@ -19,14 +20,14 @@ use super::exit::{self, Exit};
 use super::middleware::{ServerMiddleware, ServerNext};
 use super::retry::{self, Outcome};
 use super::{Running, Shared};
-use crate::broker::{Acquired, Reserved, SlotHold, Token};
+use crate::broker::{Acquired, RateAcquired, Reserved, SlotHold, Token, UniqueHold};
 use crate::error::JobError;
 #[cfg(feature = "testing")]
 use crate::job::Registry;
-use crate::job::{JobContext, JobParts, Prepared, SlotRequest};
-use crate::limit;
+use crate::job::{JobContext, JobParts, Prepared, RateGate, SlotRequest};
 use crate::metrics;
-use crate::wire::{Payload, malformed_entry};
+use crate::wire::{Payload, UniqueUntil, malformed_entry};
+use crate::{limit, rate};
 
 /// Processes one fetched job to its end: its in-progress entry is gone, or its
 /// removal was fenced, or it was parked, or shutdown gave up on Redis.
@@ -95,6 +96,7 @@ async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
     // Cancelled at shutdown (the worker's token) or when this run times out.
     let cancel = shared.job_cancel.child_token();
     let cx = start(shared, token.clone(), payload, &cancel);
+    let unique = UniqueHold::of(cx.payload());
     let Some(ran) = execute(shared, &cx, &cancel).await else {
         return; // parked in the lock-wait list, or taken back meanwhile
     };
@@ -122,7 +124,12 @@ async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
         label.as_str(),
         ran.result.as_ref().err().map(JobError::message),
     );
-    let label = end(shared, &token, &ran, exit, label, permit).await;
+    // A retry or a yield goes on later; an ack or a burial ends the run.
+    let ended = matches!(exit, Exit::Ack | Exit::Dead(_));
+    let label = end(shared, &token, &ran, exit, label, permit, unique.as_ref()).await;
+    if ended {
+        super::cron::run_ended(shared, cx.payload()).await;
+    }
     record_end(shared, &cx, label, ran.performed);
 }
 
@@ -172,6 +179,12 @@ async fn execute(shared: &Shared, cx: &JobContext, cancel: &CancellationToken) -
         Ok(job) => job,
         Err(e) => return Some(Ran::failed(e)),
     };
+    if let Some(gate) = &job.rate {
+        match pass_rate(shared, cx, gate).await? {
+            Ok(()) => {}
+            Err(e) => return Some(Ran::failed(e)),
+        }
+    }
     let slot = match &job.slot {
         None => None,
         Some(req) => match acquire(shared, cx, req).await? {
@@ -180,6 +193,49 @@ async fn execute(shared: &Shared, cx: &JobContext, cancel: &CancellationToken) -
         },
     };
     Some(perform(shared, job, cx, cancel, slot).await)
+}
+
+/// Passes the job's rate limiter (before its slot: a job waiting for its
+/// rate holds no slot, and one waiting for a slot has its start counted).
+/// `None` when the job was parked in the limiter's list or recovered
+/// meanwhile; a Redis error is a failure of the job.
+async fn pass_rate(
+    shared: &Shared,
+    cx: &JobContext,
+    gate: &RateGate,
+) -> Option<Result<(), JobError>> {
+    let span = tracing::Span::current();
+    let passed = rate::acquire(
+        shared.client.broker(),
+        &shared.identity,
+        cx.token(),
+        cx.payload(),
+        &gate.full_key,
+        gate.rate,
+    )
+    .await;
+    match passed {
+        Ok(RateAcquired::Pass) => Some(Ok(())),
+        Ok(RateAcquired::Parked(next)) => {
+            span.record("outcome", "rate_limited");
+            tracing::debug!(key = %gate.full_key, "rate spent: parked in the limiter's list");
+            shared.rate_release.notify(next);
+            None
+        }
+        Ok(RateAcquired::Lost) => {
+            span.record("outcome", "lost");
+            tracing::warn!(
+                key = %gate.full_key,
+                "the job was recovered by another worker before it passed its rate limiter; not run here"
+            );
+            None
+        }
+        Err(e) => Some(Err(JobError::retry(format!(
+            "cannot pass the rate limiter `{}`: {e}",
+            gate.full_key
+        ))
+        .with_class("RateLimitError"))),
+    }
 }
 
 /// Takes a slot of the job's concurrency limit. `None` when the job was
@@ -233,6 +289,7 @@ async fn perform(
     slot: Option<SlotHold>,
 ) -> Ran {
     record_wait(shared, cx.token(), cx.payload());
+    release_at_start(shared, cx).await;
     let key = &cx.token().raw;
     let running = Running {
         cx: cx.clone(),
@@ -302,6 +359,21 @@ fn report(shared: &Shared, cx: &JobContext, result: &Result<(), JobError>) {
     }
 }
 
+/// A unique job with `until = "start"` gives its key up as it starts (a
+/// failure to do so leaves the lock to its TTL).
+async fn release_at_start(shared: &Shared, cx: &JobContext) {
+    let Some(hold) = UniqueHold::of(cx.payload()).filter(|u| u.until == UniqueUntil::Start) else {
+        return;
+    };
+    let broker = shared.client.broker();
+    if let Err(e) = broker
+        .unique_release(&broker.unique_key(&hold), Some(&hold.jid))
+        .await
+    {
+        tracing::warn!(error = %e, job.jid = %hold.jid, "could not release a unique lock at start; it expires with its TTL");
+    }
+}
+
 /// Writes the job's end ([`exit::finish`]) and returns its label for the
 /// series. A plain queue's job without a slot gives its permit back first,
 /// so the next job starts while this one's end is on its way. A job Redis
@@ -316,6 +388,7 @@ async fn end(
     exit: Exit,
     label: metrics::Outcome,
     permit: Permit,
+    unique: Option<&UniqueHold>,
 ) -> metrics::Outcome {
     let permit = if ran.slot.is_none() && !token.is_sharded() {
         drop(permit);
@@ -323,7 +396,7 @@ async fn end(
     } else {
         Some(permit)
     };
-    let fenced = exit::finish(shared, token, exit, ran.slot.as_ref()).await;
+    let fenced = exit::finish(shared, token, exit, ran.slot.as_ref(), unique).await;
     drop(permit);
     if fenced {
         metrics::Outcome::Fenced
@@ -474,7 +547,7 @@ async fn bury_malformed(shared: &Shared, token: &Token, raw: &[u8], reason: &str
     tracing::error!(job.queue = %token.queue, reason, "malformed payload moved to dead");
     shared.stats.failed.fetch_add(1, Ordering::Relaxed);
     let entry = malformed_entry(raw, &token.queue, reason);
-    let label = if exit::finish(shared, token, Exit::Dead(entry), None).await {
+    let label = if exit::finish(shared, token, Exit::Dead(entry), None, None).await {
         metrics::Outcome::Fenced
     } else {
         metrics::Outcome::Dead

@@ -8,14 +8,18 @@
 //! job's token (finish.lua, or shard_finish.lua for a sharded queue's job, whose
 //! record lives in the queue's cluster slot), so concurrent reapers can't
 //! recover a job twice.
+//!
+//! A process whose own lease renewals failed (a Redis-wide stall) recovers
+//! nobody until one lease after they succeed again: the rule is in `stall.rs`.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
 use super::exit::{self, Exit};
-use crate::broker::{FinishReply, SlotHold, Token};
+use crate::broker::{FinishReply, SlotHold, Token, UniqueHold};
 use crate::limit;
 use crate::wire::{Payload, fields, malformed_entry, now_f64};
 
@@ -38,6 +42,15 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
 
 /// One reaper pass, if this worker gets the lock; returns jobs recovered.
 pub(crate) async fn pass(shared: &Shared) -> crate::Result<usize> {
+    if !shared
+        .control
+        .stalls()
+        .may_recover(Instant::now(), shared.config.lease)
+    {
+        // A Redis-wide stall expired every lease: live peers renew within
+        // a lease of its end (see `stall.rs`).
+        return Ok(0);
+    }
     let broker = shared.client.broker();
     match broker
         .try_reaper_lock(&shared.identity, shared.config.reaper_interval)
@@ -138,8 +151,25 @@ async fn recover(shared: &Shared, identity: &str) -> crate::Result<usize> {
         let slot = slots
             .get(&token.raw)
             .and_then(|v| SlotHold::from_record(identity, &token.raw, v));
-        let done = exit::recover(shared, identity, &token, &exit, slot.as_ref()).await?;
+        let unique = Payload::parse_slice(&raw)
+            .ok()
+            .and_then(|p| UniqueHold::of(&p));
+        let done = exit::recover(
+            shared,
+            identity,
+            &token,
+            &exit,
+            slot.as_ref(),
+            unique.as_ref(),
+        )
+        .await?;
         if done == FinishReply::Done {
+            if let Exit::Dead(payload) = &exit
+                && let Ok(p) = Payload::parse_slice(payload.as_bytes())
+            {
+                // A periodic job gone to dead frees its schedule (overlap = skip).
+                super::cron::run_ended(shared, &p).await;
+            }
             recovered += 1;
             ::metrics::counter!(crate::metrics::RECOVERED_TOTAL).increment(1);
             tracing::warn!(dead_worker = identity, job.queue = %token.queue, "recovered a job from a dead worker");

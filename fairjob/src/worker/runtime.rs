@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use super::handle::{WorkerHandle, install_signals};
 use super::middleware::ServerMiddleware;
 use super::{
-    Running, Shared, Stats, WorkerBuilder, acks, exit, fetch, heartbeat, reaper, sampler, scheduler,
+    Running, Shared, Stats, WorkerBuilder, acks, exit, fetch, heartbeat, reaper, releaser, sampler,
+    scheduler,
 };
 use crate::client::Client;
 use crate::config::WorkerConfig;
@@ -31,6 +32,7 @@ pub struct Worker {
     pub(super) registry: Registry,
     pub(super) queues: QueueSpec,
     pub(super) sharded: Vec<String>,
+    pub(super) cron: Vec<crate::wire::cron::CronEntry>,
     pub(super) config: WorkerConfig,
     pub(super) identity: String,
     pub(super) server_middleware: Vec<Arc<dyn ServerMiddleware>>,
@@ -117,6 +119,7 @@ impl Worker {
             config: self.config,
             queues: self.queues,
             sharded: self.sharded,
+            cron: self.cron,
             chain: self.server_middleware.into(),
             running: Mutex::new(HashMap::new()),
             held: Mutex::new(std::collections::HashSet::new()),
@@ -128,6 +131,7 @@ impl Worker {
             started_at: now_f64(),
             series: Mutex::new(series),
             acks: ack_tx,
+            rate_release: Default::default(),
             last_trouble: Mutex::new(None),
             suppressed: AtomicU64::new(0),
         });
@@ -160,8 +164,10 @@ impl Worker {
         let mut tasks = JoinSet::new();
         tasks.spawn(heartbeat::run(shared.clone(), background.clone()));
         tasks.spawn(scheduler::run(shared.clone(), background.clone()));
+        tasks.spawn(super::cron::run(shared.clone(), background.clone()));
         tasks.spawn(reaper::run(shared.clone(), background.clone()));
         tasks.spawn(sampler::run(shared.clone(), background.clone()));
+        tasks.spawn(releaser::run(shared.clone(), background.clone()));
         // Runs through the shutdown (jobs still finishing hand it their acks)
         // and stops when Redis work is abandoned, at its end.
         tasks.spawn(acks::run(shared.clone(), ack_rx));

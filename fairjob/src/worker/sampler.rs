@@ -88,6 +88,7 @@ struct Gauges {
     retire_after: std::time::Duration,
     shards: HashMap<String, Shown>,
     slots: Shown,
+    rates: Shown,
 }
 
 /// One family of labelled gauges: who is labelled, and who was set last time.
@@ -138,6 +139,7 @@ impl Gauges {
             retire_after,
             shards: HashMap::new(),
             slots: Shown::new(k, retire_after),
+            rates: Shown::new(k, retire_after),
         }
     }
 
@@ -202,5 +204,32 @@ impl Gauges {
             gauge!(metrics::SLOT_WAITING, "key" => key).set(0.0);
         }
         gauge!(metrics::SLOT_WAITING, "key" => OTHER).set(other as f64);
+        self.set_rates(sample, now);
+    }
+
+    /// Rate limiters: waiting (a gauge) and released (a counter) per key,
+    /// the same bounded labels as slot keys (the busiest K, the rest `other`).
+    fn set_rates(&mut self, sample: &MetricsSample, now: Instant) {
+        use ::metrics::{counter, gauge};
+        let mut rows: Vec<(&str, u64)> = sample
+            .rate_waiting
+            .iter()
+            .map(|(k, w, _)| (k.as_str(), (*w).max(1)))
+            .collect();
+        let (labelled, zero) = self.rates.split(&mut rows, now);
+        let labelled_set: HashSet<&str> = labelled.iter().copied().collect();
+        let mut other = 0;
+        for (key, waiting, released) in &sample.rate_waiting {
+            if labelled_set.contains(key.as_str()) {
+                gauge!(metrics::RATE_WAITING, "key" => key.clone()).set(*waiting as f64);
+                counter!(metrics::RATE_RELEASED_TOTAL, "key" => key.clone()).absolute(*released);
+            } else {
+                other += waiting;
+            }
+        }
+        for key in zero {
+            gauge!(metrics::RATE_WAITING, "key" => key).set(0.0);
+        }
+        gauge!(metrics::RATE_WAITING, "key" => OTHER).set(other as f64);
     }
 }

@@ -6,6 +6,7 @@
 //! [`redacted`] for logs, `scrub` for the errors the Redis client writes.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -16,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::tls::Tls;
 #[cfg(feature = "tls")]
 use super::tls::{install_tls_provider, tls_failure};
-use super::{Backend, Conn};
+use super::{Backend, Conn, Single};
 use crate::error::{Error, Result};
 use crate::wire::duration::human;
 
@@ -173,6 +174,18 @@ pub(crate) async fn connect(url: &str, options: &ConnectOptions) -> Result<Conne
                 cluster_enabled = Some(enabled);
                 break;
             }
+            Err(e) if Error::from_redis(e.clone()).is_refusal() => {
+                // The server answered but refuses for now (loading, busy,
+                // writes stopped…): connecting needs no write, and the
+                // first real operation reports what is wrong.
+                tracing::warn!(
+                    redis = %redacted(seed),
+                    said = %Error::from_redis(e),
+                    "redis refuses commands for now; connected anyway"
+                );
+                cluster_enabled = Some(options.cluster || seeds.len() > 1);
+                break;
+            }
             Err(e) => last_err = Some(connect_error(e, seed, &redacted(seed))),
         }
     }
@@ -220,30 +233,37 @@ pub(crate) async fn connect(url: &str, options: &ConnectOptions) -> Result<Conne
         .set_response_timeout(Some(options.response_timeout))
         .set_number_of_retries(2)
         .set_max_delay(Duration::from_secs(2));
-    let manager = ConnectionManager::new_with_config(client.clone(), manager_cfg)
+    let manager = ConnectionManager::new_with_config(client.clone(), manager_cfg.clone())
         .await
         .map_err(|e| connect_error(e, url, &display))?;
     Ok(Connected {
         conn: Conn {
-            backend: Backend::Single(manager),
+            backend: Backend::Single(Arc::new(Single::new(client.clone(), manager_cfg, manager))),
         },
         opener: Opener::Single(Box::new(client)),
         display,
     })
 }
 
-/// PING, then whether the server runs in cluster mode (`INFO cluster`; a
-/// server that refuses INFO, as some managed services do, counts as not).
+/// Whether the server runs in cluster mode (`INFO cluster`, which Redis
+/// answers while loading and while refusing writes); a server that refuses
+/// INFO, as some managed services do, counts as not, once it answers PING.
 async fn probe(client: &redis::Client, cfg: &AsyncConnectionConfig) -> redis::RedisResult<bool> {
     let mut probe = client
         .get_multiplexed_async_connection_with_config(cfg)
         .await?;
-    let _: String = redis::cmd("PING").query_async(&mut probe).await?;
     let info: redis::RedisResult<String> = redis::cmd("INFO")
         .arg("cluster")
         .query_async(&mut probe)
         .await;
-    Ok(info.is_ok_and(|i| i.lines().any(|l| l.trim() == "cluster_enabled:1")))
+    match info {
+        Ok(info) => Ok(info.lines().any(|l| l.trim() == "cluster_enabled:1")),
+        Err(e) if Error::from_redis(e.clone()).is_refusal() || e.is_io_error() => Err(e),
+        Err(_) => {
+            let _: String = redis::cmd("PING").query_async(&mut probe).await?;
+            Ok(false)
+        }
+    }
 }
 
 /// A cluster client over `seeds` whose commands may take `response_timeout`.
@@ -294,24 +314,31 @@ fn connect_error(e: redis::RedisError, url: &str, display: &str) -> Error {
     if let Some(why) = tls_failure(&e, display) {
         return Error::Tls(scrub(&why, url));
     }
+    let tls_hint = if e.is_timeout() && display.starts_with("rediss://") {
+        Some(" (no answer to the TLS handshake: is this the server's TLS port?)")
+    } else if e.is_connection_dropped()
+        && !e.is_connection_refusal()
+        && display.starts_with("redis://")
+    {
+        Some(" (the server closed the connection: if it speaks TLS only, use a rediss:// URL)")
+    } else {
+        None
+    };
     match Error::from_redis(e) {
         Error::Auth(text) => Error::Auth(format!("{display}: {}", scrub(&text, url))),
-        Error::Redis(e) if e.is_connection_refusal() || e.is_io_error() || e.is_timeout() => {
-            // A plain server reached by a `rediss://` URL waits for the rest
-            // of what it takes for a command: the handshake times out.
-            // A TLS-only port drops a plain connection at its first command.
-            let hint = if e.is_timeout() && display.starts_with("rediss://") {
-                " (no answer to the TLS handshake: is this the server's TLS port?)"
-            } else if e.is_connection_dropped() && display.starts_with("redis://") {
-                " (the server closed the connection: if it speaks TLS only, use a rediss:// URL)"
-            } else {
-                ""
-            };
-            Error::Connection(format!(
-                "cannot reach {display}: {}{hint}",
-                scrub(&e.to_string(), url)
-            ))
-        }
+        // A plain server reached by a `rediss://` URL waits for the rest of
+        // what it takes for a command: the handshake times out. A TLS-only
+        // port drops a plain connection at its first command.
+        Error::Unreachable { detail, .. } if tls_hint.is_some() => Error::Connection(format!(
+            "cannot reach {display}: {}{}",
+            scrub(&detail, url),
+            tls_hint.unwrap_or_default()
+        )),
+        // Nothing was written while connecting: the caller may try again.
+        Error::Unreachable { detail, .. } => Error::Unreachable {
+            detail: format!("{display}: {}", scrub(&detail, url)),
+            maybe_ran: false,
+        },
         other => other,
     }
 }

@@ -23,10 +23,9 @@ mod tls;
 mod waiter;
 
 use std::fmt;
-#[cfg(feature = "testing")]
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
@@ -53,7 +52,7 @@ pub struct Conn {
 #[derive(Clone)]
 enum Backend {
     /// One Redis server.
-    Single(ConnectionManager),
+    Single(Arc<Single>),
     /// A Redis Cluster: a connection to every primary, following redirects.
     Cluster(ClusterConnection),
     /// fairjob's testing mode: no Redis. The broker writes pushes and
@@ -63,7 +62,49 @@ enum Backend {
     Memory(Arc<MemoryStore>),
 }
 
+/// The connection to one server, and what it takes to open a new one.
+pub(crate) struct Single {
+    client: redis::Client,
+    config: ConnectionManagerConfig,
+    current: RwLock<ConnectionManager>,
+}
+
+impl Single {
+    pub(crate) fn new(
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+        manager: ConnectionManager,
+    ) -> Single {
+        Single {
+            client,
+            config,
+            current: RwLock::new(manager),
+        }
+    }
+
+    fn manager(&self) -> ConnectionManager {
+        self.current.read().expect("connection lock").clone()
+    }
+}
+
 impl Conn {
+    /// Drops the connection to one server and opens a new one (lazily, at
+    /// the next command): after a `READONLY` reply, the name may now lead
+    /// to the new primary. Commands in flight on the old one finish there.
+    /// Nothing to do on a cluster (its client follows the slot map) or in
+    /// testing mode.
+    pub(crate) fn reconnect(&self) {
+        if let Backend::Single(single) = &self.backend {
+            match ConnectionManager::new_lazy_with_config(
+                single.client.clone(),
+                single.config.clone(),
+            ) {
+                Ok(fresh) => *single.current.write().expect("connection lock") = fresh,
+                Err(e) => tracing::warn!(error = %e, "cannot open a new connection to redis"),
+            }
+        }
+    }
+
     /// A connection of fairjob's testing mode: no Redis behind it.
     #[cfg(feature = "testing")]
     pub(crate) fn memory(store: Arc<MemoryStore>) -> Conn {
@@ -96,7 +137,10 @@ impl fmt::Debug for Conn {
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.backend {
-            Backend::Single(c) => c.req_packed_command(cmd),
+            Backend::Single(s) => {
+                let mut c = s.manager();
+                Box::pin(async move { c.req_packed_command(cmd).await })
+            }
             Backend::Cluster(c) => c.req_packed_command(cmd),
             #[cfg(feature = "testing")]
             Backend::Memory(_) => {
@@ -118,7 +162,10 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match &mut self.backend {
-            Backend::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Backend::Single(s) => {
+                let mut c = s.manager();
+                Box::pin(async move { c.req_packed_commands(pipeline, offset, count).await })
+            }
             Backend::Cluster(c) => {
                 if offset == 0 && count == pipeline.len() {
                     Box::pin(cluster::cluster_pipeline(c.clone(), pipeline))
@@ -136,7 +183,7 @@ impl ConnectionLike for Conn {
 
     fn get_db(&self) -> i64 {
         match &self.backend {
-            Backend::Single(c) => c.get_db(),
+            Backend::Single(s) => s.manager().get_db(),
             Backend::Cluster(_) => 0,
             #[cfg(feature = "testing")]
             Backend::Memory(_) => 0,

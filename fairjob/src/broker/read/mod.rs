@@ -10,12 +10,15 @@
 //! reroute windows) is a resumable scan step that says how far it got.
 
 mod classes;
+mod cron;
 mod limits;
 mod lists;
 mod processes;
 mod queues;
+mod rates;
 mod sets;
 mod shards;
+mod unique;
 mod waits;
 mod windows;
 
@@ -24,11 +27,14 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 pub use classes::MAX_CLASSES;
+pub use cron::CronStateRow;
 pub(crate) use limits::waiter_fields;
 pub use limits::{LimitDetail, LimitPage, LimitRow, SlotHolder, SlotWaiter};
 pub use processes::ProcessRecord;
-pub use queues::{MAX_QUEUES, Totals};
+pub use queues::{MAX_QUEUES, ServerFacts, Totals};
+pub use rates::{RatePage, RateRow};
 pub use shards::{SHARE_MINUTES, ShardRow, ShardView, tenant_name};
+pub use unique::{RECENT_REJECTIONS, Rejection, UniqueLockPage, UniqueLockRow};
 pub use waits::{FinishedCounts, LongWait, MAX_MINUTES, RECENT_MINUTES, Throughput, WaitSummary};
 
 use super::RedisBroker;

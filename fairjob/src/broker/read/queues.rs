@@ -97,3 +97,63 @@ impl RedisBroker {
         Ok(self.maxmemory_policy().await?.filter(|p| p != "noeviction"))
     }
 }
+
+/// What the server says about its ability to take writes (`INFO`, and
+/// `CONFIG GET` where an ACL allows it): raw facts, judged in `inspect`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerFacts {
+    /// `loading:1`: loading its dataset.
+    pub loading: bool,
+    /// `role:slave`: a replica.
+    pub replica: bool,
+    /// `rdb_last_bgsave_status:err`: the last snapshot failed.
+    pub bgsave_failed: bool,
+    /// `stop-writes-on-bgsave-error` and whether any `save` point is set:
+    /// `None` when `CONFIG GET` is refused.
+    pub stops_writes_on_failed_save: Option<bool>,
+    /// `used_memory`, bytes.
+    pub used_memory: u64,
+    /// `maxmemory`, bytes (0: no limit).
+    pub maxmemory: u64,
+    /// `maxmemory_policy`.
+    pub maxmemory_policy: String,
+}
+
+impl RedisBroker {
+    /// The facts of [`ServerFacts`] (on a cluster, one node's). Fails with
+    /// the server's refusal when it cannot even answer `INFO` (busy).
+    pub async fn server_facts(&self) -> Result<ServerFacts> {
+        let info: String = self.query(&redis::cmd("INFO")).await?;
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        pipe.cmd("CONFIG")
+            .arg("GET")
+            .arg("stop-writes-on-bgsave-error");
+        pipe.cmd("CONFIG").arg("GET").arg("save");
+        let got: Vec<redis::RedisResult<Vec<String>>> = self.pipe(&pipe).await.unwrap_or_default();
+        let value = |i: usize| match got.get(i) {
+            Some(Ok(v)) => v.get(1).cloned(),
+            _ => None,
+        };
+        let stops = match (value(0), value(1)) {
+            (Some(stop), Some(save)) => Some(stop == "yes" && !save.trim().is_empty()),
+            _ => None,
+        };
+        Ok(ServerFacts {
+            loading: field("loading") == "1",
+            replica: field("role") == "slave",
+            bgsave_failed: field("rdb_last_bgsave_status") == "err",
+            stops_writes_on_failed_save: stops,
+            used_memory: field("used_memory").parse().unwrap_or(0),
+            maxmemory: field("maxmemory").parse().unwrap_or(0),
+            maxmemory_policy: field("maxmemory_policy"),
+        })
+    }
+}

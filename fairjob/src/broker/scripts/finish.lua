@@ -15,6 +15,8 @@
 --   ARGV[6..10] are '' for a job without a slot.
 -- ARGV[11] = '1' for a recovery by the reaper: then the last KEY is the owner's
 --   lease, and nothing happens (returns 2) if it exists again.
+-- ARGV[12] = '' or a unique job's lock prefix to release its lock (an ack or
+--   a burial: the job succeeded or died), ARGV[13] = its digest, ARGV[14] = its jid.
 -- Returns 1, or 0 when fenced (a fenced completion releases no slot: the
 -- recovery that took the job released it).
 
@@ -39,6 +41,9 @@ elseif action == 'back' then
   -- A job that yielded: behind everything waiting.
   redis.call('LPUSH', KEYS[3], ARGV[3])
   fj_wake(KEYS[4])
+end
+if ARGV[12] ~= nil and ARGV[12] ~= '' then
+  unique_release({ prefix = ARGV[12] }, ARGV[13], ARGV[14])
 end
 if ARGV[6] ~= '' then
   local lk = { limit = KEYS[5], holders = KEYS[6], reserved = KEYS[7], waiters = KEYS[8] }

@@ -20,8 +20,14 @@
 --       max window seconds, rule count, then per rule: threshold, per seconds
 --     payload before the queue value, payload after it
 --     encoded tenant (for a sharded queue), candidate count, candidate queue indices
+--     unique digest ('' = not unique); when not '': the lock prefix, the jid,
+--       the lock's ttl ms, '1' to replace a waiting holder ('0' to reject)
 -- Returns, per job, the 1-based index of the chosen candidate, or 0 when the
--- source entry was already gone (another poller promoted it).
+-- source entry was already gone (another poller promoted it); for a unique
+-- job whose key is held: {'d', holder jid} (not pushed), or {'r', holder jid}
+-- when the holder waited in the job's own plain queue and took this payload
+-- (in place, under its own jid). A promoted job (src) is never refused: it
+-- (re)takes its lock unless another jid holds it.
 
 local ki, ai = 1, 5
 if ARGV[3] == '1' then ki = 2 end
@@ -62,10 +68,38 @@ for jn = 1, tonumber(ARGV[2]) do
   for c = 1, ncand do
     cands[c] = queues[tonumber(ARGV[ai])]; ai = ai + 1
   end
+  local digest = ARGV[ai]; ai = ai + 1
+  local u, jid, ttl, replace = nil, nil, nil, false
+  if digest ~= '' then
+    u = { prefix = ARGV[ai] }
+    jid, ttl, replace = ARGV[ai + 1], tonumber(ARGV[ai + 2]), ARGV[ai + 3] == '1'
+    ai = ai + 4
+  end
 
+  local holder = nil
   if src_key and redis.call('ZREM', src_key, src) == 0 then
     results[jn] = 0
-  else
+  elseif u and not src_key then
+    holder = unique_take(u, digest, jid, ttl)
+  elseif u then
+    unique_take(u, digest, jid, ttl)
+  end
+  if holder then
+    local own = cands[1]
+    local waiting = nil
+    if replace and own.kind == 'p' then waiting = unique_waiting(u, digest) end
+    local at = nil
+    if waiting then at = redis.call('LPOS', own.list, waiting) end
+    if at then
+      local payload = unique_swap_jid(before .. own.qjson .. after, jid, holder)
+      redis.call('LSET', own.list, at, payload)
+      unique_waits_as(u, digest, payload)
+      unique_touch(u, digest, ttl)
+      results[jn] = { 'r', holder }
+    else
+      results[jn] = { 'd', holder }
+    end
+  elseif results[jn] == nil then
     local chosen = 1
     if window_key then
       if not now then now = math.floor(redis_now(ARGV[1])) end
@@ -73,6 +107,7 @@ for jn = 1, tonumber(ARGV[2]) do
     end
     local queue = cands[chosen]
     local payload = before .. queue.qjson .. after
+    if replace then unique_waits_as(u, digest, payload) end
     if queue.kind == 'p' then
       -- Plain queues are written once per batch, below (one LPUSH per list).
       queue.items[#queue.items + 1] = payload

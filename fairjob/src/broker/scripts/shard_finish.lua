@@ -10,6 +10,8 @@
 -- KEYS[1] = in-progress hash, KEYS[2..12] = the shard state, KEYS[13] = wake.
 -- ARGV[1] = token, ARGV[2] = 'done' | 'front' | 'back', ARGV[3] = payload (front, back),
 --   ARGV[4] = shard prefix, ARGV[5] = encoded tenant.
+-- ARGV[6] = '' or a unique job's lock prefix to release its lock (the job
+--   succeeded or died), ARGV[7] = its digest, ARGV[8] = its jid.
 -- Returns 1, or 0 when fenced.
 
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
@@ -20,6 +22,9 @@ if ARGV[2] == 'front' or ARGV[2] == 'back' then
   if shard_push(sk, ARGV[5], ARGV[3], ARGV[2] == 'front') then wake = true end
 end
 if shard_release(sk, ARGV[5]) then wake = true end
+if ARGV[6] ~= nil and ARGV[6] ~= '' then
+  unique_release({ prefix = ARGV[6] }, ARGV[7], ARGV[8])
+end
 if wake then
   fj_wake(KEYS[13])
 end

@@ -1,0 +1,16 @@
+use fairjob::{Job, JobContext, JobError, Perform};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[rate_limit(limit = 0, per = "1m")]
+struct Charge {
+    account_id: u64,
+}
+
+impl Perform for Charge {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+fn main() {}

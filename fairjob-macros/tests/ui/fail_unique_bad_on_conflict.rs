@@ -1,0 +1,16 @@
+use fairjob::{Job, JobContext, JobError, Perform};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[unique(for = "10m", on_conflict = "skip")]
+struct Sync {
+    account_id: u64,
+}
+
+impl Perform for Sync {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+fn main() {}

@@ -1,0 +1,132 @@
+//! Transactional enqueue: the same builder as a direct push
+//! (`job.set_tenant("acme")`), with the application's transaction instead of
+//! a client. The payload is built exactly as for a direct push; client
+//! middleware and reroute rules apply when the pump pushes it into Redis
+//! (with Redis's clock), as they would for a push made then.
+
+use std::future::Future;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fairjob::{IntoPush, PushJob};
+use sqlx::PgExecutor;
+
+use crate::error::Result;
+
+/// Enqueue inside the caller's transaction: pass `&mut *tx` (any sqlx
+/// Postgres executor works: `&mut PgConnection`, or `&PgPool` outside a
+/// transaction). One `INSERT`; the jid is returned before the commit;
+/// nothing is visible to a pump before the commit, nothing ever after a
+/// rollback. The caller's transaction is never committed, rolled back or
+/// retried here, and no `NOTIFY` is sent from it.
+pub trait EnqueueTx: IntoPush + Send + Sized {
+    /// Enqueues now (the pump pushes it once the transaction commits); returns the jid.
+    fn perform_async_tx<'c>(
+        self,
+        conn: impl PgExecutor<'c> + 'c,
+    ) -> impl Future<Output = Result<String>> + Send + 'c
+    where
+        Self: 'c,
+    {
+        async move {
+            Ok(insert(conn, vec![(self.into_push()?, None)])
+                .await?
+                .remove(0))
+        }
+    }
+
+    /// Enqueues to run `delay` after now (the application's clock at enqueue);
+    /// returns the jid.
+    fn perform_in_tx<'c>(
+        self,
+        conn: impl PgExecutor<'c> + 'c,
+        delay: Duration,
+    ) -> impl Future<Output = Result<String>> + Send + 'c
+    where
+        Self: 'c,
+    {
+        async move {
+            let at = (!delay.is_zero()).then(|| epoch(SystemTime::now()) + delay.as_secs_f64());
+            Ok(insert(conn, vec![(self.into_push()?, at)]).await?.remove(0))
+        }
+    }
+
+    /// Enqueues to run at `at`; returns the jid.
+    fn perform_at_tx<'c>(
+        self,
+        conn: impl PgExecutor<'c> + 'c,
+        at: SystemTime,
+    ) -> impl Future<Output = Result<String>> + Send + 'c
+    where
+        Self: 'c,
+    {
+        async move {
+            Ok(insert(conn, vec![(self.into_push()?, Some(epoch(at)))])
+                .await?
+                .remove(0))
+        }
+    }
+}
+
+impl<T: IntoPush + Send> EnqueueTx for T {}
+
+/// Enqueues many jobs in the caller's transaction with one `INSERT`; returns
+/// their jids in order.
+pub async fn perform_bulk_tx<'c, I: IntoPush>(
+    conn: impl PgExecutor<'c>,
+    jobs: impl IntoIterator<Item = I>,
+) -> Result<Vec<String>> {
+    let pushes = jobs
+        .into_iter()
+        .map(|j| Ok((j.into_push()?, None)))
+        .collect::<Result<Vec<_>>>()?;
+    insert(conn, pushes).await
+}
+
+fn epoch(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+async fn insert<'c>(
+    conn: impl PgExecutor<'c>,
+    jobs: Vec<(PushJob, Option<f64>)>,
+) -> Result<Vec<String>> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let n = jobs.len();
+    let (mut jids, mut tenants, mut defaults, mut payloads, mut run_ats) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for (push, at) in jobs {
+        let payload = push.payload();
+        let default = push.default_tenant().map(str::to_owned);
+        jids.push(payload.jid());
+        tenants.push(
+            payload
+                .tenant()
+                .or_else(|| default.clone())
+                .unwrap_or_default(),
+        );
+        defaults.push(default);
+        payloads.push(payload.to_json());
+        run_ats.push(at);
+    }
+    sqlx::query(
+        "INSERT INTO fairjob.outbox (jid, tenant, default_tenant, payload, run_at)
+         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::float8[])",
+    )
+    .bind(&jids)
+    .bind(&tenants)
+    .bind(&defaults)
+    .bind(&payloads)
+    .bind(&run_ats)
+    .execute(conn)
+    .await?;
+    Ok(jids)
+}

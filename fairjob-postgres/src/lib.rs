@@ -1,0 +1,46 @@
+//! PostgreSQL as the source of truth for fairjob: enqueue a job inside the
+//! application's own transaction, and a fair pump that moves committed jobs
+//! into Redis.
+//!
+//! ```no_run
+//! # use fairjob::prelude::*;
+//! # use serde::{Deserialize, Serialize};
+//! # #[derive(Serialize, Deserialize, Job)]
+//! # struct Welcome(i64);
+//! # impl Perform for Welcome {
+//! #     async fn perform(self, _cx: &JobContext) -> Result<(), JobError> { Ok(()) }
+//! # }
+//! use fairjob_postgres::EnqueueTx;
+//!
+//! # async fn signup(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+//! let mut tx = pool.begin().await?;
+//! // … the application's own writes …
+//! let jid = Welcome(42).set_tenant("acme").perform_async_tx(&mut *tx).await?;
+//! tx.commit().await?; // only now can the pump see the job
+//! # let _ = jid; Ok(()) }
+//! ```
+//!
+//! - [`migrate`] creates the crate's tables in their own schema (`fairjob`)
+//!   with their own migrations table (`fairjob.migrations`), apart from the
+//!   application's migrations.
+//! - [`EnqueueTx`] writes one row per job in the caller's transaction (the
+//!   jid is known at once); it never commits, rolls back or retries that
+//!   transaction and sends no `NOTIFY` from it.
+//! - [`Pump`] moves committed rows into Redis, fairly between tenants (see
+//!   its docs for the claim protocol and the once-only publishing).
+//!
+//! This is the outbox mode: a row is deleted as soon as Redis has its job.
+//! What happens in Redis afterwards (a failover or `FLUSHALL` that loses the
+//! job) is not covered: Postgres no longer knows the job.
+
+mod enqueue;
+mod error;
+mod pump;
+mod schema;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use enqueue::{EnqueueTx, perform_bulk_tx};
+pub use error::{Error, Result};
+pub use pump::{Pump, PumpStats};
+pub use schema::{SCHEMA_VERSION, check_schema, migrate};

@@ -1,0 +1,202 @@
+//! Rate limiters in Redis: pass a fetched job or park it in the limiter's FIFO
+//! list (`rate_acquire.lua`), release waiters when the release schedule says
+//! the key has room (`rate_release.lua`), and change a key's rate at runtime
+//! (`rate_set.lua`). The rule (GCRA) is `lib_rate.lua`, on Redis's clock.
+
+use std::time::Duration;
+
+use super::scripts::{RATE_ACQUIRE, RATE_RELEASE, RATE_SET};
+use super::slots::waiter_entry_of;
+use super::{RedisBroker, Setting, Token, keys};
+use crate::error::{Error, Result};
+
+/// How long a released waiter's counted start stays reserved for it.
+pub const RATE_RESERVATION_TTL: Duration = Duration::from_secs(60);
+
+/// The most waiters of one key released by one call.
+const RELEASE_MAX: u32 = 100;
+
+/// A fetched job asking its rate limiter to start.
+#[derive(Debug, Clone, Copy)]
+pub struct RateRequest<'a> {
+    /// `<Class>:<key>` or `group:<group>:<key>`.
+    pub full_key: &'a str,
+    /// The declared starts per period (used while no runtime limit is set).
+    pub limit: u32,
+    /// The declared period, µs.
+    pub per_us: u64,
+    /// The declared burst.
+    pub burst: u32,
+    /// The job's jid.
+    pub jid: &'a str,
+    /// The payload to park if the limiter has no room (what a release pushes
+    /// back to its queue).
+    pub parked_payload: &'a str,
+}
+
+/// The result of asking a rate limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateAcquired {
+    /// The job may start (its start is counted).
+    Pass,
+    /// The job was parked in the limiter's list (it left the in-progress
+    /// record); the key's next release time (µs, Redis's clock), `None` while
+    /// the key is paused.
+    Parked(Option<u64>),
+    /// The job was no longer this worker's (recovered by another worker).
+    Lost,
+}
+
+/// What one release call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateReleased {
+    /// Waiters moved back to their queues.
+    pub released: u64,
+    /// The key's next release time (µs), `None` when nobody waits or it is paused.
+    pub next: Option<u64>,
+    /// Redis's clock at the call (µs).
+    pub now: u64,
+}
+
+fn next_of(v: i64) -> Option<u64> {
+    (v >= 0).then_some(v as u64)
+}
+
+impl RedisBroker {
+    /// Passes a fetched job of `identity` through its rate limiter, or parks it.
+    pub(crate) async fn rate_acquire(
+        &self,
+        identity: &str,
+        token: &Token,
+        req: RateRequest<'_>,
+    ) -> Result<RateAcquired> {
+        if self.is_cluster() {
+            return Err(Error::Config(
+                "rate limits are not supported on Redis Cluster yet".into(),
+            ));
+        }
+        let k = &self.keys;
+        let rk = k.rate(req.full_key);
+        let entry = waiter_entry_of(token, req.jid, req.parked_payload);
+        let mut inv = RATE_ACQUIRE.call();
+        for key in rk.all() {
+            inv.key(key);
+        }
+        inv.key(k.rates_due())
+            .key(self.inflight_of(identity, token))
+            .key(k.rates_registry());
+        inv.arg(req.limit)
+            .arg(req.per_us)
+            .arg(req.burst)
+            .arg(req.jid)
+            .arg(&token.raw)
+            .arg(entry)
+            .arg(keys::encode(req.full_key));
+        match &token.tenant {
+            Some(t) => {
+                let sk = k.shard(&token.queue);
+                for key in sk.state() {
+                    inv.key(key);
+                }
+                inv.arg(&sk.shard_prefix).arg(t);
+            }
+            None => {
+                inv.arg("").arg("");
+            }
+        }
+        let (status, next): (i64, i64) = self.invoke(&inv).await?;
+        Ok(match status {
+            1 => RateAcquired::Pass,
+            0 => RateAcquired::Parked(next_of(next)),
+            _ => RateAcquired::Lost,
+        })
+    }
+
+    /// Redis's clock (µs) and the first `n` entries of the release schedule
+    /// (encoded full key, next release µs), earliest first.
+    pub(crate) async fn rates_due(&self, n: usize) -> Result<(u64, Vec<(String, u64)>)> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("TIME")
+            .cmd("ZRANGE")
+            .arg(self.keys.rates_due())
+            .arg(0)
+            .arg(n.saturating_sub(1))
+            .arg("WITHSCORES");
+        let ((secs, micros), due): ((u64, u64), Vec<(String, f64)>) = self.pipe(&pipe).await?;
+        let now = secs * 1_000_000 + micros;
+        Ok((
+            now,
+            due.into_iter()
+                .map(|(m, s)| (m, s.max(0.0) as u64))
+                .collect(),
+        ))
+    }
+
+    /// Releases the waiters of the limiter `member` (an encoded full key from
+    /// the schedule) that its rate allows now.
+    pub(crate) async fn rate_release(&self, member: &str) -> Result<RateReleased> {
+        let Some(full) = keys::decode(member) else {
+            let _: i64 = self
+                .query(redis::cmd("ZREM").arg(self.keys.rates_due()).arg(member))
+                .await?;
+            return Ok(RateReleased {
+                released: 0,
+                next: None,
+                now: 0,
+            });
+        };
+        let k = &self.keys;
+        let rk = k.rate(&full);
+        let mut inv = RATE_RELEASE.call();
+        for key in rk.all() {
+            inv.key(key);
+        }
+        inv.key(k.rates_due());
+        let (qp, wp) = k.queue_and_wake_prefixes();
+        inv.arg(member)
+            .arg(RATE_RESERVATION_TTL.as_micros() as u64)
+            .arg(RELEASE_MAX)
+            .arg(qp)
+            .arg(wp);
+        let (released, next, now): (u64, i64, u64) = self.invoke(&inv).await?;
+        Ok(RateReleased {
+            released,
+            next: next_of(next),
+            now,
+        })
+    }
+
+    /// Changes a limiter's runtime limit, period (µs) and burst (`Clear` =
+    /// back to the declared value; limit 0 pauses), and schedules a release
+    /// when jobs wait. Returns how many jobs wait.
+    pub async fn set_rate_limit(
+        &self,
+        full_key: &str,
+        limit: Setting<u32>,
+        per_us: Setting<u64>,
+        burst: Setting<u32>,
+    ) -> Result<u64> {
+        let k = &self.keys;
+        let rk = k.rate(full_key);
+        let mut inv = RATE_SET.call();
+        for key in rk.all() {
+            inv.key(key);
+        }
+        inv.key(k.rates_due()).key(k.rates_registry());
+        let text = |v: Setting<u64>| match v {
+            Setting::Keep => "-".to_owned(),
+            Setting::Clear => String::new(),
+            Setting::Set(v) => v.to_string(),
+        };
+        let widen = |v: Setting<u32>| match v {
+            Setting::Keep => Setting::Keep,
+            Setting::Clear => Setting::Clear,
+            Setting::Set(v) => Setting::Set(u64::from(v)),
+        };
+        inv.arg(text(widen(limit)))
+            .arg(text(per_us))
+            .arg(text(widen(burst)))
+            .arg(keys::encode(full_key));
+        self.invoke(&inv).await
+    }
+}

@@ -1,0 +1,172 @@
+//! Jobs with a `#[rate_limit]`, each recording its start on Redis's clock
+//! (`<ns>started:<key>`: `<µs> <jid>`, in start order).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use fairjob::{Job, JobContext, JobError, Perform};
+use serde::{Deserialize, Serialize};
+
+static STARTED: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        "local t = redis.call('TIME') \
+         redis.call('RPUSH', KEYS[1], string.format('%d%06d', t[1], t[2]) .. ' ' .. ARGV[1]) \
+         return 1",
+    )
+});
+
+/// Records its start under `key`, then sleeps `ms`. 20 starts per second per key.
+#[derive(Debug, Clone, Serialize, Deserialize, Job)]
+#[job(class = "RateJob", queue = "rates")]
+#[rate_limit(limit = 20, per = "1s", key = key)]
+pub struct RateJob {
+    /// The limited key.
+    pub key: String,
+    /// Sleep.
+    pub ms: u64,
+}
+
+impl RateJob {
+    /// `n` jobs of `key`, each sleeping `ms`.
+    pub fn batch(key: &str, n: usize, ms: u64) -> Vec<RateJob> {
+        let job = RateJob {
+            key: key.to_owned(),
+            ms,
+        };
+        std::iter::repeat_n(job, n).collect()
+    }
+}
+
+impl Perform for RateJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        started(cx, &self.key).await?;
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        Ok(())
+    }
+}
+
+/// The same as [`RateJob`] without a limit, on the same queue.
+#[derive(Debug, Clone, Serialize, Deserialize, Job)]
+#[job(class = "RateFreeJob", queue = "rates")]
+pub struct RateFreeJob {
+    /// The key its start is recorded under.
+    pub key: String,
+    /// Sleep.
+    pub ms: u64,
+}
+
+impl Perform for RateFreeJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        started(cx, &self.key).await?;
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        Ok(())
+    }
+}
+
+/// Records a start of `key` on Redis's clock.
+async fn started(cx: &JobContext, key: &str) -> Result<(), JobError> {
+    let b = cx.client().broker();
+    let mut inv = STARTED.prepare_invoke();
+    inv.key(format!("{}started:{key}", b.keys().prefix()))
+        .arg(cx.jid());
+    let mut conn = b.connection();
+    let _: i64 = inv.invoke_async(&mut conn).await?;
+    Ok(())
+}
+
+/// Jobs of the rate benchmark that have finished.
+pub static RATE_BENCH_DONE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// When each job of the rate benchmark started (process clock).
+pub static RATE_BENCH_STARTS: std::sync::Mutex<Vec<std::time::Instant>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// A job for the rate benchmark with a limit far above any rate it reaches:
+/// what the limiter check costs.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "BenchRateJob", queue = "bench_rates")]
+#[rate_limit(limit = 1000000, per = "1s", key = key)]
+pub struct BenchRateJob {
+    /// The limited key.
+    pub key: String,
+}
+
+impl Perform for BenchRateJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        bench_started();
+        Ok(())
+    }
+}
+
+/// The same job without a limit.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "BenchUnratedJob", queue = "bench_rates")]
+pub struct BenchUnratedJob(pub BenchRateJob);
+
+impl Perform for BenchUnratedJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        bench_started();
+        Ok(())
+    }
+}
+
+/// A job for the rate benchmark held at 50 starts per second.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "BenchPacedJob", queue = "bench_rates")]
+#[rate_limit(limit = 50, per = "1s")]
+pub struct BenchPacedJob;
+
+impl Perform for BenchPacedJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        bench_started();
+        Ok(())
+    }
+}
+
+fn bench_started() {
+    RATE_BENCH_STARTS
+        .lock()
+        .expect("starts lock")
+        .push(std::time::Instant::now());
+    RATE_BENCH_DONE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// A job for the rate benchmark's many-keys phase: one start per second per key.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "BenchKeyedJob", queue = "bench_rates")]
+#[rate_limit(limit = 1, per = "1s", key = key)]
+pub struct BenchKeyedJob {
+    /// The limited key.
+    pub key: u32,
+}
+
+impl Perform for BenchKeyedJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        bench_started();
+        Ok(())
+    }
+}
+
+/// Rate- and slot-limited: 20 starts per second and 2 at once per key.
+#[derive(Debug, Clone, Serialize, Deserialize, Job)]
+#[job(class = "RateSlotJob", queue = "rates")]
+#[rate_limit(limit = 20, per = "1s", key = key)]
+#[concurrency(limit = 2, key = key)]
+pub struct RateSlotJob {
+    /// The limited key.
+    pub key: String,
+    /// Sleep.
+    pub ms: u64,
+}
+
+impl Perform for RateSlotJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        crate::slot_jobs::SlotJob {
+            key: self.key.clone(),
+            ms: self.ms,
+        }
+        .perform(cx)
+        .await?;
+        started(cx, &self.key).await
+    }
+}

@@ -1,0 +1,452 @@
+//! Periodic schedules against real Redis: exactly one enqueue per fire time
+//! across worker processes (one killed with `kill -9` midway), catch-up after
+//! a gap with no worker (on a shifted clock, not by sleeping), `overlap =
+//! "skip"`, start-up reconciliation with old and new declarations, and the
+//! client's run-time API. (DST gaps and folds are tested on the pure
+//! functions, `fairjob::wire::cron`.)
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use fairjob::wire::cron::Overlap;
+use fairjob::{CronSpec, Error, Registry, WorkerHandle};
+use fairjob_tests::jobs::CronRecordJob;
+use fairjob_tests::{Redis, eventually, temp_dir};
+
+/// `(schedule, fire time, jid, pid)` per recorded run.
+async fn runs(redis: &Redis) -> Vec<(String, i64, String, u32)> {
+    redis
+        .records()
+        .await
+        .iter()
+        .filter_map(|l| {
+            let mut p = l.split(' ');
+            Some((
+                p.next()?.to_owned(),
+                p.next()?.parse().ok()?,
+                p.next()?.to_owned(),
+                p.next()?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+fn registry() -> Registry {
+    let mut r = Registry::new();
+    r.register::<CronRecordJob>().expect("register");
+    r
+}
+
+/// Starts an in-process worker; returns its handle and task.
+fn spawn(
+    builder: fairjob::WorkerBuilder,
+) -> (WorkerHandle, tokio::task::JoinHandle<fairjob::Result<()>>) {
+    let handle = WorkerHandle::new();
+    let h = handle.clone();
+    let task = tokio::spawn(async move { builder.build().await?.run_with(h).await });
+    (handle, task)
+}
+
+async fn stop(handle: WorkerHandle, task: tokio::task::JoinHandle<fairjob::Result<()>>) {
+    handle.stop();
+    task.await.expect("worker task").expect("worker ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_enqueue_each_fire_time_once_through_a_kill_and_a_changed_restart() {
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    let now = || async { client.inspector().time().await.unwrap() as i64 };
+    let dir = temp_dir("cron");
+    let every = |expr: &str| {
+        let path = dir.join(format!("worker-{}.toml", expr.len()));
+        std::fs::write(
+            &path,
+            format!(
+                "[[cron]]\nname = \"tick\"\ncron = \"{expr}\"\nclass = \"CronRecordJob\"\nargs = [0]\n"
+            ),
+        )
+        .unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let each_second = every("* * * * * *");
+    let mut a = redis.worker_process().flag("-C", &each_second).start();
+    let mut b = redis.worker_process().flag("-C", &each_second).start();
+    eventually!(runs(&redis).await.len() >= 3, "the schedule fires");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    a.signal("KILL");
+    let after_kill = runs(&redis).await.len();
+    eventually!(
+        runs(&redis).await.len() >= after_kill + 3,
+        "the survivor keeps firing"
+    );
+    // A restarted worker with a changed schedule (every other second).
+    let before_restart = now().await;
+    let every_other = every("*/2 * * * * *");
+    let mut a2 = redis.worker_process().flag("-C", &every_other).start();
+    eventually!(
+        client.inspector().cron().await.unwrap()[0].expr == "*/2 * * * * *",
+        "the restarted worker reconciles its schedule"
+    );
+    let changed = now().await;
+    eventually!(
+        runs(&redis)
+            .await
+            .iter()
+            .filter(|r| r.1 > changed + 1)
+            .count()
+            >= 2,
+        "the changed schedule fires"
+    );
+    assert!(b.stop().is_some(), "worker b stops");
+    assert!(a2.stop().is_some(), "worker a2 stops");
+    let _ = a.wait_timeout(Duration::from_secs(5));
+
+    let runs = runs(&redis).await;
+    let mut jids: BTreeMap<i64, BTreeSet<String>> = BTreeMap::new();
+    for (name, fire, jid, _) in &runs {
+        assert_eq!(name, "tick");
+        jids.entry(*fire).or_default().insert(jid.clone());
+    }
+    // Exactly one job per fire time (a job re-run after the kill keeps its jid).
+    for (fire, set) in &jids {
+        assert_eq!(set.len(), 1, "fire time {fire} enqueued as {set:?}");
+    }
+    // No fire time skipped before the restart; only even seconds after the change.
+    let first = *jids.keys().next().unwrap();
+    let missing: Vec<i64> = (first..before_restart)
+        .filter(|f| !jids.contains_key(f))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "fire times missing: {missing:?} of {first}..{before_restart}"
+    );
+    let odd: Vec<i64> = jids
+        .keys()
+        .copied()
+        .filter(|f| *f > changed + 1 && f % 2 != 0)
+        .collect();
+    assert!(
+        odd.is_empty(),
+        "the old schedule fired after the change: {odd:?}"
+    );
+    assert!(jids.len() >= 7, "{} fire times", jids.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gap_with_no_worker_runs_the_latest_missed_fire_time_once() {
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    client
+        .cron()
+        .set(CronSpec::new("minutely", "* * * * *", CronRecordJob(0)))
+        .await
+        .unwrap();
+    client
+        .cron()
+        .set(CronSpec::new("strict", "* * * * *", CronRecordJob(0)).catch_up("none"))
+        .await
+        .unwrap();
+    // No worker ran for 5 minutes: a worker whose clock is 5 minutes ahead.
+    let now = redis.client().await.broker().time().await.unwrap() as i64;
+    let offset = 300;
+    let (h, t) = spawn(redis.worker().registry(registry()).clock_offset(offset));
+    let got =
+        eventually!(let r = runs(&redis).await; !r.is_empty(), "the latest missed fire time runs");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop(h, t).await;
+    let got = if got.len() == 1 {
+        got
+    } else {
+        runs(&redis).await
+    };
+    assert_eq!(got.len(), 1, "one run, no backfill: {got:?}");
+    let (name, fire, _, _) = &got[0];
+    assert_eq!(name, "minutely");
+    let shifted_now = now + offset;
+    assert!(
+        *fire <= shifted_now && *fire > shifted_now - 61 && fire % 60 == 0,
+        "the latest minute before the shifted now: {fire} vs {shifted_now}"
+    );
+    let rows = client.inspector().cron().await.unwrap();
+    let strict = rows.iter().find(|r| r.name == "strict").unwrap();
+    assert_eq!(strict.last_outcome.as_deref(), Some("missed"));
+    assert!(strict.missed >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlap_skip_skips_while_the_previous_run_is_live() {
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    // Each run takes 2.5 s; the schedule fires every second.
+    client
+        .cron()
+        .set(CronSpec::new("slow", "* * * * * *", CronRecordJob(2500)).overlap(Overlap::Skip))
+        .await
+        .unwrap();
+    let (h, t) = spawn(redis.worker().registry(registry()));
+    eventually!(within Duration::from_secs(15), runs(&redis).await.len() >= 2, "two runs");
+    stop(h, t).await;
+    let got = runs(&redis).await;
+    let fires: Vec<i64> = got.iter().map(|r| r.1).collect();
+    for w in fires.windows(2) {
+        assert!(w[1] - w[0] >= 2, "runs overlapped: {fires:?}");
+    }
+    let rows = client.inspector().cron().await.unwrap();
+    let slow = rows.iter().find(|r| r.name == "slow").unwrap();
+    assert!(slow.skipped >= 2, "skips counted: {slow:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_reconciles_old_and_new_declarations() {
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    client
+        .cron()
+        .set(CronSpec::new("dynamic", "0 * * * *", CronRecordJob(0)))
+        .await
+        .unwrap();
+    let old = || {
+        redis
+            .worker()
+            .registry(registry())
+            .cron("report", "0 3 * * *", CronRecordJob(0))
+            .cron("cleanup", "*/5 * * * *", CronRecordJob(0))
+    };
+    let new = || {
+        redis
+            .worker()
+            .registry(registry())
+            .cron_spec(CronSpec::new("report", "0 4 * * *", CronRecordJob(0)).tz("Europe/Berlin"))
+            .cron("sync", "* * * * *", CronRecordJob(0))
+    };
+    // Several old workers starting at once: one entry per schedule.
+    let (h1, t1) = spawn(old());
+    let (h2, t2) = spawn(old());
+    let names = || async {
+        let mut n: Vec<String> = client
+            .inspector()
+            .cron()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        n.sort();
+        n
+    };
+    eventually!(
+        names().await == ["cleanup", "dynamic", "report"],
+        "old schedules stored once each"
+    );
+    // A new worker joins (a deploy): its declarations win, the dropped one
+    // goes, the run-time one stays.
+    let (h3, t3) = spawn(new());
+    eventually!(
+        names().await == ["dynamic", "report", "sync"],
+        "new declarations reconciled"
+    );
+    let report = client
+        .inspector()
+        .cron()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.name == "report")
+        .unwrap();
+    assert_eq!(report.expr, "0 4 * * *");
+    assert_eq!(report.tz, "Europe/Berlin");
+    stop(h1, t1).await;
+    stop(h2, t2).await;
+    stop(h3, t3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_api_pauses_resumes_runs_now_and_rejects_bad_input() {
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    let crons = client.cron();
+    let bad = crons
+        .set(CronSpec::new("x", "61 * * * *", CronRecordJob(0)))
+        .await;
+    assert!(matches!(bad, Err(Error::InvalidSchedule { .. })), "{bad:?}");
+    let bad = crons
+        .set(CronSpec::new("x", "0 3 * * *", CronRecordJob(0)).tz("Mars/Olympus"))
+        .await;
+    assert!(
+        matches!(&bad, Err(Error::UnknownZone { zone, .. }) if zone == "Mars/Olympus"),
+        "{bad:?}"
+    );
+    assert!(matches!(
+        crons.pause("nope").await,
+        Err(Error::NoSchedule(_))
+    ));
+
+    crons
+        .set(CronSpec::new("tick", "* * * * * *", CronRecordJob(0)))
+        .await
+        .unwrap();
+    crons.pause("tick").await.unwrap();
+    let (h, t) = spawn(redis.worker().registry(registry()));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(runs(&redis).await.is_empty(), "paused: nothing fires");
+    let jid = crons.run_now("tick").await.unwrap();
+    eventually!(
+        runs(&redis).await.iter().any(|r| r.2 == jid),
+        "run now enqueues the job"
+    );
+    crons.resume("tick").await.unwrap();
+    eventually!(runs(&redis).await.len() >= 3, "resumed: it fires again");
+    stop(h, t).await;
+    assert!(crons.remove("tick").await.unwrap());
+    assert!(!crons.remove("tick").await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seen_and_steered_from_the_dashboard_and_the_cli() {
+    use fairjob_tests::web::{Dashboard, Http, input_value};
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    let name = "<script>alert(1)</script> nightly";
+    client
+        .cron()
+        .set(CronSpec::new(name, "0 3 * * *", CronRecordJob(0)).tz("Europe/Berlin"))
+        .await
+        .unwrap();
+    let dash = Dashboard::start(
+        redis.url(),
+        redis.ns(),
+        &["web", "--bind", "127.0.0.1:0", "--web-actions"],
+        &[],
+    );
+    let base = dash.url.clone();
+    let mut http = Http::new();
+    let page = http.get(&format!("{base}/cron"), &[]);
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(!page.body.contains("<script>alert(1)"), "escaped");
+    assert!(page.body.contains("0 3 * * *") && page.body.contains("Europe/Berlin"));
+    let api = http.get(&format!("{base}/api/cron"), &[]).json();
+    assert_eq!(api[0]["name"], name);
+    assert_eq!(api[0]["paused"], false);
+    assert!(api[0]["next"].as_i64().is_some());
+
+    let csrf = input_value(&page.body, "csrf").expect("a CSRF token");
+    let r = http.post(
+        &format!("{base}/cron"),
+        &[("origin", &base)],
+        &[("name", name), ("action", "pause"), ("csrf", &csrf)],
+    );
+    assert_eq!(r.status, 303, "{}", r.body);
+    let api = http.get(&format!("{base}/api/cron"), &[]).json();
+    assert_eq!(api[0]["paused"], true);
+    assert!(api[0]["next"].is_null());
+
+    // The CLI lists it and steers it.
+    let out = redis.cli(&["cron"]);
+    assert!(
+        out.contains("paused") && out.contains("1 schedule(s)"),
+        "{out}"
+    );
+    let out = redis.cli(&["cron", "resume", name]);
+    assert!(out.contains("resumed"), "{out}");
+    let out = redis.cli(&["cron", "run-now", name]);
+    assert!(out.contains("enqueued"), "{out}");
+    let rows = client.inspector().cron().await.unwrap();
+    assert!(!rows[0].paused);
+    assert_eq!(rows[0].last_outcome.as_deref(), Some("run_now"));
+    assert_eq!(
+        redis.zcard(redis.keys().schedule()).await,
+        1,
+        "run now goes through the scheduler"
+    );
+    drop(dash);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_fires_skips_and_lateness() {
+    use fairjob::metrics as m;
+    use fairjob_tests::metrics::MetricsWorker;
+    let redis = Redis::start().await;
+    let dir = temp_dir("cron-metrics");
+    let config = dir.join("worker.toml");
+    std::fs::write(
+        &config,
+        "[[cron]]\nname = \"slow\"\ncron = \"* * * * * *\"\nclass = \"CronRecordJob\"\nargs = [2500]\noverlap = \"skip\"\n",
+    )
+    .unwrap();
+    let worker = redis
+        .worker_process()
+        .flag("-C", config.to_str().unwrap())
+        .flag("--metrics-interval", "200ms");
+    let w = MetricsWorker::start(&worker);
+    let s = eventually!(
+        within Duration::from_secs(15),
+        let s = w.scrape();
+        s.value(m::CRON_FIRES_TOTAL, &[("schedule", "slow")]) >= 2.0
+            && s.value(m::CRON_SKIPPED_TOTAL, &[("schedule", "slow"), ("reason", "overlap")]) >= 2.0,
+        "fires and overlap skips counted"
+    );
+    assert!(s.has(m::CRON_LATENESS_SECONDS));
+    let sum = s.value(
+        &format!("{}_sum", m::CRON_LATENESS_SECONDS),
+        &[("schedule", "slow")],
+    );
+    let count = s.value(
+        &format!("{}_count", m::CRON_LATENESS_SECONDS),
+        &[("schedule", "slow")],
+    );
+    println!(
+        "mean lateness of {count} fires: {:.1} ms",
+        sum / count * 1000.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_into_a_tenant_sharded_queue_each_fire_time_once() {
+    use fairjob::testing::RedisCluster;
+    use fairjob::{Client, Enqueue, Job, QueueSpec, Worker};
+    let cluster = RedisCluster::start(3, 1, &[]).expect("cluster starts");
+    let url = cluster.url();
+    let ns = fairjob_tests::namespace();
+    let c = Client::builder(&url).namespace(&ns).build().await.unwrap();
+    assert!(c.broker().is_cluster());
+    let job: Enqueue<CronRecordJob> = CronRecordJob(0).set_tenant("ac:me {1}").queue("fanout");
+    c.cron()
+        .set(CronSpec::new("tick", "* * * * * *", job))
+        .await
+        .unwrap();
+    let worker = || {
+        Worker::builder(&url)
+            .namespace(&ns)
+            .registry(registry())
+            .queues(QueueSpec::parse(&["fanout".to_owned()]).unwrap())
+            .sharded_queue("fanout")
+            .poll_interval(Duration::from_millis(100))
+            .lease(Duration::from_millis(1500))
+            .heartbeat(Duration::from_millis(300))
+    };
+    let (h1, t1) = spawn(worker());
+    let (h2, t2) = spawn(worker());
+    let key = format!("{}record", c.broker().keys().prefix());
+    let records = || async {
+        let lines: Vec<String> =
+            fairjob_tests::query(c.broker(), redis::cmd("LRANGE").arg(&key).arg(0).arg(-1))
+                .await
+                .unwrap();
+        lines
+    };
+    eventually!(within Duration::from_secs(20), records().await.len() >= 4, "fire times run on the cluster");
+    stop(h1, t1).await;
+    stop(h2, t2).await;
+    let mut per_fire: BTreeMap<i64, BTreeSet<String>> = BTreeMap::new();
+    for l in records().await {
+        let p: Vec<&str> = l.split(' ').collect();
+        per_fire
+            .entry(p[1].parse().unwrap())
+            .or_default()
+            .insert(p[2].to_owned());
+    }
+    for (fire, jids) in &per_fire {
+        assert_eq!(jids.len(), 1, "fire time {fire}: {jids:?}");
+    }
+}

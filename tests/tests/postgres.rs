@@ -1,0 +1,373 @@
+//! fairjob-postgres against a private PostgreSQL and a private Redis:
+//! transactional enqueue, the pump's claims, once-only publishing and fairness.
+
+use std::time::Duration;
+
+use fairjob::Job;
+use fairjob_examples::{ECHO_LIST, EchoJob};
+use fairjob_postgres::testing::PostgresServer;
+use fairjob_postgres::{EnqueueTx, Error, Pump, migrate, perform_bulk_tx};
+use fairjob_tests::{Redis, eventually};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+async fn setup() -> (PostgresServer, PgPool, Redis) {
+    let pg = PostgresServer::start().expect("start a private PostgreSQL (initdb, pg_ctl)");
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .connect(&pg.url())
+        .await
+        .unwrap();
+    migrate(&pool).await.unwrap();
+    (pg, pool, Redis::start().await)
+}
+
+async fn queued(redis: &Redis) -> Vec<serde_json::Value> {
+    redis.payloads(&redis.keys().queue("default")).await
+}
+
+async fn outbox_rows(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM fairjob.outbox")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_never_runs_commit_runs() {
+    let (_pg, pool, redis) = setup().await;
+    let client = redis.client().await;
+
+    let mut tx = pool.begin().await.unwrap();
+    let rolled = EchoJob("rolled back".into())
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+
+    let mut tx = pool.begin().await.unwrap();
+    let jid = EchoJob("committed".into())
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(jid.len(), 24, "the jid is known before the commit");
+    tx.commit().await.unwrap();
+
+    let pump = Pump::new(pool.clone(), client.clone());
+    let stats = pump.pump_once().await.unwrap();
+    assert_eq!(stats.pushed, 1);
+    assert_eq!(
+        outbox_rows(&pool).await,
+        0,
+        "outbox: the row goes once Redis has the job"
+    );
+
+    let run = fairjob_tests::spawn(redis.worker().build().await.unwrap());
+    eventually!(
+        let echoed = redis.lrange(redis.key(ECHO_LIST)).await; echoed == vec!["committed".to_owned()],
+        "the committed job runs"
+    );
+    run.stop().await;
+    let all = redis.lrange(redis.key(ECHO_LIST)).await;
+    assert_eq!(all, vec!["committed".to_owned()], "{rolled} never runs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_transaction_is_invisible_to_the_pump() {
+    let (_pg, pool, redis) = setup().await;
+    let client = redis.client().await;
+    let pump = Pump::new(pool.clone(), client)
+        .poll_interval(Duration::from_millis(50))
+        .max_idle_interval(Duration::from_millis(100));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(pump.run(async {
+        let _ = stop_rx.await;
+    }));
+
+    let mut tx = pool.begin().await.unwrap();
+    EchoJob("later".into())
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        queued(&redis).await.is_empty(),
+        "nothing in Redis before the commit"
+    );
+    tx.commit().await.unwrap();
+    eventually!(
+        queued(&redis).await.len() == 1,
+        "the pump pushes it after the commit"
+    );
+
+    let _ = stop_tx.send(());
+    running.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_tenant_ids_survive_the_round_trip() {
+    let (_pg, pool, redis) = setup().await;
+    let tenants = [
+        "a:b",
+        "{slot}",
+        "with space",
+        "Zürich-東京",
+        "<script>alert(1)</script>",
+        "",
+    ];
+    let mut tx = pool.begin().await.unwrap();
+    let jobs = tenants
+        .iter()
+        .map(|t| EchoJob(format!("for {t}")).set_tenant(*t));
+    let jids = perform_bulk_tx(&mut *tx, jobs).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(jids.len(), tenants.len());
+
+    let stats = Pump::new(pool.clone(), redis.client().await)
+        .pump_once()
+        .await
+        .unwrap();
+    assert_eq!(stats.pushed, tenants.len());
+    let payloads = queued(&redis).await;
+    for (t, jid) in tenants.iter().zip(&jids) {
+        let p = payloads
+            .iter()
+            .find(|p| p["jid"] == jid.as_str())
+            .unwrap_or_else(|| panic!("{jid} ({t}) reached Redis"));
+        if t.is_empty() {
+            assert!(p.get("fair_tenant").is_none(), "{p}");
+        } else {
+            assert_eq!(p["fair_tenant"], *t, "{p}");
+        }
+        assert_eq!(p["class"], EchoJob::CLASS);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_repeated_after_a_crash_is_not_pushed_twice() {
+    let (_pg, pool, redis) = setup().await;
+    let client = redis.client().await;
+    let mut tx = pool.begin().await.unwrap();
+    EchoJob("once".into())
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    // Keep a copy of the row as it is once staged: a pump killed after the
+    // Redis push and before its DELETE leaves exactly that row behind.
+    sqlx::query("CREATE TABLE kept AS SELECT * FROM fairjob.outbox")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let pump = Pump::new(pool.clone(), client);
+    assert_eq!(pump.pump_once().await.unwrap().pushed, 1);
+    sqlx::query("INSERT INTO fairjob.outbox SELECT * FROM kept")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE fairjob.outbox SET staged = true")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let again = pump.pump_once().await.unwrap();
+    assert_eq!((again.pushed, again.already), (0, 1));
+    assert_eq!(queued(&redis).await.len(), 1, "the job is in Redis once");
+    assert_eq!(outbox_rows(&pool).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_pumps_push_every_job_once() {
+    let (_pg, pool, redis) = setup().await;
+    let mut tx = pool.begin().await.unwrap();
+    let jobs = (0..3000).map(|i| EchoJob(i.to_string()).set_tenant(format!("t{}", i % 7)));
+    perform_bulk_tx(&mut *tx, jobs).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut handles = Vec::new();
+    for _ in 0..2 {
+        let pump = Pump::new(pool.clone(), redis.client().await).batch(200);
+        handles.push(tokio::spawn(async move {
+            let mut claimed = 0;
+            loop {
+                let s = pump.pump_once().await.unwrap();
+                if s.claimed == 0 {
+                    return claimed;
+                }
+                claimed += s.pushed;
+            }
+        }));
+    }
+    let mut total = 0;
+    for h in handles {
+        total += h.await.unwrap();
+    }
+    assert_eq!(total, 3000);
+    let payloads = queued(&redis).await;
+    let mut jids: Vec<&str> = payloads
+        .iter()
+        .map(|p| p["jid"].as_str().unwrap())
+        .collect();
+    jids.sort_unstable();
+    jids.dedup();
+    assert_eq!(jids.len(), 3000, "every job once");
+    assert_eq!(outbox_rows(&pool).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pump_is_fair_between_tenants() {
+    let (_pg, pool, redis) = setup().await;
+    let mut tx = pool.begin().await.unwrap();
+    let jobs = (0..20_000).map(|i| EchoJob(i.to_string()).set_tenant("a"));
+    perform_bulk_tx(&mut *tx, jobs).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    let b = EchoJob("b".into())
+        .set_tenant("b")
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let pump = Pump::new(pool.clone(), redis.client().await).batch(500);
+    let stats = pump.pump_once().await.unwrap();
+    assert_eq!(
+        stats.pushed, 500,
+        "a batch is full even with one busy tenant"
+    );
+    let payloads = queued(&redis).await;
+    assert!(
+        payloads.iter().any(|p| p["jid"] == b.as_str()),
+        "tenant b's job reached Redis in the first batch, before a's 20,000"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_older_than_the_crate_names_the_fix() {
+    let pg = PostgresServer::start().unwrap();
+    let pool = PgPool::connect(&pg.url()).await.unwrap();
+    let redis = Redis::start().await;
+    let err = Pump::new(pool.clone(), redis.client().await)
+        .run(async {})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::SchemaOutdated { found: 0, .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("fairjob-worker postgres migrate"),
+        "{err}"
+    );
+    migrate(&pool).await.unwrap();
+    migrate(&pool).await.unwrap(); // idempotent
+    fairjob_postgres::check_schema(&pool).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_migrates_and_a_killed_pump_process_loses_nothing() {
+    let pg = PostgresServer::start().unwrap();
+    let redis = Redis::start().await;
+    let out = redis.cli(&["postgres", "migrate", "--postgres", &pg.url()]);
+    assert!(out.contains("schema at version"), "{out}");
+    let pool = PgPool::connect(&pg.url()).await.unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    let jobs = (0..2000).map(|i| EchoJob(i.to_string()).set_tenant(format!("t{}", i % 3)));
+    perform_bulk_tx(&mut *tx, jobs).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let pump = |batch: &str| {
+        std::process::Command::new(fairjob_tests::bin("test-worker"))
+            .args(["-r", redis.url(), "--namespace", redis.ns()])
+            .args(["pump", "--postgres", &pg.url(), "--batch", batch])
+            .args(["--poll-interval", "20ms", "--max-idle-interval", "100ms"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // Killed as soon as it has pushed something: mid-batch, or between a
+    // push and its DELETE.
+    let mut first = pump("50");
+    eventually!(!queued(&redis).await.is_empty(), "the pump pushes");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // Its claims hold for the lease (30 s by default): end them, as time would.
+    sqlx::query("UPDATE fairjob.outbox SET claimed_until = NULL")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut second = pump("500");
+    eventually!(
+        outbox_rows(&pool).await == 0,
+        "the second pump drains the outbox"
+    );
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let payloads = queued(&redis).await;
+    let mut jids: Vec<&str> = payloads
+        .iter()
+        .map(|p| p["jid"].as_str().unwrap())
+        .collect();
+    let n = jids.len();
+    jids.sort_unstable();
+    jids.dedup();
+    assert_eq!((n, jids.len()), (2000, 2000), "every job in Redis once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_with_postgres_pumps_committed_jobs() {
+    let (pg, pool, redis) = setup().await;
+    // The worker runs another queue: the job stays where its pump put it.
+    let mut worker = redis
+        .worker_process()
+        .queues(["elsewhere"])
+        .flag("--postgres", pg.url())
+        .start();
+    let mut tx = pool.begin().await.unwrap();
+    let jid = EchoJob("from a transaction".into())
+        .set_tenant("acme")
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    eventually!(
+        let q = queued(&redis).await;
+        q.len() == 1 && q[0]["jid"] == jid.as_str(),
+        "the worker's own pump pushes the job"
+    );
+    assert_eq!(outbox_rows(&pool).await, 0);
+    worker.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_too_large_is_kept_as_failed_and_the_rest_go_on() {
+    let (_pg, pool, redis) = setup().await;
+    let client = fairjob::Client::builder(redis.url())
+        .namespace(redis.ns())
+        .max_payload_bytes(1000)
+        .build()
+        .await
+        .unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    let big = EchoJob("x".repeat(5000))
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    let small = EchoJob("small".into())
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let stats = Pump::new(pool.clone(), client).pump_once().await.unwrap();
+    assert_eq!((stats.pushed, stats.failed), (1, 1));
+    let q = queued(&redis).await;
+    assert_eq!(q.len(), 1);
+    assert_eq!(q[0]["jid"], small.as_str());
+    let (jid, error): (String, String) =
+        sqlx::query_as("SELECT jid, error FROM fairjob.outbox WHERE failed_at IS NOT NULL")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(jid, big);
+    assert!(error.contains("5"), "the error names the size: {error}");
+}

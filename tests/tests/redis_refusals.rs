@@ -1,0 +1,397 @@
+//! When Redis says no (issue 27): a paced producer and two worker processes
+//! through each refusal Redis can answer while it stays up — connections
+//! killed, scripts flushed, a read-only replica, out of memory, writes
+//! stopped after a failed save (`MISCONF`), a long script (`BUSY`), a
+//! restart that stays `LOADING`. Every push succeeds or returns its typed
+//! error within the retry deadline, every acknowledged job runs, and a stall
+//! shorter than two leases runs no job twice and recovers nobody; while
+//! Redis refuses writes, `/readyz`, the dashboard and the metrics say so.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use fairjob::testing::RedisServer;
+use fairjob::{Client, Error, Job};
+use fairjob_tests::jobs::LedgerJob;
+use fairjob_tests::metrics::MetricsWorker;
+use fairjob_tests::web::Http;
+use fairjob_tests::{Ledger, Redis, TestWorker, eventually, ledger_dir};
+
+/// The producers' retry deadline.
+const DEADLINE: Duration = Duration::from_secs(2);
+/// What a call may take beyond the deadline (its last attempt, scheduling).
+const SLACK: Duration = Duration::from_millis(1500);
+
+/// Two workers of the queue `ledger` with a 1 s lease: a stall of 1.6 s
+/// expires every lease, and is shorter than two. Their reapers look three
+/// times per heartbeat, so after a stall a reaper runs before its peer renews.
+fn worker(redis: &Redis, dir: &std::path::Path) -> TestWorker {
+    redis
+        .ledger_worker(dir)
+        .concurrency(8)
+        .flag("--lease", "1s")
+        .flag("--heartbeat", "300ms")
+        .flag("--reaper-interval", "100ms")
+}
+
+/// What a paced producer saw.
+#[derive(Debug, Default)]
+struct Produced {
+    acked: Vec<String>,
+    errors: Vec<String>,
+    slowest: Duration,
+}
+
+/// Pushes a `LedgerJob` of `job_ms` every 25 ms until `stop`, checking that
+/// each call ends within the deadline and fails only with a typed error.
+fn produce(
+    client: Client,
+    job_ms: u64,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Produced> {
+    let limit = client.config().retry_deadline + SLACK;
+    tokio::spawn(async move {
+        let mut out = Produced::default();
+        while !stop.load(Ordering::Relaxed) {
+            let started = Instant::now();
+            let got = LedgerJob::sleeping(job_ms).perform_async(&client).await;
+            let took = started.elapsed();
+            out.slowest = out.slowest.max(took);
+            assert!(took <= limit, "a push took {took:?}: {got:?}");
+            match got {
+                Ok(jid) => out.acked.push(jid),
+                Err(e) => {
+                    let text = e.to_string();
+                    assert!(
+                        matches!(
+                            e,
+                            Error::Unreachable { .. }
+                                | Error::Busy(_)
+                                | Error::Loading(_)
+                                | Error::ReadOnly(_)
+                                | Error::OutOfMemory(_)
+                                | Error::WritesStopped(_)
+                                | Error::NoScript(_)
+                                | Error::MaybeEnqueued { .. }
+                        ),
+                        "an untyped error: {e:?}"
+                    );
+                    assert!(!text.contains("Pipeline failures"), "{text}");
+                    assert!(!text.contains('\n'), "one line: {text}");
+                    out.errors.push(text);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        out
+    })
+}
+
+async fn client(redis: &Redis, deadline: Duration) -> Client {
+    Client::builder(redis.url())
+        .namespace(redis.ns())
+        .retry_deadline(deadline)
+        .build()
+        .await
+        .expect("client")
+}
+
+/// Runs `cmd` through `redis-cli` (a script that blocks Redis must not
+/// block the test's own connection).
+fn cli(port: u16, args: &[&str]) -> String {
+    let out = std::process::Command::new("redis-cli")
+        .arg("-p")
+        .arg(port.to_string())
+        .args(args)
+        .output()
+        .expect("redis-cli runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Waits until every acknowledged job has ended, then checks none ran twice.
+async fn every_acked_job_ran_once(dir: &std::path::Path, acked: &[String]) {
+    eventually!(
+        within Duration::from_secs(20),
+        let missing = Ledger::read(dir).not_ended(acked).len();
+        missing == 0,
+        "every acknowledged job runs"
+    );
+    let ledger = Ledger::read(dir);
+    let twice = ledger.started_more_than_once();
+    assert!(twice.is_empty(), "jobs ran twice: {twice:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_stall_shorter_than_two_leases_recovers_nobody() {
+    let redis = Redis::start_with(&["--busy-reply-threshold", "100"]).await;
+    let port = redis.server().port();
+    let dir = ledger_dir("busy-stall");
+    let _a = worker(&redis, &dir).start();
+    let _b = worker(&redis, &dir).start();
+    eventually!(
+        redis.hlen(redis.keys().workers()).await == 2,
+        "both workers register"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    // Jobs of 300 ms: some are running when the stall ends.
+    let producer = produce(client(&redis, DEADLINE).await, 300, stop.clone());
+    tokio::time::sleep(Duration::from_millis(800)).await;
+
+    // Another client's script holds Redis for 1.6 s: everyone gets BUSY,
+    // every lease expires, nobody died.
+    let busy = tokio::task::spawn_blocking(move || {
+        cli(
+            port,
+            &[
+                "EVAL",
+                "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] \
+                 while true do local n = redis.call('TIME') \
+                 if n[1] * 1000000 + n[2] - s > 1600000 then break end end return 1",
+                "0",
+            ],
+        )
+    });
+    assert_eq!(busy.await.unwrap().trim(), "1", "the long script ran");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.store(true, Ordering::Relaxed);
+    let produced = producer.await.unwrap();
+
+    assert!(
+        produced.errors.is_empty(),
+        "a stall shorter than the retry deadline fails no push: {:?}",
+        produced.errors
+    );
+    every_acked_job_ran_once(&dir, &produced.acked).await;
+    assert_eq!(redis.stat("recovered").await, 0, "nobody was recovered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_is_typed_retried_and_loses_no_acknowledged_job() {
+    let redis = Redis::start_with(&["--enable-protected-configs", "yes"]).await;
+    let port = redis.server().port();
+    let dir = ledger_dir("refusals");
+    let _a = worker(&redis, &dir).start();
+    let _b = worker(&redis, &dir).start();
+    eventually!(
+        redis.hlen(redis.keys().workers()).await == 2,
+        "both workers register"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let with_retry = produce(client(&redis, DEADLINE).await, 30, stop.clone());
+    let without = produce(client(&redis, Duration::ZERO).await, 30, stop.clone());
+    let hold = || tokio::time::sleep(Duration::from_millis(700));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // Every client connection dropped (not the test's own).
+    cli(port, &["CLIENT", "KILL", "TYPE", "normal"]);
+    hold().await;
+    // Scripts forgotten.
+    cli(port, &["SCRIPT", "FLUSH"]);
+    hold().await;
+    // Demoted to a read-only replica (of a master that isn't there), then back.
+    cli(port, &["REPLICAOF", "127.0.0.1", "1"]);
+    hold().await;
+    cli(port, &["REPLICAOF", "NO", "ONE"]);
+    hold().await;
+    // Out of memory, then memory again.
+    cli(port, &["CONFIG", "SET", "maxmemory", "1"]);
+    hold().await;
+    cli(port, &["CONFIG", "SET", "maxmemory", "0"]);
+    hold().await;
+    // A snapshot fails (its directory is gone): MISCONF until a save works.
+    let gone = redis.server().dir().join("gone");
+    std::fs::create_dir_all(&gone).unwrap();
+    cli(port, &["CONFIG", "SET", "save", "3600 1"]);
+    cli(port, &["CONFIG", "SET", "dir", gone.to_str().unwrap()]);
+    std::fs::remove_dir_all(&gone).unwrap();
+    cli(port, &["BGSAVE"]);
+    eventually!(
+        cli(port, &["INFO", "persistence"]).contains("rdb_last_bgsave_status:err"),
+        "the snapshot fails"
+    );
+    hold().await;
+    cli(
+        port,
+        &[
+            "CONFIG",
+            "SET",
+            "dir",
+            redis.server().dir().to_str().unwrap(),
+        ],
+    );
+    cli(port, &["BGSAVE"]);
+    eventually!(
+        cli(port, &["INFO", "persistence"]).contains("rdb_last_bgsave_status:ok"),
+        "a snapshot works again"
+    );
+    hold().await;
+    stop.store(true, Ordering::Relaxed);
+    let with_retry = with_retry.await.unwrap();
+    let without = without.await.unwrap();
+    eprintln!(
+        "pushes through CLIENT KILL, SCRIPT FLUSH, READONLY, OOM, MISCONF: \
+         with retries {} acked, {} errors (slowest {:?}); without {} acked, {} errors",
+        with_retry.acked.len(),
+        with_retry.errors.len(),
+        with_retry.slowest,
+        without.acked.len(),
+        without.errors.len()
+    );
+    assert!(
+        with_retry.errors.len() < without.errors.len(),
+        "retries spare the producer errors: {:?} vs {:?}",
+        with_retry.errors,
+        without.errors
+    );
+    let mut acked = with_retry.acked;
+    acked.extend(without.acked);
+    every_acked_job_ran_once(&dir, &acked).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connecting_needs_no_write_and_a_refused_connection_reads_as_unreachable() {
+    // A closed port: unreachable, nothing sent, no hint about settings or TLS.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let err = Client::connect(&format!("redis://127.0.0.1:{closed}"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Unreachable {
+                maybe_ran: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        !text.contains("rediss") && !text.contains("invalid"),
+        "{text}"
+    );
+
+    // A restart that stays LOADING for about two seconds (a delay per key,
+    // answering between keys): a client and a worker connect at once; the
+    // first push waits or reports `Loading`.
+    let mut server = RedisServer::start(&[]).unwrap();
+    let port = server.port();
+    cli(
+        port,
+        &[
+            "EVAL",
+            "for i = 1, 10000 do redis.call('SET', 'k' .. i, i) end return 1",
+            "0",
+        ],
+    );
+    cli(port, &["SAVE"]);
+    server
+        .restart(&[
+            "--key-load-delay",
+            "100",
+            "--loading-process-events-interval-bytes",
+            "1024",
+            "--enable-protected-configs",
+            "yes",
+        ])
+        .unwrap();
+    assert!(
+        cli(port, &["PING"]).contains("LOADING"),
+        "the server is loading"
+    );
+    let started = Instant::now();
+    let client = Client::builder(server.url())
+        .retry_deadline(DEADLINE)
+        .build()
+        .await
+        .expect("connecting needs no write");
+    let redis = Redis::connect(&server.url(), "").await;
+    redis.worker().build().await.expect("a worker starts");
+    match LedgerJob::sleeping(1).perform_async(&client).await {
+        Ok(_) | Err(Error::Loading(_)) => {}
+        Err(e) => panic!("{e:?}"),
+    }
+    assert!(
+        started.elapsed() <= DEADLINE * 2 + SLACK,
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Writes stopped (MISCONF): connecting still works, the push says why.
+    let gone = server.dir().join("gone");
+    std::fs::create_dir_all(&gone).unwrap();
+    eventually!(!cli(port, &["PING"]).contains("LOADING"), "loaded");
+    cli(port, &["CONFIG", "SET", "save", "3600 1"]);
+    cli(port, &["CONFIG", "SET", "dir", gone.to_str().unwrap()]);
+    std::fs::remove_dir_all(&gone).unwrap();
+    cli(port, &["BGSAVE"]);
+    eventually!(
+        cli(port, &["INFO", "persistence"]).contains("rdb_last_bgsave_status:err"),
+        "the snapshot fails"
+    );
+    let client = Client::builder(server.url())
+        .retry_deadline(Duration::from_millis(300))
+        .build()
+        .await
+        .expect("connecting needs no write");
+    let err = LedgerJob::sleeping(1)
+        .perform_async(&client)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::WritesStopped(_)), "{err:?}");
+    assert!(err.to_string().contains("MISCONF"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusing_redis_is_degraded_on_readyz_the_dashboard_and_the_metrics() {
+    let redis = Redis::start().await;
+    let port = redis.server().port();
+    let worker = redis
+        .worker_process()
+        .queues(["ledger"])
+        .flag("--web", "127.0.0.1:0");
+    let w = MetricsWorker::start(&worker);
+    let web = eventually!(
+        let line = w.log().lines().find_map(|l| l.strip_prefix("fairjob dashboard on ").map(|u| u.split_whitespace().next().unwrap_or("").trim_end_matches('/').to_owned()));
+        line.is_some(),
+        "the dashboard's address"
+    )
+    .unwrap();
+    let get = |url: String| Http::new().get(&url, &[]);
+    eventually!(w.status("/readyz") == 200, "ready once fetching");
+
+    // Demoted to a read-only replica: Redis answers but refuses writes.
+    cli(port, &["REPLICAOF", "127.0.0.1", "1"]);
+    let ready = eventually!(
+        let r = get(format!("{}/readyz", w.url)); r.body.starts_with("degraded"),
+        "the worker's /readyz says degraded"
+    );
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    assert!(ready.body.contains("read-only"), "{}", ready.body);
+    let page = get(format!("{web}/"));
+    assert!(
+        page.body.contains("Degraded") && page.body.contains("read-only replica"),
+        "the overview's banner: {}",
+        page.body
+    );
+    let api = get(format!("{web}/api/")).json();
+    assert_eq!(api["redis_refusal"]["kind"], "read_only_replica", "{api}");
+    eventually!(
+        w.scrape().value(
+            fairjob::metrics::REDIS_ERRORS_TOTAL,
+            &[("kind", "readonly")]
+        ) > 0.0,
+        "the worker counts the refusals"
+    );
+
+    cli(port, &["REPLICAOF", "NO", "ONE"]);
+    eventually!(
+        get(format!("{}/readyz", w.url)).body == "ready\n",
+        "ready again once Redis takes writes"
+    );
+    assert!(!get(format!("{web}/")).body.contains("Degraded"));
+}
