@@ -18,11 +18,12 @@ use syn::{Attribute, Expr, ExprPath, Lit, LitInt, LitStr, Path, Token};
 use crate::ctxt::Ctxt;
 
 /// The helper attributes that `#[derive(Job)]` declares.
-pub(crate) const HELPERS: [&str; 7] = [
+pub(crate) const HELPERS: [&str; 8] = [
     "job",
     "fair_tenant",
     "throttle",
     "concurrency",
+    "iterable",
     "rate_limit",
     "cron",
     "unique",
@@ -49,6 +50,20 @@ pub(crate) struct Attrs {
     pub(crate) crons: Vec<crate::attr_cron::Cron>,
     /// `#[unique(...)]`, if given (and valid).
     pub(crate) unique: Option<Unique>,
+    /// `#[iterable(...)]`, if given (and valid).
+    pub(crate) iterable: Option<Iterable>,
+}
+
+/// `#[iterable(checkpoint = "5s", slice = "10m")]`; `None` where a key was
+/// not given (the runtime's default).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Iterable {
+    /// How often the cursor is saved.
+    pub(crate) checkpoint: Option<Duration>,
+    /// How long one run goes on before it yields.
+    pub(crate) slice: Option<Duration>,
+    /// The span of `checkpoint`'s value (else of `iterable`), for errors across keys.
+    pub(crate) span: Option<proc_macro2::Span>,
 }
 
 /// The keys of `#[job(...)]`; `None` where a key was not given.
@@ -185,6 +200,7 @@ impl Attrs {
         );
         let mut seen_fair_tenant = false;
         let mut seen_concurrency = false;
+        let mut seen_iterable = false;
         let mut seen_rate_limit = false;
         let mut seen_unique = false;
         for attr in attrs {
@@ -212,6 +228,13 @@ impl Attrs {
                 }
                 seen_concurrency = true;
                 out.concurrency = parse_concurrency(cx, attr);
+            } else if path.is_ident("iterable") {
+                if seen_iterable {
+                    cx.error_spanned_by(attr, "`#[iterable]` may appear only once");
+                    continue;
+                }
+                seen_iterable = true;
+                out.iterable = parse_iterable(cx, attr);
             } else if path.is_ident("rate_limit") {
                 if seen_rate_limit {
                     cx.error_spanned_by(attr, "`#[rate_limit]` may appear only once");
@@ -513,6 +536,44 @@ fn parse_concurrency(cx: &mut Ctxt, attr: &Attribute) -> Option<Concurrency> {
         key: key_ref?,
         group,
     })
+}
+
+/// `#[iterable]` alone, or with `checkpoint` and `slice` durations.
+fn parse_iterable(cx: &mut Ctxt, attr: &Attribute) -> Option<Iterable> {
+    let mut out = Iterable {
+        span: Some(syn::spanned::Spanned::span(attr.path())),
+        ..Iterable::default()
+    };
+    if matches!(attr.meta, syn::Meta::Path(_)) {
+        return Some(out);
+    }
+    let errors_before = cx.error_count();
+    let mut keys = Keys::new("iterable", &["checkpoint", "slice"]);
+    let parsed = attr.parse_nested_meta(|meta| {
+        let Some(key) = keys.accept(cx, &meta)? else {
+            return Ok(());
+        };
+        let example = if key == "checkpoint" {
+            "checkpoint = \"5s\""
+        } else {
+            "slice = \"10m\""
+        };
+        let Some(value) = value(cx, &meta, key, example)? else {
+            return Ok(());
+        };
+        let d = duration(cx, key, &value, false);
+        if key == "checkpoint" {
+            out.span = Some(syn::spanned::Spanned::span(&value));
+            out.checkpoint = d;
+        } else {
+            out.slice = d;
+        }
+        Ok(())
+    });
+    if let Err(err) = parsed {
+        cx.syn_error(err);
+    }
+    (cx.error_count() == errors_before).then_some(out)
 }
 
 fn parse_rate_limit(cx: &mut Ctxt, attr: &Attribute) -> Option<RateLimitAttr> {

@@ -111,7 +111,7 @@ fn implementation(container: &Container<'_>, resolved: &Resolved) -> TokenStream
             }
         }
     });
-    let registration = registration(ident);
+    let registration = registration(ident, container.attrs.iterable.is_some());
     let sharded = container.attrs.job.shard_by_tenant.then(|| {
         let queue = container
             .attrs
@@ -182,10 +182,19 @@ fn cron(ident: &Ident, class: &str, cron: &crate::attr_cron::Cron) -> TokenStrea
 /// `Perform`'s `#[diagnostic::on_unimplemented]` message, at the struct.
 /// (A separate `assert_perform::<T>()` would report the same error a second
 /// time, since each body reports its own unsatisfied bounds.)
-fn registration(ident: &Ident) -> TokenStream {
+///
+/// An `#[iterable]` type registers with `JobRegistration::new_iterable`,
+/// which requires `T: Iterate` the same way (and no `Perform`).
+fn registration(ident: &Ident, iterable: bool) -> TokenStream {
     let name = ident.unraw().to_string();
-    let new = quote_spanned! {ident.span()=>
-        ::fairjob::__private::JobRegistration::new::<#ident>
+    let new = if iterable {
+        quote_spanned! {ident.span()=>
+            ::fairjob::__private::JobRegistration::new_iterable::<#ident>
+        }
+    } else {
+        quote_spanned! {ident.span()=>
+            ::fairjob::__private::JobRegistration::new::<#ident>
+        }
     };
     quote! {
         ::fairjob::__private::inventory::submit! {
@@ -245,6 +254,19 @@ fn options(container: &Container<'_>) -> TokenStream {
         let ms = d.as_millis() as u64;
         quote!(::core::time::Duration::from_millis(#ms))
     }));
+    let iterable = option(container.attrs.iterable.as_ref().map(|it| {
+        let checkpoint = it
+            .checkpoint
+            .unwrap_or(validate::DEFAULT_CHECKPOINT)
+            .as_millis() as u64;
+        let slice = it.slice.unwrap_or(validate::DEFAULT_SLICE).as_millis() as u64;
+        quote! {
+            ::fairjob::__private::IterableOptions {
+                checkpoint: ::core::time::Duration::from_millis(#checkpoint),
+                slice: ::core::time::Duration::from_millis(#slice),
+            }
+        }
+    }));
     quote! {
         ::fairjob::__private::JobOptions {
             queue: #queue,
@@ -256,6 +278,7 @@ fn options(container: &Container<'_>) -> TokenStream {
             unique: #unique,
             timeout: #timeout,
             active_job: #active_job,
+            iterable: #iterable,
         }
     }
 }

@@ -51,6 +51,12 @@ use proc_macro::TokenStream;
 ///   most `limit` jobs of one key run at once. `key` is a field (a name or a
 ///   tuple index) or a function `fn(&Self) -> T` with `T: Display`; `group`
 ///   shares the slots between job types.
+/// - `#[iterable]` or `#[iterable(checkpoint = "5s", slice = "10m")]`: a
+///   resumable job. The struct implements `fairjob::Iterate` (steps over a
+///   cursor) instead of `Perform`. `checkpoint` (default 5 s) is how often
+///   the cursor is saved, `slice` (default 10 minutes, not shorter than
+///   `checkpoint`) how long one run goes on before the job goes back to its
+///   queue's tail.
 /// - `#[rate_limit(limit = 100, per = "1m", burst = 0, key = account_id, group = "stripe")]`:
 ///   at most `limit` starts of one key per `per` (plus `burst` at once; by
 ///   default starts are spread evenly). `key` is a field, a function as in
@@ -94,7 +100,16 @@ use proc_macro::TokenStream;
 /// ```
 #[proc_macro_derive(
     Job,
-    attributes(job, fair_tenant, throttle, concurrency, rate_limit, cron, unique)
+    attributes(
+        job,
+        fair_tenant,
+        throttle,
+        concurrency,
+        iterable,
+        rate_limit,
+        cron,
+        unique
+    )
 )]
 pub fn derive_job(input: TokenStream) -> TokenStream {
     expand::derive(&syn::parse_macro_input!(input as syn::DeriveInput)).into()

@@ -5,6 +5,8 @@
 //! Checks made by one attribute alone belong to `attr`; this module generates
 //! no code, it only resolves what the code will read.
 
+use std::time::Duration;
+
 use quote::ToTokens;
 use syn::{ExprPath, Member};
 
@@ -39,6 +41,7 @@ pub(crate) struct Resolved {
 /// Checks the cross-attribute rules into `cx` and resolves field references.
 pub(crate) fn check(cx: &mut Ctxt, container: &Container<'_>) -> Resolved {
     check_throttles(cx, container);
+    check_iterable(cx, container);
     check_crons(cx, container);
     let fair_tenant = container
         .attrs
@@ -106,6 +109,32 @@ fn check_crons(cx: &mut Ctxt, container: &Container<'_>) {
             }
         }
         seen.push(name);
+    }
+}
+
+/// The default checkpoint interval and slice of an iterable job (the
+/// runtime's `IterableOptions::DEFAULT`).
+pub(crate) const DEFAULT_CHECKPOINT: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_SLICE: Duration = Duration::from_secs(600);
+
+/// An iterable job checkpoints at least once per slice.
+fn check_iterable(cx: &mut Ctxt, container: &Container<'_>) {
+    let Some(it) = &container.attrs.iterable else {
+        return;
+    };
+    let checkpoint = it.checkpoint.unwrap_or(DEFAULT_CHECKPOINT);
+    let slice = it.slice.unwrap_or(DEFAULT_SLICE);
+    if checkpoint > slice
+        && let Some(span) = it.span
+    {
+        cx.syn_error(syn::Error::new(
+            span,
+            format_args!(
+                "`checkpoint` ({}) must not be longer than `slice` ({}): the cursor is saved at least once per slice",
+                humantime::format_duration(checkpoint),
+                humantime::format_duration(slice)
+            ),
+        ));
     }
 }
 

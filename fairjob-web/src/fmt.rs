@@ -1,6 +1,30 @@
 //! Times, durations and counts as the dashboard and the CLI print them
 //! (UTC), and the `-`-for-nothing forms the dashboard's templates show.
 
+/// An iterable job's progress in one line: `step 42 (cursor 41), 3 runs,
+/// 2 yields, 12 s run, checkpoint 2026-… UTC`, and `cancelled` when it was;
+/// empty for a job without iterable state.
+pub fn iteration_text(view: Option<&fairjob::inspect::IterationView>) -> String {
+    let Some(v) = view else {
+        return String::new();
+    };
+    let mut out = format!(
+        "{} steps (cursor {}), {} runs, {} yields, {} run",
+        format_count(v.steps),
+        shorten(v.cursor.as_deref().unwrap_or("-"), 80),
+        v.executions,
+        v.yields,
+        format_duration(v.runtime)
+    );
+    if let Some(at) = v.last_checkpoint {
+        out.push_str(&format!(", checkpoint {}", format_time(at)));
+    }
+    if v.cancelled {
+        out.push_str(", cancelled");
+    }
+    out
+}
+
 /// `YYYY-MM-DD HH:MM:SS UTC` for epoch seconds.
 pub fn format_time(epoch: f64) -> String {
     let secs = epoch.floor() as i64;

@@ -592,6 +592,12 @@ impl Inspect {
                         e.scanned
                     );
                 }
+                if e.iteration.is_some() {
+                    println!(
+                        "  iterable: {}",
+                        fairjob_web::fmt::iteration_text(e.iteration.as_ref())
+                    );
+                }
             }
             return Ok(());
         }

@@ -526,6 +526,10 @@ pub enum JobErrorKind {
     RetryIn(Duration),
     /// Not retried: the job goes to `dead` (if its options allow).
     Discard,
+    /// Not a failure: the job gives its place back and goes to its queue's
+    /// tail (its tenant's shard on a sharded queue) without using a retry
+    /// (see [`JobError::yield_now`]).
+    Yield,
 }
 
 impl JobError {
@@ -542,6 +546,25 @@ impl JobError {
     /// A failure that must not be retried; the job goes to `dead` (if its `retry` allows).
     pub fn discard(message: impl fmt::Display) -> Self {
         Self::new(JobErrorKind::Discard, message)
+    }
+
+    /// Not a failure: the job yields. It goes back to its queue's tail (its
+    /// tenant's shard on a sharded queue) as it is, without using a retry
+    /// or counting a failure, and runs again from the start; an iterable job
+    /// resumes from its cursor, a plain job from what it saved with
+    /// [`JobContext::checkpoint`](crate::JobContext::checkpoint).
+    pub fn yield_now() -> Self {
+        Self::new(JobErrorKind::Yield, "yielded").with_class("Yield")
+    }
+
+    /// A yield of the iterable-job runner, its reason as the message.
+    pub(crate) fn yield_for(reason: &'static str) -> Self {
+        Self::new(JobErrorKind::Yield, reason).with_class("Yield")
+    }
+
+    /// True for [`JobError::yield_now`].
+    pub fn is_yield(&self) -> bool {
+        self.kind == JobErrorKind::Yield
     }
 
     fn new(kind: JobErrorKind, message: impl fmt::Display) -> Self {

@@ -68,7 +68,7 @@ pub use client::{
 pub use config::{ClientConfig, WorkerConfig};
 pub use error::{Error, JobError, Result};
 pub use fairjob_macros::Job;
-pub use job::{Enqueue, Job, JobContext, JobRegistration, Perform, Registry};
+pub use job::{Enqueue, Iterate, Job, JobContext, JobRegistration, Perform, Registry, Step};
 pub use queues::QueueSpec;
 pub use wire::{
     ArgsShape, ConcurrencyLimit, JobOptions, OnConflict, Payload, RateLimit, Retry, ThrottleRule,
@@ -84,10 +84,10 @@ pub mod __private {
     pub use inventory;
 
     pub use crate::client::DeclaredShardedQueue;
-    pub use crate::job::{CronDeclaration, JobRegistration, Perform};
+    pub use crate::job::{CronDeclaration, Iterate, JobRegistration, Perform};
     pub use crate::wire::{
-        ArgsShape, ConcurrencyLimit, JobOptions, OnConflict, RateLimit, Retry, ThrottleRule,
-        UniqueOptions, UniqueUntil,
+        ArgsShape, ConcurrencyLimit, IterableOptions, JobOptions, OnConflict, RateLimit, Retry,
+        ThrottleRule, UniqueOptions, UniqueUntil,
     };
 
     pub use serde_json::Error as JsonError;

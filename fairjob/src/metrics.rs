@@ -52,6 +52,9 @@ pub const RATE_WAITING: &str = "fairjob_rate_waiting";
 pub const RATE_RELEASED_TOTAL: &str = "fairjob_rate_released_total";
 /// Jobs this process's reaper returned from dead workers. Counter.
 pub const RECOVERED_TOTAL: &str = "fairjob_recovered_total";
+/// Yields of running jobs back to their queues' tails, by `reason`
+/// (`shutdown`, `slice`, `cancelled`, `asked`, `job`). Counter.
+pub const YIELDS_TOTAL: &str = "fairjob_yields_total";
 /// Completions of this process fenced (the job had been recovered from it). Counter.
 pub const FENCED_TOTAL: &str = "fairjob_fenced_total";
 /// Jobs this process is running, by `process` (its identity). Gauge.
@@ -125,6 +128,9 @@ pub enum Outcome {
     /// Finished, but the job had been recovered from this worker (its lease
     /// expired), so the completion was fenced and changed nothing.
     Fenced,
+    /// Gave its place back (an iterable job's yield, or `JobError::yield_now`):
+    /// to its queue's tail, no retry used, not a failure.
+    Yielded,
 }
 
 impl Outcome {
@@ -136,6 +142,7 @@ impl Outcome {
             Outcome::Dead => "dead",
             Outcome::Discarded => "discarded",
             Outcome::Fenced => "fenced",
+            Outcome::Yielded => "yielded",
         }
     }
 }

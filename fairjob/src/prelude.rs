@@ -1,6 +1,6 @@
 //! `use fairjob::prelude::*;` brings what declaring a job and enqueueing it
 //! needs into scope: [`Job`] (the derive and the trait with `perform_async`),
-//! [`Perform`], [`JobContext`], [`JobError`] and [`Client`].
+//! [`Perform`] (or, for an `#[iterable]` job, [`Iterate`] and its [`Step`]), [`JobContext`], [`JobError`] and [`Client`].
 //!
 //! ```no_run
 //! use fairjob::prelude::*;
@@ -24,4 +24,4 @@
 pub use crate::Job;
 pub use crate::client::Client;
 pub use crate::error::JobError;
-pub use crate::job::{JobContext, Perform};
+pub use crate::job::{Iterate, JobContext, Perform, Step};

@@ -489,6 +489,135 @@ impl Perform for ManyJob {
     }
 }
 
+/// An `#[iterable]` job of `steps` steps of `ms` each (checkpoint 200 ms,
+/// slice 1 s): each step appends `step <jid>:<n>:<run> <pid>` to the ledger,
+/// `<run>` being the token of the run (one per fetch).
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "StepLedgerJob", queue = "ledger")]
+#[iterable(checkpoint = "200ms", slice = "1s")]
+pub struct StepLedgerJob {
+    /// Number of steps.
+    pub steps: u64,
+    /// Sleep per step.
+    pub ms: u64,
+}
+
+impl fairjob::Iterate for StepLedgerJob {
+    type Cursor = u64;
+
+    async fn step(
+        &self,
+        cursor: Option<u64>,
+        cx: &JobContext,
+    ) -> Result<fairjob::Step<u64>, JobError> {
+        let n = cursor.map_or(0, |c| c + 1);
+        if n >= self.steps {
+            return Ok(fairjob::Step::Done);
+        }
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        let seq = cx.token().raw.split('|').next().unwrap_or("");
+        ledger("step", &format!("{}:{n}:{seq}", cx.jid()));
+        Ok(fairjob::Step::Next(n))
+    }
+}
+
+/// A plain job that resumes by hand: it reads its place with
+/// `cx.saved_cursor()`, and when `cx.should_yield()` saves it with
+/// `cx.checkpoint()` and returns `JobError::yield_now()`. Counts items done
+/// in [`RESUMED_ITEMS`].
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "ResumingJob", queue = "ledger")]
+pub struct ResumingJob {
+    /// Items to go through.
+    pub items: u64,
+}
+
+/// Items `ResumingJob`s went through in this process.
+pub static RESUMED_ITEMS: AtomicUsize = AtomicUsize::new(0);
+
+impl Perform for ResumingJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        let start = cx.saved_cursor::<u64>().await?.unwrap_or(0);
+        for i in start..self.items {
+            if i > start && cx.should_yield() {
+                cx.checkpoint(&i).await?;
+                return Err(JobError::yield_now());
+            }
+            RESUMED_ITEMS.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+/// [`StepLedgerJob`] on the tenant-sharded queue `iter_shard` (slice 500 ms):
+/// a yield goes to the tail of its tenant's shard.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "ShardStepJob", queue = "iter_shard", shard_by_tenant)]
+#[fair_tenant(tenant)]
+#[iterable(checkpoint = "200ms", slice = "500ms")]
+pub struct ShardStepJob {
+    /// The tenant.
+    pub tenant: String,
+    /// Number of steps.
+    pub steps: u64,
+    /// Sleep per step.
+    pub ms: u64,
+}
+
+impl fairjob::Iterate for ShardStepJob {
+    type Cursor = u64;
+
+    async fn step(
+        &self,
+        cursor: Option<u64>,
+        cx: &JobContext,
+    ) -> Result<fairjob::Step<u64>, JobError> {
+        let n = cursor.map_or(0, |c| c + 1);
+        if n >= self.steps {
+            return Ok(fairjob::Step::Done);
+        }
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        let seq = cx.token().raw.split('|').next().unwrap_or("");
+        ledger("step", &format!("{}:{n}:{seq}", cx.jid()));
+        Ok(fairjob::Step::Next(n))
+    }
+}
+
+/// An `#[iterable]` job whose step `fail_at` fails on the first attempt;
+/// the steps that succeeded are pushed to [`FLAKY_STEPS`].
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "FlakyStepJob", queue = "ledger")]
+#[iterable]
+pub struct FlakyStepJob {
+    /// Number of steps.
+    pub steps: u64,
+    /// The step that fails once.
+    pub fail_at: u64,
+}
+
+/// Steps `FlakyStepJob`s completed in this process, in order.
+pub static FLAKY_STEPS: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+
+impl fairjob::Iterate for FlakyStepJob {
+    type Cursor = u64;
+
+    async fn step(
+        &self,
+        cursor: Option<u64>,
+        cx: &JobContext,
+    ) -> Result<fairjob::Step<u64>, JobError> {
+        let n = cursor.map_or(0, |c| c + 1);
+        if n >= self.steps {
+            return Ok(fairjob::Step::Done);
+        }
+        if n == self.fail_at && cx.retry_count().is_none() {
+            return Err(JobError::retry("step failed"));
+        }
+        FLAKY_STEPS.lock().expect("lock").push(n);
+        Ok(fairjob::Step::Next(n))
+    }
+}
+
 /// Records `<schedule> <fire time> <jid> <pid>` onto the list `record` (the
 /// cron tests' ledger: which fire times were enqueued, as which jobs, run by
 /// which process). Sleeps `.0` milliseconds first.

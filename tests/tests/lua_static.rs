@@ -317,6 +317,7 @@ const ONE_KEY: &[&str] = &[
     "HDEL",
     "HGETALL",
     "HINCRBY",
+    "HINCRBYFLOAT",
     "HLEN",
     "HKEYS",
     "HVALS",

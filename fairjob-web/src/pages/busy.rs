@@ -7,7 +7,7 @@ use axum::response::Response;
 use super::{Chrome, back, tenant_label};
 use crate::act;
 use crate::error::WebError;
-use crate::fmt::{duration_or_dash, shorten, time_or_dash};
+use crate::fmt::{duration_or_dash, iteration_text, shorten, time_or_dash};
 use crate::load;
 use crate::params::url_component;
 use crate::request::{CheckedForm, PageRequest};
@@ -33,6 +33,7 @@ pub(crate) struct RunLine {
     tenant_href: Option<String>,
     elapsed: String,
     args: String,
+    progress: String,
 }
 
 #[derive(Template)]
@@ -79,6 +80,7 @@ pub(crate) async fn busy(request: PageRequest) -> Result<Response, WebError> {
                     tenant_href,
                     elapsed: duration_or_dash(Some(now - j.run_at)),
                     args: shorten(&j.args, 300),
+                    progress: iteration_text(j.iteration.as_ref()),
                 }
             })
             .collect(),

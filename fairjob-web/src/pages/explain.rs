@@ -6,7 +6,7 @@ use axum::response::Response;
 
 use super::{Chrome, render, tenant_label};
 use crate::error::WebError;
-use crate::fmt::{format_count, shorten, time_or_dash};
+use crate::fmt::{format_count, iteration_text, shorten, time_or_dash};
 use crate::load;
 use crate::params::url_component;
 use crate::reasons::RenderedReason;
@@ -35,6 +35,7 @@ pub(crate) struct ExplainPage {
     scanned: String,
     total: String,
     job: Option<JobLines>,
+    progress: String,
 }
 
 /// `GET /explain?jid=&tenant=&cursor=&budget=` (a walk, run on request only).
@@ -52,6 +53,7 @@ pub(crate) async fn explain(request: PageRequest) -> Result<Response, WebError> 
         scanned: String::new(),
         total: String::new(),
         job: None,
+        progress: String::new(),
     };
     if !jid.is_empty() {
         let explanation = load::explain(
@@ -63,6 +65,7 @@ pub(crate) async fn explain(request: PageRequest) -> Result<Response, WebError> 
         )
         .await?;
         page.found = explanation.found;
+        page.progress = iteration_text(explanation.iteration.as_ref());
         page.scanned = format_count(explanation.scanned);
         page.total = format_count(explanation.total.max(explanation.scanned));
         page.more = explanation.next.as_ref().map(|next| {

@@ -34,6 +34,12 @@ pub enum Finish<'a> {
         /// The payload.
         payload: &'a str,
     },
+    /// Back to the tail of its queue (of its tenant's shard on a sharded
+    /// queue): a job that yielded.
+    Back {
+        /// The payload.
+        payload: &'a str,
+    },
 }
 
 /// Where a batched ack goes: see [`RedisBroker::shard_ack_record`].
@@ -189,6 +195,7 @@ impl RedisBroker {
             Finish::Retry { payload, delay } => ("retry", payload.as_bytes(), delay.as_secs_f64()),
             Finish::Dead { payload } => ("dead", payload.as_bytes(), 0.0),
             Finish::Front { payload } => ("front", payload.as_bytes(), 0.0),
+            Finish::Back { payload } => ("back", payload.as_bytes(), 0.0),
         };
         let dest = match &action {
             Finish::Retry { .. } => self.keys.retry(),
@@ -269,12 +276,13 @@ impl RedisBroker {
                     .await?;
                 Some((ZSet::Dead, *payload))
             }
-            Finish::Ack | Finish::Front { .. } => None,
+            Finish::Ack | Finish::Front { .. } | Finish::Back { .. } => None,
         };
         // The commit point: the job leaves the in-progress record.
         let done: i64 = if token.is_sharded() {
             let (name, payload): (&str, &[u8]) = match &action {
                 Finish::Front { payload } => ("front", payload.as_bytes()),
+                Finish::Back { payload } => ("back", payload.as_bytes()),
                 _ => ("done", b""),
             };
             let mut inv = SHARD_FINISH.call();
@@ -296,12 +304,19 @@ impl RedisBroker {
                 None => inv.arg("").arg("").arg(""),
             };
             self.invoke(&inv).await?
-        } else if let Finish::Front { payload } = &action {
+        } else if let Finish::Front { payload } | Finish::Back { payload } = &action {
+            let side = if matches!(action, Finish::Back { .. }) {
+                "back"
+            } else {
+                ""
+            };
             let mut inv = FRONT.call();
             inv.key(self.keys.queue(&token.queue))
                 .key(self.wake_key(&token.queue, false))
                 .key(sk.inflight(identity));
-            inv.arg(payload.as_bytes()).arg(token.raw.as_str());
+            inv.arg(payload.as_bytes())
+                .arg(token.raw.as_str())
+                .arg(side);
             self.invoke(&inv).await?
         } else {
             self.query(

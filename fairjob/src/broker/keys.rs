@@ -161,6 +161,11 @@ impl Keys {
 
     // ---- fairjob's own keys ----
 
+    /// An iterable job's state (Sidekiq's `it-{jid}` hash; the jid is data).
+    pub fn iteration(&self, jid: &str) -> String {
+        self.k(&format!("it-{}", encode(jid)))
+    }
+
     /// Wake-up tokens for idle workers of one queue.
     pub fn wake(&self, queue: &str) -> String {
         self.k(&format!("fairjob:wake:{}", encode(queue)))

@@ -104,8 +104,20 @@ struct State {
     /// Waiting jobs, in recording order.
     jobs: Vec<Entry>,
     windows: HashMap<String, Window>,
+    /// Iterable jobs' state by jid, as `it-{jid}` would hold it.
+    iterations: HashMap<String, Iteration>,
     /// Unique locks by key, as `lib_unique.lua` keeps them.
     uniques: HashMap<String, MemLock>,
+}
+
+/// One iterable job's state: the fence, the cursor, runtime, cancelled, executions.
+#[derive(Default)]
+struct Iteration {
+    fence: String,
+    cursor: Option<String>,
+    runtime: f64,
+    cancelled: bool,
+    executions: u64,
 }
 
 /// A unique lock: the jid holding it, its expiry (epoch seconds of the
@@ -210,6 +222,58 @@ impl State {
 }
 
 impl MemoryStore {
+    /// `iterate_claim.lua` in memory.
+    pub(crate) fn iteration_claim(&self, jid: &str, token: &str) -> super::IterationState {
+        let mut st = self.lock();
+        let it = st.iterations.entry(jid.to_owned()).or_default();
+        it.fence = token.to_owned();
+        it.executions += 1;
+        super::IterationState {
+            cursor: it.cursor.clone(),
+            runtime: it.runtime,
+            cancelled: it.cancelled,
+            executions: it.executions,
+        }
+    }
+
+    /// `iterate_save.lua` in memory.
+    pub(crate) fn iteration_save(
+        &self,
+        jid: &str,
+        token: &str,
+        cursor: Option<&str>,
+        runtime: f64,
+        _save: super::SaveInfo,
+    ) -> super::Saved {
+        let mut st = self.lock();
+        let Some(it) = st.iterations.get_mut(jid).filter(|it| it.fence == token) else {
+            return super::Saved::Fenced;
+        };
+        let Some(cursor) = cursor else {
+            st.iterations.remove(jid);
+            return super::Saved::Saved;
+        };
+        it.cursor = Some(cursor.to_owned());
+        it.runtime += runtime;
+        if it.cancelled {
+            super::Saved::Cancelled
+        } else {
+            super::Saved::Saved
+        }
+    }
+
+    /// The saved cursor of an iterable job, if any.
+    pub(crate) fn iteration_cursor(&self, jid: &str) -> Option<String> {
+        self.lock().iterations.get(jid)?.cursor.clone()
+    }
+
+    /// Sidekiq's `cancel!` in memory. True when newly cancelled.
+    pub(crate) fn iteration_cancel(&self, jid: &str) -> bool {
+        let mut st = self.lock();
+        let it = st.iterations.entry(jid.to_owned()).or_default();
+        !std::mem::replace(&mut it.cancelled, true)
+    }
+
     /// An empty store whose clock is the system's.
     pub(crate) fn new() -> Arc<MemoryStore> {
         Arc::new(MemoryStore {

@@ -32,10 +32,14 @@
 //! | `fetch_plain`, `fetch_plain_alone`, `fetch_plain_after_wait` | moves jobs from plain queues into the worker's in-progress record | `fetch.lua` (behind `BLPOP`) | `Vec<(usize, Reserved)>` |
 //! | `fetch_shard` | sorts a sharded queue's inbox, dispatches by stride order, records running counts | `shard_fetch.lua` | `Vec<Reserved>` |
 //! | **end of a job** (`finish.rs`) | | | |
-//! | `finish` | ack, retry, dead or requeue of one job, fenced by its token; an ack or a burial releases its unique lock in the same step | `finish.lua`, `shard_finish.lua`, `front.lua` (on a cluster, a plain queue's lock: `unique_release.lua` after) | `FinishReply` |
+//! | `finish` | ack, retry, dead, requeue (front) or yield (back: queue's or tenant shard's tail) of one job, fenced by its token; an ack or a burial releases its unique lock in the same step | `finish.lua`, `shard_finish.lua`, `front.lua` (on a cluster, a plain queue's lock: `unique_release.lua` after) | `FinishReply` |
 //! | `ack_many` | acks a batch of one sharded queue's jobs | `shard_ack_many.lua` | `Vec<bool>` |
 //! | `recover` | the reaper's `finish` of a dead worker's job, only while its lease is gone (a requeued job keeps its unique lock; a buried one releases it) | `finish.lua`, `front.lua` | `FinishReply` |
 //! | `release_slot`, `deliver_released` | frees a slot; releases its waiters to their queues | `slot_release.lua`, `front.lua` | `()` |
+//! | **iterable jobs** (`iterate.rs`) | | | |
+//! | `iteration_claim` | starts a run: takes the fence `f` of `it-{jid}`, counts `ex`, refreshes the 30-day expiry | `iterate_claim.lua` | `IterationState` |
+//! | `iteration_save` | saves the cursor `c` and adds to `rt`, or removes the state of a completed job, only while this run holds the fence | `iterate_save.lua` | `Saved` |
+//! | `iteration_cancel`, `iteration_read` | Sidekiq's `cancel!` (`HSETNX cancelled`); the state for views | `HSETNX`+`EXPIRE`, `HGETALL` | `bool`, fields |
 //! | **slots** (`slots.rs`) | | | |
 //! | `slot_acquire` | takes a slot of a fetched job or parks it in the lock-wait list | `slot_acquire.lua`, `slot_take.lua` | `Acquired` |
 //! | `set_slot_limit` | a key's runtime limit; releases waiters into new slots | `slot_set.lua` | released `u64` |
@@ -93,6 +97,7 @@ mod conn;
 mod cron;
 pub(crate) mod fetch;
 mod finish;
+mod iterate;
 pub mod keys;
 #[cfg(feature = "testing")]
 mod memory;
@@ -125,6 +130,7 @@ pub use fetch::Reserved;
 pub use fetch::ShardQueue;
 pub(crate) use finish::AckRecord;
 pub use finish::{Finish, FinishReply};
+pub use iterate::{ITERATION_TTL, IterationState, SaveInfo, Saved};
 pub use keys::{Keys, LimitKeys, RateKeys, ShardKeys};
 #[cfg(feature = "testing")]
 pub(crate) use memory::{Entry, MemoryStore, PushObserver, Waiting};

@@ -123,6 +123,8 @@ script!(SLOT_TAKE, "slot_take.lua");
 script!(RECLAIM, "reclaim.lua");
 script!(SAMPLER_LEASE, "sampler_lease.lua");
 script!(SHARD_ACK_MANY, "shard_ack_many.lua");
+script!(ITERATE_CLAIM, "iterate_claim.lua");
+script!(ITERATE_SAVE, "iterate_save.lua");
 script!(RATE_ACQUIRE, "rate_acquire.lua");
 script!(RATE_RELEASE, "rate_release.lua");
 script!(RATE_SET, "rate_set.lua");
@@ -137,7 +139,7 @@ script!(UNIQUE_RELEASE, "unique_release.lua");
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
 /// slow call was.
 pub fn script_hashes() -> Vec<(&'static str, String)> {
-    let all: [(&str, &LazyLock<Lua>); 29] = [
+    let all: [(&str, &LazyLock<Lua>); 31] = [
         ("push", &PUSH),
         ("fetch", &FETCH),
         ("shard_fetch", &SHARD_FETCH),
@@ -158,6 +160,8 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("reclaim", &RECLAIM),
         ("sampler_lease", &SAMPLER_LEASE),
         ("shard_ack_many", &SHARD_ACK_MANY),
+        ("iterate_claim", &ITERATE_CLAIM),
+        ("iterate_save", &ITERATE_SAVE),
         ("rate_acquire", &RATE_ACQUIRE),
         ("rate_release", &RATE_RELEASE),
         ("rate_set", &RATE_SET),
@@ -175,6 +179,11 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
 
 /// All script sources, for the static check that none is built from runtime data.
 pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
+    (
+        "iterate_claim.lua",
+        include_str!("scripts/iterate_claim.lua"),
+    ),
+    ("iterate_save.lua", include_str!("scripts/iterate_save.lua")),
     ("lib_shard.lua", include_str!("scripts/lib_shard.lua")),
     ("push.lua", include_str!("scripts/push.lua")),
     ("fetch.lua", include_str!("scripts/fetch.lua")),

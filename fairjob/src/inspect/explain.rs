@@ -400,6 +400,8 @@ pub struct Explanation {
     pub total: u64,
     /// Where to resume, when the budget ran out before the job was found.
     pub next: Option<String>,
+    /// An iterable job's progress (cursor, steps, last checkpoint, yields).
+    pub iteration: Option<super::IterationView>,
 }
 
 /// A place to look, in order.
@@ -510,6 +512,7 @@ impl Inspector {
                 scanned: 0,
                 total,
                 next: None,
+                iteration: None,
             });
         }
         let mut out = Explanation {
@@ -521,6 +524,7 @@ impl Inspector {
             scanned: at.scanned,
             total,
             next: None,
+            iteration: self.iteration(jid).await?,
         };
         while at.source < sources.len() {
             let before = left;

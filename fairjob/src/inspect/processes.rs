@@ -27,6 +27,8 @@ pub struct RunningJob {
     pub args: String,
     /// When it started, epoch seconds.
     pub run_at: f64,
+    /// An iterable job's progress (cursor, steps, last checkpoint, yields).
+    pub iteration: Option<super::IterationView>,
 }
 
 /// One worker process.
@@ -119,7 +121,11 @@ impl Inspector {
     /// their running jobs; entries whose hash expired are left out.
     pub async fn processes(&self, page: Page) -> Result<ProcessPage> {
         let (records, next) = self.broker.process_records(page).await?;
-        let rows: Vec<ProcessRow> = records.into_iter().filter_map(process_row).collect();
+        let mut rows: Vec<ProcessRow> = records.into_iter().filter_map(process_row).collect();
+        // One bounded read per running job of the page: its iterable state.
+        for job in rows.iter_mut().flat_map(|r| r.jobs.iter_mut()) {
+            job.iteration = self.iteration(&job.jid).await?;
+        }
         Ok(ProcessPage {
             busy: rows.iter().map(|r| r.busy).sum(),
             rows,
@@ -197,5 +203,6 @@ fn running_job(identity: &str, work: &str) -> Option<RunningJob> {
         tenant: p.tenant(),
         args: p.args().get().to_owned(),
         run_at: w.get("run_at").and_then(|r| r.as_f64()).unwrap_or(0.0),
+        iteration: None,
     })
 }

@@ -26,6 +26,13 @@ struct Inner {
     tenant: Option<String>,
     token: Token,
     cancel: CancellationToken,
+    stopping: CancellationToken,
+    yield_asked: CancellationToken,
+    /// This run holds the fence of the job's `it-{jid}` state.
+    claimed: std::sync::atomic::AtomicBool,
+    /// This run's fence value: the token (unique within one worker's
+    /// in-progress record) and a random part (unique across workers).
+    run_id: String,
     client: Client,
     started: Instant,
     active_job: Option<JobData>,
@@ -36,6 +43,8 @@ pub(crate) struct JobParts {
     pub payload: Payload,
     pub token: Token,
     pub cancel: CancellationToken,
+    /// Cancelled when the worker begins to shut down (iterable jobs yield).
+    pub stopping: CancellationToken,
     pub client: Client,
 }
 
@@ -57,8 +66,10 @@ impl JobContext {
             payload,
             token,
             cancel,
+            stopping,
             client,
         } = parts;
+        let run_id = format!("{}|{:016x}", token.raw, rand::random::<u64>());
         JobContext {
             inner: Arc::new(Inner {
                 class: payload.class(),
@@ -70,6 +81,10 @@ impl JobContext {
                 payload,
                 token,
                 cancel,
+                stopping,
+                yield_asked: CancellationToken::new(),
+                claimed: std::sync::atomic::AtomicBool::new(false),
+                run_id,
                 client,
                 started: Instant::now(),
             }),
@@ -187,6 +202,91 @@ impl JobContext {
     /// Resolves when the worker asks this job to stop.
     pub async fn cancelled(&self) {
         self.inner.cancel.cancelled().await
+    }
+
+    /// True when the job should give its place back soon: the worker is
+    /// shutting down, or the job was asked to yield. An iterable job's runner
+    /// checks it between steps; a plain job may check it and return
+    /// [`JobError::yield_now`](crate::JobError::yield_now).
+    pub fn should_yield(&self) -> bool {
+        self.inner.stopping.is_cancelled() || self.inner.yield_asked.is_cancelled()
+    }
+
+    /// True once the worker began to shut down.
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.inner.stopping.is_cancelled()
+    }
+
+    /// True once the job was asked to yield ([`JobContext::ask_to_yield`]).
+    pub(crate) fn yield_asked(&self) -> bool {
+        self.inner.yield_asked.is_cancelled()
+    }
+
+    /// Asks the job to yield at its next check of [`JobContext::should_yield`]
+    /// (the testing fake's forced yield; the hook of scheduler requests).
+    pub fn ask_to_yield(&self) {
+        self.inner.yield_asked.cancel();
+    }
+
+    /// The place a plain job saved with [`JobContext::checkpoint`] in an
+    /// earlier run (`None` on the first run), for a job that resumes after a
+    /// yield or a crash. It starts this run's hold on the job's `it-{jid}`
+    /// state: call it before the first checkpoint.
+    pub async fn saved_cursor<C: serde::de::DeserializeOwned>(&self) -> crate::Result<Option<C>> {
+        let state = self.claim().await?;
+        let Some(json) = state.cursor else {
+            return Ok(None);
+        };
+        serde_json::from_str(&json)
+            .map(Some)
+            .map_err(|e| crate::Error::Decode {
+                class: self.class().to_owned(),
+                source: crate::error::DecodeError::Json(e),
+            })
+    }
+
+    /// Saves a plain job's place in its `it-{jid}` hash (Sidekiq's
+    /// iterable-job state, kept 30 days), for [`JobContext::saved_cursor`]
+    /// after a yield or a crash. Fenced: `Ok(false)` when a newer run of the
+    /// job (it was recovered from this worker) holds the state; this run
+    /// should stop. The state is not removed when the job ends.
+    pub async fn checkpoint<C: serde::Serialize>(&self, cursor: &C) -> crate::Result<bool> {
+        use std::sync::atomic::Ordering;
+        let json = serde_json::to_string(cursor).map_err(|source| crate::Error::Encode {
+            class: self.class().to_owned(),
+            source,
+        })?;
+        if !self.inner.claimed.load(Ordering::SeqCst) {
+            self.claim().await?;
+        }
+        let (jid, token) = (self.jid(), self.run_id());
+        let broker = self.client().broker();
+        #[cfg(feature = "testing")]
+        if let Some(store) = broker.memory() {
+            let saved = store.iteration_save(jid, token, Some(&json), 0.0, Default::default());
+            return Ok(saved != crate::broker::Saved::Fenced);
+        }
+        let saved = broker
+            .iteration_save(jid, token, Some(&json), 0.0, Default::default())
+            .await?;
+        Ok(saved != crate::broker::Saved::Fenced)
+    }
+
+    /// This run's fence value for the job's `it-{jid}` state.
+    pub(crate) fn run_id(&self) -> &str {
+        &self.inner.run_id
+    }
+
+    async fn claim(&self) -> crate::Result<crate::broker::IterationState> {
+        use std::sync::atomic::Ordering;
+        self.inner.claimed.store(true, Ordering::SeqCst);
+        let (jid, token) = (self.jid(), self.run_id());
+        let broker = self.client().broker();
+        #[cfg(feature = "testing")]
+        if let Some(store) = broker.memory() {
+            return Ok(store.iteration_claim(jid, token));
+        }
+        broker.iteration_claim(jid, token).await
     }
 
     /// The in-progress token (queue and shard the job came from).

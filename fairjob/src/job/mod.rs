@@ -9,6 +9,7 @@
 mod context;
 mod cron;
 mod enqueue;
+mod iterate;
 mod registry;
 
 use std::future::Future;
@@ -23,8 +24,10 @@ pub(crate) use context::JobParts;
 pub use cron::CronDeclaration;
 pub(crate) use cron::declared_crons;
 pub use enqueue::Enqueue;
+pub(crate) use iterate::ErasedIterate;
+pub use iterate::{Iterate, Step};
 pub use registry::{JobRegistration, Registry};
-pub(crate) use registry::{Prepared, RateGate, SlotRequest};
+pub(crate) use registry::{Prepared, RateGate, Run, SlotRequest};
 
 use crate::client::Client;
 use crate::error::{DecodeError, Error, JobError, Result};

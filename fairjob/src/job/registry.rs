@@ -8,10 +8,10 @@ use std::fmt;
 
 use futures_util::future::BoxFuture;
 
-use super::{Job, JobContext, Perform};
+use super::{ErasedIterate, Iterate, Job, JobContext, Perform};
 use crate::error::{Error, JobError, Result};
 use crate::wire::ClassInfo;
-use crate::wire::{JobOptions, Payload, Retry, WireRule};
+use crate::wire::{IterableOptions, JobOptions, Payload, Retry, WireRule};
 use crate::{limit, rate};
 
 /// A performing job's future.
@@ -28,7 +28,15 @@ pub(crate) struct Prepared {
     pub rate: Option<RateGate>,
     /// Its type's `#[job(timeout)]`, if any.
     pub timeout: Option<std::time::Duration>,
-    run: Box<dyn FnOnce(JobContext) -> RunFuture + Send>,
+    run: Run,
+}
+
+/// What running a prepared job means.
+pub(crate) enum Run {
+    /// `perform` of a plain job.
+    Perform(Box<dyn FnOnce(JobContext) -> RunFuture + Send>),
+    /// The steps of an `#[iterable]` job, driven by the worker's runner.
+    Iterate(Box<dyn ErasedIterate>, IterableOptions),
 }
 
 impl fmt::Debug for Prepared {
@@ -40,9 +48,9 @@ impl fmt::Debug for Prepared {
 }
 
 impl Prepared {
-    /// Performs the job.
-    pub(crate) fn run(self, cx: JobContext) -> RunFuture {
-        (self.run)(cx)
+    /// What running the job means.
+    pub(crate) fn into_run(self) -> Run {
+        self.run
     }
 }
 
@@ -74,8 +82,12 @@ fn rate_gate<T: Job>(job: &T, payload: &Payload) -> Option<RateGate> {
     })
 }
 
-/// Decodes `T` from the payload's args and captures it for [`Prepared::run`].
-fn prepare<T: Perform>(payload: &Payload) -> std::result::Result<Prepared, JobError> {
+/// A decoded job with the slot and the rate limiter it needs.
+type Decoded<T> = (T, Option<SlotRequest>, Option<RateGate>);
+
+/// Decodes `T` from the payload's args and says which slot and which rate
+/// limiter it needs.
+fn decode<T: Job>(payload: &Payload) -> std::result::Result<Decoded<T>, JobError> {
     let job = T::from_payload(payload).map_err(|e| match e {
         // An ActiveJob job's failure names its Ruby class (the payload's
         // `class` is the wrapper).
@@ -93,13 +105,31 @@ fn prepare<T: Perform>(payload: &Payload) -> std::result::Result<Prepared, JobEr
         _ => None,
     };
     let rate = rate_gate(&job, payload);
+    Ok((job, slot, rate))
+}
+
+/// Decodes `T` from the payload's args and captures it for [`Prepared::into_run`].
+fn prepare<T: Perform>(payload: &Payload) -> std::result::Result<Prepared, JobError> {
+    let (job, slot, rate) = decode::<T>(payload)?;
     Ok(Prepared {
         slot,
         rate,
         timeout: T::OPTIONS.timeout,
-        run: Box::new(move |cx: JobContext| -> RunFuture {
+        run: Run::Perform(Box::new(move |cx: JobContext| -> RunFuture {
             Box::pin(async move { job.perform(&cx).await })
-        }),
+        })),
+    })
+}
+
+/// Decodes an `#[iterable]` `T` and captures it for the step runner.
+fn prepare_iterable<T: Iterate>(payload: &Payload) -> std::result::Result<Prepared, JobError> {
+    let (job, slot, rate) = decode::<T>(payload)?;
+    let options = T::OPTIONS.iterable.unwrap_or_default();
+    Ok(Prepared {
+        slot,
+        rate,
+        timeout: T::OPTIONS.timeout,
+        run: Run::Iterate(Box::new(job), options),
     })
 }
 
@@ -133,6 +163,16 @@ impl JobRegistration {
             type_name,
             options: T::OPTIONS,
             prepare: prepare::<T>,
+        }
+    }
+
+    /// The registration of an `#[iterable]` `T`; `type_name` is the type's path.
+    pub const fn new_iterable<T: Iterate>(type_name: &'static str) -> Self {
+        JobRegistration {
+            class: T::CLASS,
+            type_name,
+            options: T::OPTIONS,
+            prepare: prepare_iterable::<T>,
         }
     }
 
@@ -183,6 +223,14 @@ impl Registry {
     /// Adds `T` explicitly (tests, or crates the binary does not otherwise name).
     pub fn register<T: Perform>(&mut self) -> Result<&mut Self> {
         self.insert(JobRegistration::new::<T>(std::any::type_name::<T>()))?;
+        Ok(self)
+    }
+
+    /// Adds an `#[iterable]` `T` explicitly.
+    pub fn register_iterable<T: Iterate>(&mut self) -> Result<&mut Self> {
+        self.insert(JobRegistration::new_iterable::<T>(
+            std::any::type_name::<T>(),
+        ))?;
         Ok(self)
     }
 

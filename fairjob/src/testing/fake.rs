@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -14,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::broker::{Entry, MemoryStore, PushObserver, UniqueHold, Waiting};
 use crate::client::{Client, ClientBuilder, ClientMiddleware};
 use crate::config::ClientConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, JobError, Result};
 use crate::job::{Job, JobContext, JobParts, Registry};
 use crate::rate;
 use crate::wire::{Payload, UniqueUntil};
@@ -106,6 +107,10 @@ struct Shared {
     chain: Arc<[Arc<dyn ServerMiddleware>]>,
     inline: bool,
     failures: Mutex<Vec<Failure>>,
+    /// Runs still to be asked to yield after their first step.
+    force_yields: AtomicUsize,
+    /// Runs that yielded.
+    yields: AtomicUsize,
     /// Rate limiters on the virtual clock: full key → theoretical arrival
     /// time (µs), the state `rate::judge` reads.
     rates: Mutex<HashMap<String, u64>>,
@@ -303,6 +308,8 @@ impl FakeBuilder {
                 chain: self.server_middleware.into(),
                 inline,
                 failures: Mutex::new(Vec::new()),
+                force_yields: AtomicUsize::new(0),
+                yields: AtomicUsize::new(0),
                 rates: Mutex::new(HashMap::new()),
             }
         });
@@ -460,6 +467,31 @@ impl Fake {
         self.inner.store.now()
     }
 
+    /// Asks the next `runs` performed jobs to yield: an `#[iterable]` job
+    /// then yields after its first step (its cursor saved, the job back at
+    /// its queue's tail), as a worker's shutdown or slice would make it.
+    /// A drain goes on and resumes it from the cursor.
+    pub fn force_yield(&self, runs: usize) {
+        self.inner.force_yields.store(runs, Ordering::SeqCst);
+    }
+
+    /// How many runs yielded so far (not failures).
+    pub fn yields(&self) -> usize {
+        self.inner.yields.load(Ordering::SeqCst)
+    }
+
+    /// The saved cursor of iterable job `jid` (none before its first
+    /// checkpoint or yield, and none once it completed).
+    pub fn cursor<C: serde::de::DeserializeOwned>(&self, jid: &str) -> Option<C> {
+        let json = self.inner.store.iteration_cursor(jid)?;
+        serde_json::from_str(&json).ok()
+    }
+
+    /// Cancels iterable job `jid` (as [`Client::cancel`]).
+    pub fn cancel(&self, jid: &str) -> bool {
+        self.inner.store.iteration_cancel(jid)
+    }
+
     /// Every failed run so far, oldest first.
     pub fn failures(&self) -> Vec<Failure> {
         self.inner.failures.lock().expect("failures lock").clone()
@@ -563,11 +595,19 @@ impl Shared {
             token: entry.token(&queue),
             payload,
             cancel: CancellationToken::new(),
+            stopping: CancellationToken::new(),
             client: self.client.clone(),
         });
+        let forced = self
+            .force_yields
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if forced {
+            cx.ask_to_yield();
+        }
         // A unique job's lock, as the worker handles it: released as it
         // starts (`until = "start"`), else when it succeeds or dies; a retry
-        // keeps it.
+        // or a yield keeps it.
         let hold = UniqueHold::of(cx.payload());
         let release = |hold: &UniqueHold| {
             let broker = self.client.broker();
@@ -579,7 +619,9 @@ impl Shared {
         }
         let (result, outcome) =
             perform_detached(&self.registry, self.chain.clone(), cx.clone()).await;
+        let yielded = result.as_ref().is_err_and(JobError::is_yield);
         if let Some(h) = &hold
+            && !yielded
             && (result.is_ok() || self.inline || !matches!(outcome, Outcome::Retry(..)))
         {
             release(h);
@@ -587,6 +629,12 @@ impl Shared {
         let Err(e) = result else {
             return Ok(());
         };
+        if e.is_yield() {
+            // Back to its queue's tail, no retry used.
+            self.yields.fetch_add(1, Ordering::SeqCst);
+            self.client.repush(cx.payload().clone(), None).await?;
+            return Ok(());
+        }
         let next = if self.inline {
             AfterFailure::Returned
         } else {

@@ -150,9 +150,10 @@ impl<J: Perform> Performing<J> {
             },
             payload,
             cancel: CancellationToken::new(),
+            stopping: CancellationToken::new(),
             client,
         });
-        prepared.run(cx).await
+        crate::worker::perform_prepared(prepared, cx).await
     }
 }
 

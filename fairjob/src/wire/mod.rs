@@ -23,8 +23,8 @@ pub mod unique;
 pub use classes::ClassInfo;
 pub use date::{utc_date, utc_day};
 pub use options::{
-    ArgsShape, ConcurrencyLimit, JobOptions, RateLimit, Retry, ThrottleRule, WireRule,
-    reroute_clears_in, reroute_next_queue, reroute_target, reroute_window, rule_window,
+    ArgsShape, ConcurrencyLimit, IterableOptions, JobOptions, RateLimit, Retry, ThrottleRule,
+    WireRule, reroute_clears_in, reroute_next_queue, reroute_target, reroute_window, rule_window,
 };
 pub use payload::{Malformed, Payload, malformed_entry, new_jid, now_f64};
 pub use trace_context::Propagation;

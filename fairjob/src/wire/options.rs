@@ -34,6 +34,9 @@ pub struct JobOptions {
     /// payloads of ActiveJob's Sidekiq wrappers that name it (`wrapped`), and
     /// is pushed in that form, so a Rails worker can run it too.
     pub active_job: bool,
+    /// `#[iterable]`: the type implements `Iterate` (a run is a series of
+    /// steps over a cursor that is saved and resumed), with these options.
+    pub iterable: Option<IterableOptions>,
     /// `#[unique(...)]`: at most one job per key is queued, scheduled or
     /// running (see [`super::unique`]).
     pub unique: Option<super::UniqueOptions>,
@@ -50,11 +53,40 @@ impl JobOptions {
         rate_limit: None,
         timeout: None,
         active_job: false,
+        iterable: None,
         unique: None,
     };
 }
 
 impl Default for JobOptions {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// `#[iterable(checkpoint = "5s", slice = "10m")]`: how often an iterable
+/// job's cursor is saved, and how long one run may go on before the job
+/// goes back to its queue's tail on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IterableOptions {
+    /// The cursor is saved at most this long after the step that produced
+    /// it (a crash repeats at most this much work). Default 5 s, Sidekiq's
+    /// `STATE_FLUSH_INTERVAL`.
+    pub checkpoint: Duration,
+    /// A run yields (cursor saved, job to its queue's tail) once it has gone
+    /// on this long. Default 10 minutes.
+    pub slice: Duration,
+}
+
+impl IterableOptions {
+    /// The defaults: checkpoint every 5 s, a 10-minute slice.
+    pub const DEFAULT: IterableOptions = IterableOptions {
+        checkpoint: Duration::from_secs(5),
+        slice: Duration::from_secs(600),
+    };
+}
+
+impl Default for IterableOptions {
     fn default() -> Self {
         Self::DEFAULT
     }

@@ -5,7 +5,7 @@
 //! ([`write`]) and a dead worker's jobs the reaper takes back ([`recover`]).
 //! Each exit is exactly one broker call, fenced by the job's token; a unique
 //! job's lock is released in the same call when it succeeds or dies (`Ack`,
-//! `Dead`), and kept by `Retry` and `Front`:
+//! `Dead`), and kept by `Retry`, `Front` and `Yield`:
 //!
 //! | exit | broker call |
 //! |------|-------------|
@@ -14,6 +14,7 @@
 //! | `Retry` | `finish(Finish::Retry)` |
 //! | `Dead` | `finish(Finish::Dead)` (the reaper: `recover`) |
 //! | `Front` | `finish(Finish::Front)` (the reaper: `recover`) |
+//! | `Yield` | `finish(Finish::Back)`: the queue's (tenant shard's) tail, no retry used |
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +37,9 @@ pub(crate) enum Exit {
     /// Back to the front of its queue with this payload: unfinished at
     /// shutdown, an orphan of this worker's records, a dead worker's job.
     Front(String),
+    /// Back to the tail of its queue (its tenant's shard) with this payload:
+    /// the job yielded. Not a failure; no retry is used.
+    Yield(String),
 }
 
 impl From<Outcome> for Exit {
@@ -59,6 +63,7 @@ impl Exit {
             },
             Exit::Dead(payload) => Finish::Dead { payload },
             Exit::Front(payload) => Finish::Front { payload },
+            Exit::Yield(payload) => Finish::Back { payload },
         }
     }
 }

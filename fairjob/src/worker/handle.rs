@@ -86,6 +86,11 @@ impl WorkerHandle {
         self.stop.cancelled().await
     }
 
+    /// Cancelled when the worker begins to stop (iterable jobs yield then).
+    pub(crate) fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
     /// Stops fetching new jobs; running ones finish (Sidekiq's TSTP).
     pub fn quiet(&self) {
         self.quiet.cancel();

@@ -53,7 +53,7 @@ impl ServerNext {
                 };
                 link.call(cx, next).await
             }
-            None => self.job.run(cx).await,
+            None => super::iterate::perform(self.job, cx).await,
         }
     }
 }

@@ -37,6 +37,7 @@ mod exit;
 mod fetch;
 mod handle;
 mod heartbeat;
+pub(crate) mod iterate;
 mod middleware;
 mod processor;
 mod reaper;
@@ -61,6 +62,8 @@ use tokio_util::sync::CancellationToken;
 pub use builder::WorkerBuilder;
 pub use handle::WorkerHandle;
 pub use heartbeat::rss_kb;
+#[cfg(feature = "testing")]
+pub(crate) use iterate::perform as perform_prepared;
 pub use middleware::{FnServerMiddleware, ServerMiddleware, ServerNext, server_middleware_fn};
 #[cfg(feature = "testing")]
 pub(crate) use processor::perform_detached;

@@ -101,15 +101,32 @@ async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
         return; // parked in the lock-wait list, or taken back meanwhile
     };
     report(shared, &cx, &ran.result);
-    let outcome = retry::outcome(cx.payload(), &ran.result);
+    let (exit, label) = if ran.result.as_ref().is_err_and(JobError::is_yield) {
+        // A yield: the same payload to the queue's tail, no retry used.
+        let reason: &'static str = match ran.result.as_ref().map_err(JobError::message) {
+            Err("shutdown") => "shutdown",
+            Err("slice") => "slice",
+            Err("asked") => "asked",
+            Err("fenced") => "fenced",
+            _ => "job",
+        };
+        ::metrics::counter!(metrics::YIELDS_TOTAL, "reason" => reason).increment(1);
+        let exit = Exit::Yield(cx.payload().to_json());
+        (exit, metrics::Outcome::Yielded)
+    } else {
+        let outcome = retry::outcome(cx.payload(), &ran.result);
+        let label = label(&ran.result, &outcome);
+        (outcome.into(), label)
+    };
     crate::otel::on_end(
         &tracing::Span::current(),
         cx.attempt(),
-        label(&ran.result, &outcome).as_str(),
+        label.as_str(),
         ran.result.as_ref().err().map(JobError::message),
     );
-    let ended = !matches!(outcome, Outcome::Retry(..));
-    let label = end(shared, &token, &ran, outcome, permit, unique.as_ref()).await;
+    // A retry or a yield goes on later; an ack or a burial ends the run.
+    let ended = matches!(exit, Exit::Ack | Exit::Dead(_));
+    let label = end(shared, &token, &ran, exit, label, permit, unique.as_ref()).await;
     if ended {
         super::cron::run_ended(shared, cx.payload()).await;
     }
@@ -146,6 +163,7 @@ fn start(
         payload,
         token,
         cancel: cancel.clone(),
+        stopping: shared.control.stop_token(),
         client: shared.client.clone(),
     });
     tracing::Span::current().record("attempt", cx.attempt());
@@ -314,6 +332,10 @@ fn report(shared: &Shared, cx: &JobContext, result: &Result<(), JobError>) {
             span.record("outcome", "ok");
             tracing::debug!("done");
         }
+        Err(e) if e.is_yield() => {
+            span.record("outcome", "yielded");
+            tracing::debug!("yielded");
+        }
         Err(e) => {
             shared.stats.failed.fetch_add(1, Ordering::Relaxed);
             span.record("outcome", "failed");
@@ -330,11 +352,10 @@ fn report(shared: &Shared, cx: &JobContext, result: &Result<(), JobError>) {
         }
     }
     if shared.config.wait_stats {
-        shared
-            .waits
-            .lock()
-            .expect("waits lock")
-            .finished(&cx.token().queue, result.is_err());
+        shared.waits.lock().expect("waits lock").finished(
+            &cx.token().queue,
+            result.as_ref().is_err_and(|e| !e.is_yield()),
+        );
     }
 }
 
@@ -364,18 +385,18 @@ async fn end(
     shared: &Shared,
     token: &Token,
     ran: &Ran,
-    outcome: Outcome,
+    exit: Exit,
+    label: metrics::Outcome,
     permit: Permit,
     unique: Option<&UniqueHold>,
 ) -> metrics::Outcome {
-    let label = label(&ran.result, &outcome);
     let permit = if ran.slot.is_none() && !token.is_sharded() {
         drop(permit);
         None
     } else {
         Some(permit)
     };
-    let fenced = exit::finish(shared, token, outcome.into(), ran.slot.as_ref(), unique).await;
+    let fenced = exit::finish(shared, token, exit, ran.slot.as_ref(), unique).await;
     drop(permit);
     if fenced {
         metrics::Outcome::Fenced

@@ -47,18 +47,19 @@ fn fresh<H>(
     &slot.as_ref().expect("just set").handle
 }
 
-const OUTCOMES: [Outcome; 5] = [
+const OUTCOMES: [Outcome; 6] = [
     Outcome::Success,
     Outcome::Retry,
     Outcome::Dead,
     Outcome::Discarded,
     Outcome::Fenced,
+    Outcome::Yielded,
 ];
 
 #[derive(Default)]
 struct ClassSeries {
     duration: Option<Kept<Histogram>>,
-    outcomes: [Option<Kept<Counter>>; 5],
+    outcomes: [Option<Kept<Counter>>; 6],
 }
 
 struct QueueSeries {

@@ -8,7 +8,7 @@
 --   (retry/dead zset, or queue list), KEYS[4] = wake list.
 --   For a job holding a slot, after those: KEYS[5..9] = limit, holders,
 --   reserved, waiters, and this worker's slot record.
--- ARGV[1] = token, ARGV[2] = action (ack|retry|dead|front), ARGV[3] = payload,
+-- ARGV[1] = token, ARGV[2] = action (ack|retry|dead|front|back), ARGV[3] = payload,
 --   ARGV[4] = retry delay seconds, ARGV[5] = clock offset,
 --   ARGV[6] = '' or the slot holder id, ARGV[7] = default limit, ARGV[8] = reservation ttl ms,
 --   ARGV[9], ARGV[10] = the queue and wake key prefixes (for released waiters);
@@ -36,6 +36,10 @@ elseif action == 'dead' then
   bury(KEYS[3], redis_now(ARGV[5]), ARGV[3])
 elseif action == 'front' then
   redis.call('RPUSH', KEYS[3], ARGV[3])
+  fj_wake(KEYS[4])
+elseif action == 'back' then
+  -- A job that yielded: behind everything waiting.
+  redis.call('LPUSH', KEYS[3], ARGV[3])
   fj_wake(KEYS[4])
 end
 if ARGV[12] ~= nil and ARGV[12] ~= '' then

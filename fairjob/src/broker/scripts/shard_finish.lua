@@ -8,7 +8,7 @@
 -- the caller counts fenced completions and undoes its retry/dead write.
 --
 -- KEYS[1] = in-progress hash, KEYS[2..12] = the shard state, KEYS[13] = wake.
--- ARGV[1] = token, ARGV[2] = 'done' | 'front', ARGV[3] = payload (front),
+-- ARGV[1] = token, ARGV[2] = 'done' | 'front' | 'back', ARGV[3] = payload (front, back),
 --   ARGV[4] = shard prefix, ARGV[5] = encoded tenant.
 -- ARGV[6] = '' or a unique job's lock prefix to release its lock (the job
 --   succeeded or died), ARGV[7] = its digest, ARGV[8] = its jid.
@@ -17,8 +17,9 @@
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
 local sk = shard_keys(2, ARGV[4])
 local wake = false
-if ARGV[2] == 'front' then
-  if shard_push(sk, ARGV[5], ARGV[3], true) then wake = true end
+if ARGV[2] == 'front' or ARGV[2] == 'back' then
+  -- 'back': a job that yielded goes to the tail of its tenant's shard.
+  if shard_push(sk, ARGV[5], ARGV[3], ARGV[2] == 'front') then wake = true end
 end
 if shard_release(sk, ARGV[5]) then wake = true end
 if ARGV[6] ~= nil and ARGV[6] ~= '' then
