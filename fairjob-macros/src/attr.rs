@@ -198,21 +198,16 @@ impl Attrs {
                 "timeout",
             ],
         );
-        let mut seen_fair_tenant = false;
-        let mut seen_concurrency = false;
-        let mut seen_iterable = false;
-        let mut seen_rate_limit = false;
-        let mut seen_unique = false;
+        // Attributes that may appear once, as they are met.
+        let mut seen: Vec<&'static str> = Vec::new();
         for attr in attrs {
             let path = attr.path();
             if path.is_ident("job") {
                 parse_job(cx, attr, &mut job_keys, &mut out.job);
             } else if path.is_ident("fair_tenant") {
-                if seen_fair_tenant {
-                    cx.error_spanned_by(attr, "`#[fair_tenant]` may appear only once");
+                if !first_of(cx, attr, "fair_tenant", &mut seen) {
                     continue;
                 }
-                seen_fair_tenant = true;
                 match attr.parse_args_with(parse_fair_tenant) {
                     Ok(tenant) => out.fair_tenant = Some(tenant),
                     Err(err) => cx.syn_error(err),
@@ -222,32 +217,24 @@ impl Attrs {
                     out.throttles.push(rule);
                 }
             } else if path.is_ident("concurrency") {
-                if seen_concurrency {
-                    cx.error_spanned_by(attr, "`#[concurrency]` may appear only once");
+                if !first_of(cx, attr, "concurrency", &mut seen) {
                     continue;
                 }
-                seen_concurrency = true;
                 out.concurrency = parse_concurrency(cx, attr);
             } else if path.is_ident("iterable") {
-                if seen_iterable {
-                    cx.error_spanned_by(attr, "`#[iterable]` may appear only once");
+                if !first_of(cx, attr, "iterable", &mut seen) {
                     continue;
                 }
-                seen_iterable = true;
                 out.iterable = parse_iterable(cx, attr);
             } else if path.is_ident("rate_limit") {
-                if seen_rate_limit {
-                    cx.error_spanned_by(attr, "`#[rate_limit]` may appear only once");
+                if !first_of(cx, attr, "rate_limit", &mut seen) {
                     continue;
                 }
-                seen_rate_limit = true;
                 out.rate_limit = parse_rate_limit(cx, attr);
             } else if path.is_ident("unique") {
-                if seen_unique {
-                    cx.error_spanned_by(attr, "`#[unique]` may appear only once");
+                if !first_of(cx, attr, "unique", &mut seen) {
                     continue;
                 }
-                seen_unique = true;
                 out.unique = parse_unique(cx, attr);
             } else if path.is_ident("cron")
                 && let Some(cron) = crate::attr_cron::parse(cx, attr)
@@ -257,6 +244,22 @@ impl Attrs {
         }
         out
     }
+}
+
+/// Whether `attr` is the first `#[name]` of the type; a repeat is reported
+/// at the repeat (`seen` lists the names met so far).
+fn first_of(
+    cx: &mut Ctxt,
+    attr: &Attribute,
+    name: &'static str,
+    seen: &mut Vec<&'static str>,
+) -> bool {
+    if seen.contains(&name) {
+        cx.error_spanned_by(attr, format_args!("`#[{name}]` may appear only once"));
+        return false;
+    }
+    seen.push(name);
+    true
 }
 
 /// The keys one attribute accepts and the ones already seen, for the
