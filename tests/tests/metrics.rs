@@ -234,7 +234,7 @@ async fn a_real_run_exports_every_series_with_what_happened() {
         !n.starts_with("fairjob_cron_")
                 && **n != "fairjob_redis_errors_total"
                 // Counted by the client that pushes a duplicate (this test's
-                // workers push none); not yet covered by a test of its own.
+                // workers push none): `tests/tests/unique.rs`.
                 && **n != "fairjob_unique_rejections_total"
     }) {
         let anywhere = [

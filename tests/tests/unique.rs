@@ -42,8 +42,31 @@ fn duplicate_of(r: fairjob::Result<String>) -> String {
     }
 }
 
+/// The Prometheus recorder of this test process (installed once; every test
+/// of this file records into it).
+fn recorder() -> &'static metrics_exporter_prometheus::PrometheusHandle {
+    static HANDLE: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> =
+        std::sync::OnceLock::new();
+    HANDLE.get_or_init(|| {
+        fairjob_worker::install_metrics(&fairjob::config::MetricsConfig::default())
+            .expect("the recorder installs")
+    })
+}
+
+/// The sum of `fairjob_unique_rejections_total` over its series for `class`.
+fn rejections(class: &str) -> f64 {
+    let wanted = format!("fairjob_unique_rejections_total{{class=\"{class}\"}}");
+    recorder()
+        .render()
+        .lines()
+        .filter(|l| l.starts_with(&wanted))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_concurrent_pushes_of_one_key_make_exactly_one_job() {
+    let before = rejections(UniqueJob::CLASS);
     let redis = Redis::start().await;
     let c = redis.client().await;
     let tasks: Vec<_> = (0..1000)
@@ -70,6 +93,13 @@ async fn a_thousand_concurrent_pushes_of_one_key_make_exactly_one_job() {
     assert_eq!(redis.llen(redis.keys().queue("unique")).await, 1);
     assert_eq!(locks(&redis).await.len(), 1);
     assert_eq!(locks(&redis).await[0].1, won[0]);
+    // Each refusal is counted by the pushing client (other tests of this
+    // file may add theirs meanwhile).
+    assert!(
+        rejections(UniqueJob::CLASS) - before >= 999.0,
+        "fairjob_unique_rejections_total counts the 999 refusals:\n{}",
+        recorder().render()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
