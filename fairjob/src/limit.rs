@@ -49,6 +49,19 @@ pub fn declared_limit<'a>(
     })
 }
 
+/// The payload a waiting job is parked with (in a slot's or a rate
+/// limiter's list): a released waiter of a sharded queue re-enters through
+/// the inbox, and the marker puts it at the front of its tenant's list there.
+pub(crate) fn parked_payload(payload: &Payload, token: &Token) -> String {
+    if token.is_sharded() {
+        let mut p = payload.clone();
+        p.set(fields::SLOT_RELEASED, true);
+        p.to_json()
+    } else {
+        payload.to_json()
+    }
+}
+
 /// Takes a slot of `full` for a fetched job of `identity`, or parks it.
 pub(crate) async fn acquire(
     broker: &RedisBroker,
@@ -58,15 +71,7 @@ pub(crate) async fn acquire(
     full: &str,
     default_limit: u32,
 ) -> Result<Acquired> {
-    let parked = if token.is_sharded() {
-        // A released waiter of a sharded queue re-enters through the inbox; the
-        // marker puts it at the front of its tenant's list there.
-        let mut p = payload.clone();
-        p.set(fields::SLOT_RELEASED, true);
-        p.to_json()
-    } else {
-        payload.to_json()
-    };
+    let parked = parked_payload(payload, token);
     broker
         .slot_acquire(
             identity,

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use crate::broker::{RateAcquired, RateRequest, RedisBroker, Setting, Token};
 use crate::error::Result;
-use crate::wire::{Payload, RateLimit, fields};
+use crate::wire::{Payload, RateLimit};
 
 /// A key's effective rate: `limit` starts per `per`, `burst` extra at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,15 +147,7 @@ pub(crate) async fn acquire(
     full: &str,
     declared: Rate,
 ) -> Result<RateAcquired> {
-    let parked = if token.is_sharded() {
-        // A released waiter of a sharded queue re-enters through the inbox;
-        // the marker puts it at the front of its tenant's list there.
-        let mut p = payload.clone();
-        p.set(fields::SLOT_RELEASED, true);
-        p.to_json()
-    } else {
-        payload.to_json()
-    };
+    let parked = crate::limit::parked_payload(payload, token);
     broker
         .rate_acquire(
             identity,
