@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::{MAX_READ_ROWS, Page};
-use crate::broker::{RedisBroker, keys};
+use crate::broker::RedisBroker;
 use crate::error::Result;
 
 /// One slot-limited key.
@@ -34,16 +34,13 @@ impl RedisBroker {
     /// One page of slot-limited keys with their state.
     pub async fn limits(&self, page: Page) -> Result<LimitPage> {
         let k = &self.keys;
-        let (next, mut members): (u64, Vec<String>) = self
-            .sscan(
+        let (next, keys) = self
+            .registry_step(
                 &k.limits_registry(),
                 page.cursor,
                 page.count.clamp(1, MAX_READ_ROWS),
             )
             .await?;
-        members.sort();
-        members.dedup();
-        let keys: Vec<String> = members.iter().filter_map(|m| keys::decode(m)).collect();
         let mut rows = Vec::with_capacity(keys.len());
         if !keys.is_empty() {
             let mut pipe = redis::pipe();

@@ -3,7 +3,7 @@
 //! sharded queue's tenant set, of the slot-limit registry, and a lock-wait
 //! list's first entries.
 
-use crate::broker::{RedisBroker, keys};
+use crate::broker::RedisBroker;
 use crate::error::Result;
 
 impl RedisBroker {
@@ -58,10 +58,8 @@ impl RedisBroker {
     /// One `SSCAN` step of the slot-limit registry: the next cursor and the
     /// full keys found.
     pub async fn limit_keys_step(&self, cursor: u64, count: usize) -> Result<(u64, Vec<String>)> {
-        let (next, batch) = self
-            .sscan(&self.keys.limits_registry(), cursor, count)
-            .await?;
-        Ok((next, batch.iter().filter_map(|m| keys::decode(m)).collect()))
+        self.registry_step(&self.keys.limits_registry(), cursor, count)
+            .await
     }
 
     /// The first `n` entries of a slot-limited key's lock-wait list (next

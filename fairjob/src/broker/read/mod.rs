@@ -37,7 +37,7 @@ pub use shards::{SHARE_MINUTES, ShardRow, ShardView, tenant_name};
 pub use unique::{RECENT_REJECTIONS, Rejection, UniqueLockPage, UniqueLockRow};
 pub use waits::{FinishedCounts, LongWait, MAX_MINUTES, RECENT_MINUTES, Throughput, WaitSummary};
 
-use super::RedisBroker;
+use super::{RedisBroker, keys};
 use crate::error::Result;
 
 /// The most rows one read returns.
@@ -199,6 +199,22 @@ impl RedisBroker {
             fenced: num(&rest[6]),
             workers,
         })
+    }
+
+    /// One `SSCAN` step of a registry of encoded keys (slot limits, rate
+    /// limiters): the next cursor (0 at the end) and the full keys found,
+    /// decoded, sorted and without the repeats a `SSCAN` may return.
+    pub(crate) async fn registry_step(
+        &self,
+        registry: &str,
+        cursor: u64,
+        count: usize,
+    ) -> Result<(u64, Vec<String>)> {
+        let (next, members) = self.sscan(registry, cursor, count).await?;
+        let mut keys: Vec<String> = members.iter().filter_map(|m| keys::decode(m)).collect();
+        keys.sort();
+        keys.dedup();
+        Ok((next, keys))
     }
 
     /// A sharded queue's tenant count and pending jobs summed over at most

@@ -63,17 +63,13 @@ fn row(key: String, conf: &HashMap<String, String>, waiting: u64, due: Option<f6
 impl RedisBroker {
     /// One page of rate limiters with their state.
     pub async fn rate_limits(&self, page: Page) -> Result<RatePage> {
-        let k = &self.keys;
-        let (next, mut members): (u64, Vec<String>) = self
-            .sscan(
-                &k.rates_registry(),
+        let (next, keys) = self
+            .registry_step(
+                &self.keys.rates_registry(),
                 page.cursor,
                 page.count.clamp(1, MAX_READ_ROWS),
             )
             .await?;
-        members.sort();
-        members.dedup();
-        let keys: Vec<String> = members.iter().filter_map(|m| keys::decode(m)).collect();
         self.rate_rows(keys, next).await
     }
 
@@ -107,10 +103,8 @@ impl RedisBroker {
     }
     /// A step of the rate limiters registry (SSCAN): next cursor, full keys.
     pub async fn rate_keys_step(&self, cursor: u64, count: usize) -> Result<(u64, Vec<String>)> {
-        let (next, batch) = self
-            .sscan(&self.keys.rates_registry(), cursor, count)
-            .await?;
-        Ok((next, batch.iter().filter_map(|m| keys::decode(m)).collect()))
+        self.registry_step(&self.keys.rates_registry(), cursor, count)
+            .await
     }
 
     /// The first `n` entries of a rate limiter's list (next released first)
