@@ -449,6 +449,20 @@ enum Step {
     Paused(u64),
 }
 
+/// Where `jid` stands in the first entries of a waiting list (a slot's or
+/// a rate limiter's; 1 = released first), with its payload.
+fn find_waiter(entries: &[Vec<u8>], jid: &str) -> Option<(u64, Vec<u8>)> {
+    entries.iter().enumerate().find_map(|(i, e)| {
+        let f = waiter_fields(e);
+        f.first().is_some_and(|j| *j == jid.as_bytes()).then(|| {
+            (
+                i as u64 + 1,
+                f.get(3).map(|p| p.to_vec()).unwrap_or_default(),
+            )
+        })
+    })
+}
+
 fn holds_jid(raw: &[u8], jid: &str) -> bool {
     // Cheap byte test first, then a parse to be sure.
     let needle = format!("\"jid\":\"{jid}\"");
@@ -711,19 +725,13 @@ impl Inspector {
                     for full in batch {
                         let (entries, waiting) = self.broker.slot_waiters(&full, CHUNK).await?;
                         *left = left.saturating_sub(entries.len() as u64 + 1);
-                        for (i, e) in entries.iter().enumerate() {
-                            let f = waiter_fields(e);
-                            if f.first().is_some_and(|j| *j == jid.as_bytes()) {
-                                let raw = f.get(3).map(|p| p.to_vec()).unwrap_or_default();
-                                return Ok(Step::Found(
-                                    Location::SlotWait {
-                                        key: full,
-                                        position: i as u64 + 1,
-                                        waiting,
-                                    },
-                                    raw,
-                                ));
-                            }
+                        if let Some((position, raw)) = find_waiter(&entries, jid) {
+                            let location = Location::SlotWait {
+                                key: full,
+                                position,
+                                waiting,
+                            };
+                            return Ok(Step::Found(location, raw));
                         }
                     }
                     cursor = next;
@@ -742,19 +750,13 @@ impl Inspector {
                     for full in batch {
                         let (entries, waiting) = self.broker.rate_waiters(&full, CHUNK).await?;
                         *left = left.saturating_sub(entries.len() as u64 + 1);
-                        for (i, e) in entries.iter().enumerate() {
-                            let f = waiter_fields(e);
-                            if f.first().is_some_and(|j| *j == jid.as_bytes()) {
-                                let raw = f.get(3).map(|p| p.to_vec()).unwrap_or_default();
-                                return Ok(Step::Found(
-                                    Location::RateWait {
-                                        key: full,
-                                        position: i as u64 + 1,
-                                        waiting,
-                                    },
-                                    raw,
-                                ));
-                            }
+                        if let Some((position, raw)) = find_waiter(&entries, jid) {
+                            let location = Location::RateWait {
+                                key: full,
+                                position,
+                                waiting,
+                            };
+                            return Ok(Step::Found(location, raw));
                         }
                     }
                     cursor = next;
