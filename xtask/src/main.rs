@@ -2,7 +2,8 @@
 //! `cargo xtask <command>` (the alias lives in `.cargo/config.toml`).
 //!
 //! `demo` and `test` first make sure the programs they start are installed
-//! (`redis-server`; for the tests also Ruby Sidekiq and chromium), installing
+//! (`redis-server`; for the tests also Ruby Sidekiq and ActiveJob, chromium
+//! and PostgreSQL), installing
 //! what is missing with apt-get, so that on a fresh machine the README's two
 //! commands do all the set-up. Standard library only, so it builds in seconds.
 
@@ -24,8 +25,9 @@ USAGE:
                                     (cargo run -p fairjob-examples --bin demo -- ARGS…);
                                     `demo --web` leaves its worker and dashboard running on
                                     http://127.0.0.1:7433 until Ctrl-C
-    cargo xtask test [ARGS…]        install redis-server, Ruby Sidekiq and chromium if
-                                    missing, then run the whole suite
+    cargo xtask test [ARGS…]        install redis-server, Ruby Sidekiq and ActiveJob,
+                                    chromium and postgresql if missing, then run the
+                                    whole suite
                                     (cargo test --workspace ARGS…)
     cargo xtask check-package       check that each published crate's `cargo package --list`
                                     holds every file it reads at build time (no build)
