@@ -170,3 +170,35 @@ impl Perform for RateSlotJob {
         started(cx, &self.key).await
     }
 }
+
+/// A job of the sharded queue `tenant_rates`: records its start under
+/// `t:<tenant>` on Redis's clock, then sleeps `ms`. It declares no rate; the
+/// queue's shard policy gives tenants theirs.
+#[derive(Debug, Clone, Serialize, Deserialize, Job)]
+#[job(class = "TenantRateJob", queue = "tenant_rates", shard_by_tenant)]
+#[fair_tenant(tenant)]
+pub struct TenantRateJob {
+    /// Tenant.
+    pub tenant: String,
+    /// Sleep.
+    pub ms: u64,
+}
+
+impl TenantRateJob {
+    /// `n` jobs of `tenant`, each sleeping `ms`.
+    pub fn batch(tenant: &str, n: usize, ms: u64) -> Vec<TenantRateJob> {
+        let job = TenantRateJob {
+            tenant: tenant.to_owned(),
+            ms,
+        };
+        std::iter::repeat_n(job, n).collect()
+    }
+}
+
+impl Perform for TenantRateJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        started(cx, &format!("t:{}", self.tenant)).await?;
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        Ok(())
+    }
+}

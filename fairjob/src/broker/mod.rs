@@ -141,7 +141,7 @@ pub use push::{Pushed, When};
 pub use rates::{RATE_RESERVATION_TTL, RateAcquired, RateReleased, RateRequest};
 pub use reconcile::Healed;
 pub use scripts::{SCRIPT_SOURCES, script_hashes};
-pub use shards::{Setting, ShardPolicy};
+pub use shards::{Setting, ShardPolicy, ShardRate};
 pub use slots::{Acquired, RESERVATION_TTL, SlotRequest};
 pub use token::{SlotHold, Src, Token};
 pub(crate) use unique::{UniqueHold, UniqueLock};

@@ -7,7 +7,7 @@
 -- first parks a job (or is set at runtime).
 -- KEYS[1..4] = tat, conf, waiters, reserved; KEYS[5] = release schedule;
 --   KEYS[6] = in-progress hash; KEYS[7] = rate limiters registry set;
---   for a sharded job KEYS[8..18] = the shard state (ShardKeys::state()).
+--   for a sharded job KEYS[8..20] = the shard state (ShardKeys::state()).
 -- ARGV[1..3] = declared limit, period µs, burst; ARGV[4] = jid; ARGV[5] = token;
 --   ARGV[6] = waiter entry; ARGV[7] = registry member (encoded key);
 --   ARGV[8] = '' or shard prefix, ARGV[9] = encoded tenant.
