@@ -192,7 +192,7 @@ impl Inspect {
             if first {
                 println!(
                     "sharded queue {queue}: {} tenant(s), {} runnable, inbox {}; defaults: weight {}, \
-                     floor {}, cap {}, rate {}; virtual time {:.3}; {} waiting for their rate",
+                     floor {}, cap {}; rate {}; virtual time {:.3}; {} waiting for their rate",
                     view.tenants,
                     view.runnable,
                     view.inbox,
@@ -213,17 +213,17 @@ impl Inspect {
                     .collect();
                 println!("  served next: {}", next.join(", "));
                 println!(
-                    "  {:<24} {:>8} {:>8} {:>7} {:>6} {:>6} {:>10} {:>12} {:>9} {:>8}",
+                    "  {:<24} {:>8} {:>8} {:>7} {:>6} {:>6} {:>12} {:>9} {:>8} {:>10}",
                     "tenant",
                     "pending",
                     "running",
                     "weight",
                     "floor",
                     "cap",
-                    "rate",
                     "pass",
                     "rotation",
-                    "share"
+                    "share",
+                    "rate"
                 );
                 first = false;
             }
@@ -238,7 +238,7 @@ impl Inspect {
                     "-".to_owned()
                 };
                 println!(
-                    "  {name:<24} {:>8} {:>8} {:>7} {:>6} {:>6} {:>10} {:>12} {:>9} {:>8}",
+                    "  {name:<24} {:>8} {:>8} {:>7} {:>6} {:>6} {:>12} {:>9} {:>8} {:>10}",
                     row.pending,
                     row.running,
                     num(row.weight.or(view.default_weight).or(Some(1.0))),
@@ -246,6 +246,13 @@ impl Inspect {
                     row.limit
                         .or(view.default_limit)
                         .map_or_else(|| "-".to_owned(), |l| l.to_string()),
+                    row.pass
+                        .map_or_else(|| "-".to_owned(), |p| format!("{p:.3}")),
+                    row.rotation.map_or_else(
+                        || "-".to_owned(),
+                        |r| format!("#{r}{}", if row.under_floor { " f" } else { "" })
+                    ),
+                    share,
                     row.rate.or(view.default_rate).map_or_else(
                         || "-".to_owned(),
                         |r| format!(
@@ -258,13 +265,6 @@ impl Inspect {
                             }
                         )
                     ),
-                    row.pass
-                        .map_or_else(|| "-".to_owned(), |p| format!("{p:.3}")),
-                    row.rotation.map_or_else(
-                        || "-".to_owned(),
-                        |r| format!("#{r}{}", if row.under_floor { " f" } else { "" })
-                    ),
-                    share
                 );
             }
             match view.next {

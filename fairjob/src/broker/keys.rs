@@ -309,6 +309,8 @@ impl Keys {
             conf: format!("{tag}:conf"),
             waiters: format!("{tag}:waiters"),
             reserved: format!("{tag}:reserved"),
+            next: format!("{tag}:next"),
+            releasing: format!("{tag}:releasing"),
         }
     }
 
@@ -456,6 +458,13 @@ pub struct RateKeys {
     pub waiters: String,
     /// Released waiters whose start is already counted (ZSET jid → expiry µs).
     pub reserved: String,
+    /// Redis Cluster mode: the key's own release schedule (ZSET of one
+    /// member, the encoded key → next release µs), which the scripts keep in
+    /// the limiter's slot; the shared schedule `rates:due` mirrors it.
+    pub next: String,
+    /// Redis Cluster mode: released waiters being delivered to their queues
+    /// (ZSET entry → lease expiry ms), delivered again if their deliverer died.
+    pub releasing: String,
 }
 
 impl RateKeys {
