@@ -354,6 +354,12 @@ impl RedisBroker {
         Ok((next, batch.into_iter().zip(lens).collect()))
     }
 
+    /// A sharded queue's tenants waiting for their rate (`ZCARD`).
+    pub async fn shard_rate_waiting(&self, queue: &str) -> Result<u64> {
+        self.query(redis::cmd("ZCARD").arg(&self.keys.shard(queue).rwait))
+            .await
+    }
+
     /// A sharded queue's tenant count (`SCARD`).
     pub async fn shard_tenant_count(&self, queue: &str) -> Result<u64> {
         self.query(redis::cmd("SCARD").arg(&self.keys.shard(queue).tenants))
