@@ -27,8 +27,11 @@
 -- spent, it leaves the order WITHOUT advancing its pass: pass and member are
 -- kept in `rstate` (`p:`, `m:`) and it waits in `rwait` (ZSET tenant -> µs
 -- when its rate next allows a start) while the others are served. The next
--- dispatch at or after that time puts it back with the same pass and member
--- (a bounded number per call), so it is served first when its rate allows. `lastpass`
+-- dispatch at or after that time puts it back with the same member and pass
+-- (a bounded number per call), so it is served first when its rate allows;
+-- its pass is raised to vt if the others moved past it, so that the turns it
+-- could not take are never made up in a burst (e.g. when its rate is
+-- removed after an hour). `lastpass`
 -- (ZSET) keeps a tenant's pass while it is out of the order and ahead of vt;
 -- entries at or below vt can never matter and are trimmed. State is
 -- O(active tenants).
@@ -197,14 +200,14 @@ local function shard_rate_park(sk, t, m, pass, at)
   redis.call('ZADD', sk.rwait, at, t)
 end
 
--- Brings a tenant waiting for its rate back: into the order with the pass
--- and member it had, if it is runnable; its pass remembered otherwise. True
--- when it entered the order.
+-- Brings a tenant waiting for its rate back: into the order with the member
+-- and pass it had (at least vt: no burst of turns made up), if it is
+-- runnable; its pass remembered otherwise. True when it entered the order.
 local function shard_rate_unpark(sk, t)
   redis.call('ZREM', sk.rwait, t)
   local v = redis.call('HMGET', sk.rstate, 'p:' .. t, 'm:' .. t)
   redis.call('HDEL', sk.rstate, 'p:' .. t, 'm:' .. t)
-  local pass = tonumber(v[1] or '0')
+  local pass = math.max(tonumber(v[1] or '0'), shard_vt(sk))
   if not shard_runnable(sk, t) or redis.call('HGET', sk.rmember, t) then
     shard_remember(sk, t, pass)
     return false
@@ -229,11 +232,18 @@ local function shard_rate_wake(sk, max)
   for _, t in ipairs(due) do shard_rate_unpark(sk, t) end
 end
 
--- When `t`'s rate next allows a start (nil: now, or it has no rate).
+-- When `t`'s rate next allows a start (nil: now, or it has no rate). Never
+-- more than one interval of its current rate away: a state left by a slower
+-- rate is cut to that (a changed rate applies from the next start).
 local function shard_rate_wait(sk, t, p)
   if p.rate == nil then return nil end
   local tat = tonumber(redis.call('HGET', sk.rstate, 't:' .. t))
-  if tat == nil or tat <= shard_now() then return nil end
+  local now = shard_now()
+  if tat == nil or tat <= now then return nil end
+  if tat > now + p.rate then
+    tat = now + p.rate
+    redis.call('HSET', sk.rstate, 't:' .. t, fj_num(tat))
+  end
   return tat
 end
 
@@ -249,12 +259,16 @@ end
 -- Brings `t`'s place in the order up to date with its jobs and settings: in it
 -- when runnable (entering at max(last pass, vt)), out of it otherwise, and in
 -- `floorq` exactly while under its floor. A tenant waiting for its rate stays
--- out until its time (or until its rate is removed). True when `t` entered
--- the order (the caller then wakes an idle worker).
+-- out until its time (or until its rate is removed, or changed so that its
+-- time is more than one interval away: then it is judged again at the head of
+-- the order). True when `t` entered the order (the caller then wakes an idle
+-- worker).
 local function shard_consider(sk, t)
   local w = redis.call('ZSCORE', sk.rwait, t)
   if w then
-    if shard_policy_of(sk, t).rate ~= nil and tonumber(w) > shard_now() then return false end
+    local r = shard_policy_of(sk, t).rate
+    w = tonumber(w)
+    if r ~= nil and w > shard_now() and w <= shard_now() + r then return false end
     return shard_rate_unpark(sk, t)
   end
   local m = redis.call('HGET', sk.rmember, t)
