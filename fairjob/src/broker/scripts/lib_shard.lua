@@ -71,15 +71,13 @@ local function fj_num(x)
 end
 
 -- Per-call memory (one script call is atomic).
-local shard_memo = { settings = {}, counts = {}, clock = nil, clock_dirty = false, floor_any = nil, now = nil }
+local shard_memo = { settings = {}, counts = {}, clock = nil, clock_dirty = false, floor_any = nil }
 
--- Redis's clock in µs, read once per call.
+-- Redis's clock in µs, read each time (it moves during a call: a tenant
+-- with a high rate may start more than once in one fetch).
 local function shard_now()
-  if shard_memo.now == nil then
-    local t = redis.call('TIME')
-    shard_memo.now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
-  return shard_memo.now
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
 -- The emission interval (µs) of a stored rate `<limit>/<period µs>`; nil
