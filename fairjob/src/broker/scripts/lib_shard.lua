@@ -245,14 +245,21 @@ local function shard_rate_wait(sk, t, p)
   return tat
 end
 
--- Counts a start of `t` against its rate.
+-- Counts a start of `t` against its rate; returns how long (µs) until its
+-- rate allows the next one (nil: it has no rate).
 local function shard_rate_count(sk, t, p)
-  if p.rate == nil then return end
+  if p.rate == nil then return nil end
   local now = shard_now()
   local tat = tonumber(redis.call('HGET', sk.rstate, 't:' .. t)) or now
   if tat < now then tat = now end
   redis.call('HSET', sk.rstate, 't:' .. t, fj_num(tat + p.rate))
+  return tat + p.rate - now, tat + p.rate
 end
+
+-- A tenant whose next start is further away than this after a dispatch waits
+-- out of the order at once (so spent tenants never pile up at its head); a
+-- sooner one stays in and is judged when it reaches the head.
+local SHARD_PARK_AFTER_US = 1000
 
 -- Brings `t`'s place in the order up to date with its jobs and settings: in it
 -- when runnable (entering at max(last pass, vt)), out of it otherwise, and in
@@ -389,13 +396,17 @@ local function shard_reserve(sk, served)
         shard_remember(sk, t, shard_unready(sk, t, top[1]))
       else
         local running = shard_add_running(sk, t, 1)
-        shard_rate_count(sk, t, p)
+        local wait, due = shard_rate_count(sk, t, p)
         if not floored and pass > shard_vt(sk) then
           shard_memo.clock = pass
           shard_memo.clock_dirty = true
         end
         local next_pass = pass + 1 / p.weight
-        if (p.cap == nil or running < p.cap) and redis.call('LLEN', sk.prefix .. t) > 0 then
+        local more = (p.cap == nil or running < p.cap) and redis.call('LLEN', sk.prefix .. t) > 0
+        if more and wait ~= nil and wait > SHARD_PARK_AFTER_US then
+          -- Its rate is spent: it waits out of the order, its next pass kept.
+          shard_rate_park(sk, t, top[1], next_pass, due)
+        elseif more then
           -- Still runnable: same member, later pass (its place in ties is kept).
           local m = top[1]
           redis.call('ZADD', sk.ready, fj_num(next_pass), m)
