@@ -267,6 +267,10 @@ enum Command {
         /// Cap (a number, "none" or "default")
         #[arg(long)]
         cap: Option<String>,
+        /// Rate: most starts per period (`10/s`, `100/1m`), "none" or "default";
+        /// a tenant whose rate is spent waits, its place kept, while others run
+        #[arg(long)]
+        rate: Option<String>,
     },
     /// Serve the dashboard (no jobs run): queues, tenants, shards, limits, retries, explain
     Web {
@@ -595,11 +599,21 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
             weight,
             floor,
             cap,
+            rate,
         } => {
+            let rate = match rate.as_deref() {
+                None => Setting::Keep,
+                Some("default" | "none") => Setting::Clear,
+                Some(v) => Setting::Set(
+                    fairjob::rate::parse_tenant_rate(v)
+                        .map_err(|e| anyhow::anyhow!("--rate: {e}"))?,
+                ),
+            };
             let policy = ShardPolicy {
                 weight: setting(weight.as_deref(), "weight")?,
                 floor: setting(floor.as_deref(), "floor")?,
                 cap: setting(cap.as_deref(), "cap")?,
+                rate,
             };
             inspect?
                 .shard_policy(&queue, tenant.as_deref(), policy)

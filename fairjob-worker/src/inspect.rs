@@ -192,7 +192,7 @@ impl Inspect {
             if first {
                 println!(
                     "sharded queue {queue}: {} tenant(s), {} runnable, inbox {}; defaults: weight {}, \
-                     floor {}, cap {}; virtual time {:.3}",
+                     floor {}, cap {}; rate {}; virtual time {:.3}; {} waiting for their rate",
                     view.tenants,
                     view.runnable,
                     view.inbox,
@@ -201,7 +201,10 @@ impl Inspect {
                     view.default_floor.unwrap_or(0),
                     view.default_limit
                         .map_or_else(|| "unlimited".to_owned(), |l| l.to_string()),
-                    view.virtual_time
+                    view.default_rate
+                        .map_or_else(|| "none".to_owned(), fairjob::rate::describe_tenant_rate),
+                    view.virtual_time,
+                    view.rate_waiting
                 );
                 let next: Vec<&str> = view
                     .next_up
@@ -210,7 +213,7 @@ impl Inspect {
                     .collect();
                 println!("  served next: {}", next.join(", "));
                 println!(
-                    "  {:<24} {:>8} {:>8} {:>7} {:>6} {:>6} {:>12} {:>9} {:>8}",
+                    "  {:<24} {:>8} {:>8} {:>7} {:>6} {:>6} {:>12} {:>9} {:>8} {:>10}",
                     "tenant",
                     "pending",
                     "running",
@@ -219,7 +222,8 @@ impl Inspect {
                     "cap",
                     "pass",
                     "rotation",
-                    "share"
+                    "share",
+                    "rate"
                 );
                 first = false;
             }
@@ -234,7 +238,7 @@ impl Inspect {
                     "-".to_owned()
                 };
                 println!(
-                    "  {name:<24} {:>8} {:>8} {:>7} {:>6} {:>6} {:>12} {:>9} {:>8}",
+                    "  {name:<24} {:>8} {:>8} {:>7} {:>6} {:>6} {:>12} {:>9} {:>8} {:>10}",
                     row.pending,
                     row.running,
                     num(row.weight.or(view.default_weight).or(Some(1.0))),
@@ -248,14 +252,26 @@ impl Inspect {
                         || "-".to_owned(),
                         |r| format!("#{r}{}", if row.under_floor { " f" } else { "" })
                     ),
-                    share
+                    share,
+                    row.rate.or(view.default_rate).map_or_else(
+                        || "-".to_owned(),
+                        |r| format!(
+                            "{}{}",
+                            fairjob::rate::describe_tenant_rate(r),
+                            if row.rate_wait_until.is_some() {
+                                " w"
+                            } else {
+                                ""
+                            }
+                        )
+                    ),
                 );
             }
             match view.next {
                 Some(cursor) => page.cursor = cursor,
                 None => {
                     println!(
-                        "  share: of the {} jobs dispatched in the last {} minutes; f: under its floor",
+                        "  share: of the {} jobs dispatched in the last {} minutes; f: under its floor; w: waiting for its rate",
                         view.dispatched,
                         fairjob::inspect::SHARE_MINUTES
                     );
@@ -280,6 +296,14 @@ impl Inspect {
             ("weight", describe(policy.weight)),
             ("floor", describe(policy.floor)),
             ("cap", describe(policy.cap)),
+            (
+                "rate",
+                describe(match policy.rate {
+                    Setting::Set(r) => Setting::Set(fairjob::rate::describe_tenant_rate(r)),
+                    Setting::Clear => Setting::Clear,
+                    Setting::Keep => Setting::Keep,
+                }),
+            ),
         ] {
             if let Some(v) = v {
                 changed.push(show(name, v));

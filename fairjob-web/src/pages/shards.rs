@@ -1,11 +1,12 @@
 //! `/shards/{queue}`: a sharded queue's tenants in dispatch order, their
 //! settings and measured share, and changing a tenant's or the defaults'
-//! weight, floor and cap (POST).
+//! weight, floor, cap and rate (POST).
 
 use askama::Template;
 use axum::extract::Path;
 use axum::response::Response;
 use fairjob::inspect::SHARE_MINUTES;
+use fairjob::rate::describe_tenant_rate;
 
 use super::{Chrome, back, tenant_label};
 use crate::act;
@@ -24,6 +25,7 @@ pub(crate) struct ShardLine {
     weight: String,
     floor: String,
     cap: String,
+    rate: String,
     pass: String,
     order: String,
     share: String,
@@ -41,6 +43,7 @@ pub(crate) struct ShardsPage {
     dispatched: String,
     share_minutes: u64,
     defaults: String,
+    rate_waiting: String,
     next_up: Vec<String>,
     rows: Vec<ShardLine>,
     next: Option<u64>,
@@ -63,13 +66,16 @@ pub(crate) async fn shards(
         dispatched: format_count(view.dispatched),
         share_minutes: SHARE_MINUTES,
         defaults: format!(
-            "{} / {} / {}",
+            "{} / {} / {} / {}",
             view.default_weight
                 .map_or_else(|| "1".to_owned(), |w| w.to_string()),
             view.default_floor.unwrap_or(0),
             view.default_limit
-                .map_or_else(|| "none".to_owned(), |l| l.to_string())
+                .map_or_else(|| "none".to_owned(), |l| l.to_string()),
+            view.default_rate
+                .map_or_else(|| "none".to_owned(), describe_tenant_rate)
         ),
+        rate_waiting: format_count(view.rate_waiting),
         next_up: view
             .next_up
             .iter()
@@ -99,6 +105,20 @@ pub(crate) async fn shards(
                         (None, Some(d)) => format!("{d} (default)"),
                         (None, None) => "none".to_owned(),
                     },
+                    rate: {
+                        let rate = match (r.rate, view.default_rate) {
+                            (Some(own), _) => describe_tenant_rate(own),
+                            (None, Some(d)) => format!("{} (default)", describe_tenant_rate(d)),
+                            (None, None) => "none".to_owned(),
+                        };
+                        match r.rate_wait_until {
+                            Some(u) => format!(
+                                "{rate}; waits {:.1} s",
+                                u.saturating_sub(view.now_us) as f64 / 1e6
+                            ),
+                            None => rate,
+                        }
+                    },
                     pass: r.pass.map_or_else(|| "-".to_owned(), |p| format!("{p:.3}")),
                     order: r.rotation.map_or_else(
                         || "-".to_owned(),
@@ -117,7 +137,7 @@ pub(crate) async fn shards(
     request.render(&page, ShardsPage::as_live)
 }
 
-/// `POST /shards/{queue}`: a tenant's or the defaults' weight, floor, cap.
+/// `POST /shards/{queue}`: a tenant's or the defaults' weight, floor, cap, rate.
 pub(crate) async fn post_shards(
     Path(queue): Path<String>,
     form: CheckedForm,

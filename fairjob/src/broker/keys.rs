@@ -309,6 +309,8 @@ impl Keys {
             conf: format!("{tag}:conf"),
             waiters: format!("{tag}:waiters"),
             reserved: format!("{tag}:reserved"),
+            next: format!("{tag}:next"),
+            releasing: format!("{tag}:releasing"),
         }
     }
 
@@ -330,6 +332,8 @@ impl Keys {
             vt: format!("{tag}:vt"),
             ring: format!("{tag}:ring"),
             limits: format!("{tag}:limits"),
+            rwait: format!("{tag}:rwait"),
+            rstate: format!("{tag}:rstate"),
             shard_prefix: format!("{tag}:shard:"),
             inflight_prefix: format!("{tag}:inflight:"),
             served_prefix: format!("{tag}:served:"),
@@ -454,6 +458,13 @@ pub struct RateKeys {
     pub waiters: String,
     /// Released waiters whose start is already counted (ZSET jid → expiry µs).
     pub reserved: String,
+    /// Redis Cluster mode: the key's own release schedule (ZSET of one
+    /// member, the encoded key → next release µs), which the scripts keep in
+    /// the limiter's slot; the shared schedule `rates:due` mirrors it.
+    pub next: String,
+    /// Redis Cluster mode: released waiters being delivered to their queues
+    /// (ZSET entry → lease expiry ms), delivered again if their deliverer died.
+    pub releasing: String,
 }
 
 impl RateKeys {
@@ -481,7 +492,8 @@ pub struct ShardKeys {
     pub running: String,
     /// Per-tenant settings (HASH): `c:<tenant>` the cap (running limit; 0
     /// pauses), `w:<tenant>` the weight (1 when unset), `f:<tenant>` the
-    /// floor (jobs guaranteed running); tenant `*` holds the defaults.
+    /// floor (jobs guaranteed running), `r:<tenant>` the rate
+    /// (`<limit>/<period µs>`); tenant `*` holds the defaults.
     pub policy: String,
     /// Tenants with pending or running jobs (SET), for listing.
     pub tenants: String,
@@ -496,6 +508,13 @@ pub struct ShardKeys {
     /// fairjob 0.1's running limits (HASH tenant → limit, `*` the default),
     /// copied into `policy` as caps when found.
     pub limits: String,
+    /// Tenants out of the order because their rate is spent (ZSET tenant →
+    /// µs, Redis's clock, when the rate next allows a start).
+    pub rwait: String,
+    /// Per-tenant rate state (HASH): `t:<tenant>` the GCRA theoretical arrival
+    /// time (µs); while the tenant is in `rwait`, `p:<tenant>` its kept pass
+    /// and `m:<tenant>` its kept member of `ready`.
+    pub rstate: String,
     /// Prefix of the per-tenant lists: `<prefix><encoded tenant>`.
     pub shard_prefix: String,
     /// Prefix of the per-worker in-progress records of this queue's jobs:
@@ -516,7 +535,7 @@ pub struct ShardKeys {
 impl ShardKeys {
     /// The state keys the shard scripts take, in their order (see
     /// `shard_keys` in `lib_shard.lua`).
-    pub fn state(&self) -> [&str; 11] {
+    pub fn state(&self) -> [&str; 13] {
         [
             &self.ready,
             &self.rmember,
@@ -529,6 +548,8 @@ impl ShardKeys {
             &self.vt,
             &self.ring,
             &self.limits,
+            &self.rwait,
+            &self.rstate,
         ]
     }
 

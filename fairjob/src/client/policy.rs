@@ -1,9 +1,10 @@
 //! Steering a tenant-sharded queue from Rust: `client.shard_policy("q")
 //! .tenant("acme").weight(3.0).floor(2).cap(10).apply()`, the same change as
-//! `fairjob-worker shard-policy`. It applies to the very next dispatch.
+//! `fairjob-worker shard-policy`. It applies to the very next dispatch; a
+//! rate, `.rate(rate::parse_tenant_rate("10/s")?)`, from the tenant's next start.
 
 use super::Client;
-use crate::broker::{Setting, ShardPolicy};
+use crate::broker::{Setting, ShardPolicy, ShardRate};
 use crate::error::Result;
 
 /// A change of a sharded queue's fair-share settings (see [`Client::shard_policy`]).
@@ -56,13 +57,29 @@ impl ShardPolicyChange<'_> {
         self
     }
 
-    /// Removes the weight, floor and cap set here (a tenant falls back to the
-    /// queue's defaults; the defaults to weight 1, floor 0, no cap).
+    /// The most starts per period ([`crate::rate::parse_tenant_rate`] reads
+    /// `10/s`, `100/1m`): a tenant whose rate is spent is skipped (its place
+    /// in the share order kept) and others are served until its rate allows.
+    pub fn rate(mut self, rate: ShardRate) -> Self {
+        self.policy.rate = Setting::Set(rate);
+        self
+    }
+
+    /// Removes the rate set here.
+    pub fn no_rate(mut self) -> Self {
+        self.policy.rate = Setting::Clear;
+        self
+    }
+
+    /// Removes the weight, floor, cap and rate set here (a tenant falls back
+    /// to the queue's defaults; the defaults to weight 1, floor 0, no cap, no
+    /// rate).
     pub fn reset(mut self) -> Self {
         self.policy = ShardPolicy {
             weight: Setting::Clear,
             floor: Setting::Clear,
             cap: Setting::Clear,
+            rate: Setting::Clear,
         };
         self
     }

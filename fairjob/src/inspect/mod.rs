@@ -35,7 +35,9 @@ pub use crate::broker::read::{
     SHARE_MINUTES, ServerFacts, ShardRow, ShardView, SlotHolder, SlotWaiter, Throughput,
     UniqueLockPage, UniqueLockRow, WaitSummary, WorkerRow,
 };
-pub use crate::broker::{Acted, JobSet, MAX_BULK, ProcessSignal, SetAction, Setting, ShardPolicy};
+pub use crate::broker::{
+    Acted, JobSet, MAX_BULK, ProcessSignal, SetAction, Setting, ShardPolicy, ShardRate,
+};
 pub use crate::wire::ClassInfo;
 pub use crate::wire::cron::CronSource;
 pub use cron::CronRow;

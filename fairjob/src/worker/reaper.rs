@@ -98,6 +98,13 @@ async fn heal(shared: &Shared) -> crate::Result<()> {
     if !h.is_empty() {
         healed.push(("(slot limits)".to_owned(), h));
     }
+    let again = broker.reconcile_rates().await?;
+    if again > 0 {
+        tracing::warn!(
+            waiters = again,
+            "delivered released rate-limit waiters again (their deliverer stopped before finishing)"
+        );
+    }
     for (queue, h) in healed {
         tracing::warn!(
             job.queue = %queue,
