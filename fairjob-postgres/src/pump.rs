@@ -236,20 +236,20 @@ impl Pump {
         loop {
             if last_check.is_none_or(|t| t.elapsed() >= self.check_every) {
                 last_check = Some(Instant::now());
-                if let Err(e) = self.check().await {
+                if let Err(e) = self.bounded(self.check()).await {
                     tracing::warn!(error = %e, "pump check failed; retrying");
                 }
             }
             if last_beat.is_none_or(|t| t.elapsed() >= HEARTBEAT) {
                 last_beat = Some(Instant::now());
-                if let Err(e) = self.heartbeat().await {
+                if let Err(e) = self.bounded(self.heartbeat()).await {
                     tracing::warn!(error = %e, "pump heartbeat failed; retrying");
                 }
                 if self.listen && listener.is_none() {
                     listener = self.listener().await;
                 }
             }
-            let claimed = match self.pump_from(&mut cursor).await {
+            let claimed = match self.bounded(self.pump_from(&mut cursor)).await {
                 Ok(s) => s.claimed,
                 Err(e) => {
                     tracing::warn!(error = %e, "pump batch failed; retrying");
@@ -284,6 +284,18 @@ impl Pump {
             .execute(&self.pool)
             .await;
         Ok(())
+    }
+
+    /// A step of the loop, cut off after half the lease: a connection that
+    /// hangs (a server that went away and came back) must not stop the pump.
+    /// Every step can be cut anywhere: its rows are claimed again, its push
+    /// is idempotent.
+    async fn bounded<T>(&self, step: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        let limit = (self.lease / 2).max(Duration::from_secs(1));
+        match tokio::time::timeout(limit, step).await {
+            Ok(r) => r,
+            Err(_) => Err(crate::Error::Stalled(limit)),
+        }
     }
 
     async fn listener(&self) -> Option<sqlx::postgres::PgListener> {

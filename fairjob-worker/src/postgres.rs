@@ -13,6 +13,7 @@ use sqlx::postgres::PgPoolOptions;
 async fn pool(url: &str) -> Result<sqlx::PgPool> {
     PgPoolOptions::new()
         .max_connections(4)
+        .acquire_timeout(Duration::from_secs(5))
         .connect(url)
         .await
         .with_context(|| "cannot connect to PostgreSQL (--postgres / DATABASE_URL)")
