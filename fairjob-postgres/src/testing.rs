@@ -92,14 +92,16 @@ impl PostgresServer {
         )
     }
 
-    /// Stops the server (`pg_ctl stop -m immediate`: as if it went away),
-    /// keeping its data for [`start_again`](Self::start_again).
+    /// Stops the server (`pg_ctl stop -m fast`: connections are cut, and the
+    /// commits are kept even though the test server runs with
+    /// `synchronous_commit=off`, which an immediate stop would lose), keeping
+    /// its data for [`start_again`](Self::start_again).
     pub fn stop(&self) -> std::io::Result<()> {
         let st = self
             .command("pg_ctl")
             .arg("-D")
             .arg(self.dir.join("data"))
-            .args(["-m", "immediate", "-w", "stop"])
+            .args(["-m", "fast", "-w", "stop"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()?;

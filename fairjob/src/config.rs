@@ -605,6 +605,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_postgres_table_is_read_with_its_defaults() {
+        let c: WorkerConfig = serde_json::from_str(
+            r#"{"postgres": {"url": "postgres://db/app", "keep_queues": ["billing"], "retention": "1d"}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.postgres.url.as_deref(), Some("postgres://db/app"));
+        assert_eq!(c.postgres.keep_queues, vec!["billing".to_owned()]);
+        assert_eq!(c.postgres.retention, Duration::from_secs(86_400));
+        assert_eq!(c.postgres.batch, 500);
+        assert!(!c.postgres.listen);
+        let err =
+            serde_json::from_str::<WorkerConfig>(r#"{"postgres": {"keep": []}}"#).unwrap_err();
+        assert!(err.to_string().contains("keep"), "{err}");
+    }
+
+    #[test]
     fn config_round_trips_through_serde_flat() {
         let c = WorkerConfig {
             queues: vec!["default,4".into(), "slow,1".into()],

@@ -479,3 +479,43 @@ async fn while_postgres_is_down_the_worker_runs_what_redis_has_and_the_pump_resu
     );
     worker.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_library_worker_runs_the_pump_with_workerbuilder_postgres() {
+    use fairjob_postgres::WorkerBuilderExt;
+    let (_pg, pool) = pg().await;
+    let redis = Redis::start().await;
+    let worker = redis
+        .worker()
+        .queues(fairjob_tests::queues(&["default", "billing"]))
+        .postgres_with(pool.clone(), |p| {
+            p.keep_queues(["billing"])
+                .check_interval(Duration::from_millis(100))
+                .listen(true)
+        })
+        .build()
+        .await
+        .unwrap();
+    let run = fairjob_tests::spawn(worker);
+    let mut tx = pool.begin().await.unwrap();
+    let mut billing = EchoJob("billing".into()).into_push().unwrap();
+    billing.set_queue("billing");
+    let jid = billing.perform_async_tx(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+    fairjob_postgres::notify_pumps(&pool).await.unwrap();
+    eventually!(
+        within LONG,
+        fairjob_postgres::find_job(&pool, &jid)
+            .await
+            .unwrap()
+            .is_some_and(|r| r.state == "done"),
+        "the worker's own pump keeps the billing job until it is done"
+    );
+    let status = fairjob_postgres::status(&pool).await.unwrap();
+    assert_eq!(
+        status.pumps.iter().filter(|p| p.alive).count(),
+        1,
+        "{status:?}"
+    );
+    run.stop().await;
+}
