@@ -172,3 +172,19 @@ async fn insert<'c>(
     .await?;
     Ok(jids)
 }
+
+/// The channel [`notify_pumps`] notifies and a listening pump
+/// ([`crate::Pump::listen`]) waits on.
+pub const CHANNEL: &str = "fairjob_outbox";
+
+/// Wakes listening pumps ([`crate::Pump::listen`]): `NOTIFY fairjob_outbox`.
+/// Call it **after** the commit, with the pool, not inside the transaction
+/// that enqueued: a `NOTIFY` inside a transaction takes a lock at commit
+/// that serialises every committing transaction of the database.
+pub async fn notify_pumps<'c>(conn: impl PgExecutor<'c>) -> Result<()> {
+    sqlx::query("SELECT pg_notify($1, '')")
+        .bind(CHANNEL)
+        .execute(conn)
+        .await?;
+    Ok(())
+}

@@ -50,12 +50,11 @@ mod status;
 pub mod testing;
 mod worker;
 
-pub use enqueue::{EnqueueTx, KeepExt, KeepUntilDone, perform_bulk_tx};
+pub use enqueue::{CHANNEL, EnqueueTx, KeepExt, KeepUntilDone, notify_pumps, perform_bulk_tx};
 pub use error::{Error, Result};
-pub use pump::{CHANNEL, CheckStats, HANG_AFTER_PUSH_ENV, Pump, PumpStats};
+pub use pump::{CheckStats, HANG_AFTER_PUSH_ENV, Pump, PumpStats};
 pub use schema::{SCHEMA_VERSION, check_schema, migrate};
 pub use status::{
-    JobRow, LAST_EVENTS, PumpRow, RepublishEvent, Status, TOP_TENANTS, find_job, notify_pumps,
-    status,
+    JobRow, LAST_EVENTS, PumpRow, RepublishEvent, Status, TOP_TENANTS, find_job, status,
 };
 pub use worker::{WorkerBuilderExt, configured};

@@ -69,12 +69,9 @@ use std::time::{Duration, Instant};
 use fairjob::{Client, Payload, PushJob, StagedPush};
 use sqlx::{PgPool, Row};
 
-use crate::enqueue::{is_kept, mark_kept};
+use crate::enqueue::{CHANNEL, is_kept, mark_kept};
 use crate::error::Result;
 use crate::metrics as m;
-
-/// The channel [`crate::notify_pumps`] notifies and a listening pump waits on.
-pub const CHANNEL: &str = "fairjob_outbox";
 
 /// Set in a pump's environment (tests only): after pushing a batch into
 /// Redis, the pump hangs before writing anything back to PostgreSQL, so a

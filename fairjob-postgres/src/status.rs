@@ -210,15 +210,3 @@ pub async fn find_job<'c>(conn: impl PgExecutor<'c>, jid: &str) -> Result<Option
         error: r.try_get("error")?,
     }))
 }
-
-/// Wakes listening pumps ([`crate::Pump::listen`]): `NOTIFY fairjob_outbox`.
-/// Call it **after** the commit, with the pool, not inside the transaction
-/// that enqueued: a `NOTIFY` inside a transaction takes a lock at commit
-/// that serialises every committing transaction of the database.
-pub async fn notify_pumps<'c>(conn: impl PgExecutor<'c>) -> Result<()> {
-    sqlx::query("SELECT pg_notify($1, '')")
-        .bind(crate::pump::CHANNEL)
-        .execute(conn)
-        .await?;
-    Ok(())
-}
