@@ -337,6 +337,13 @@ async fn a_pump_killed_between_the_redis_push_and_the_postgres_update_pushes_onc
     );
     worker.stop();
     kill(next);
+
+    // The CLI's views of the PostgreSQL side.
+    let out = redis.cli(&["postgres", "status", "--postgres", &pg.url()]);
+    assert!(out.contains("backlog: 0 rows"), "{out}");
+    assert!(out.contains("0 in Redis not ended, 50 ended"), "{out}");
+    let out = redis.cli(&["explain", &jids[0], "--postgres", &pg.url()]);
+    assert!(out.contains("PostgreSQL: ended (done)"), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

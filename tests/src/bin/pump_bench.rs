@@ -171,15 +171,27 @@ async fn main() {
         .await
         .unwrap();
     let running = fairjob_tests::spawn(worker);
-    for (k, path) in [Path::Direct, Path::Polling, Path::Notify].into_iter().enumerate() {
-        let pump = Pump::new(pool.clone(), redis.client().await).listen(matches!(path, Path::Notify));
+    for (k, path) in [Path::Direct, Path::Polling, Path::Notify]
+        .into_iter()
+        .enumerate()
+    {
+        let pump =
+            Pump::new(pool.clone(), redis.client().await).listen(matches!(path, Path::Notify));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(pump.run(async {
             let _ = stopped.await;
         }));
         tokio::time::sleep(Duration::from_millis(500)).await;
         let _: () = redis.query(redis::cmd("DEL").arg(redis.key(STARTS))).await;
-        let ms = latency(path, latency_jobs, rate, &pool, &redis, (k as u64) * 1_000_000).await;
+        let ms = latency(
+            path,
+            latency_jobs,
+            rate,
+            &pool,
+            &redis,
+            (k as u64) * 1_000_000,
+        )
+        .await;
         let _ = stop.send(());
         task.await.unwrap().unwrap();
         println!(
