@@ -39,6 +39,50 @@ pub struct Status {
     pub epoch: Option<String>,
 }
 
+impl Status {
+    /// The status as label/value rows (the dashboard's overview panel).
+    pub fn rows(&self) -> Vec<(String, String)> {
+        let mut rows = vec![
+            (
+                "backlog (not in Redis yet)".to_owned(),
+                self.backlog.to_string(),
+            ),
+            (
+                "pump lag (oldest unpublished)".to_owned(),
+                self.lag
+                    .map_or_else(|| "-".to_owned(), |d| format!("{:.1} s", d.as_secs_f64())),
+            ),
+            (
+                "pumps alive".to_owned(),
+                self.pumps.iter().filter(|p| p.alive).count().to_string(),
+            ),
+            (
+                "kept jobs in Redis, not ended".to_owned(),
+                self.kept_running.to_string(),
+            ),
+            ("kept jobs ended".to_owned(), self.kept_finished.to_string()),
+            ("failed rows".to_owned(), self.failed.to_string()),
+        ];
+        for (t, n) in &self.tenants {
+            let t = if t.is_empty() { "(no tenant)" } else { t };
+            rows.push((format!("backlog of tenant {t}"), n.to_string()));
+        }
+        match self.republished.first() {
+            Some(e) => rows.push((
+                format!("republish events (last {LAST_EVENTS})"),
+                format!(
+                    "{}; latest: {} jobs by {}",
+                    self.republished.len(),
+                    e.jobs,
+                    e.pump
+                ),
+            )),
+            None => rows.push(("republish events".to_owned(), "none".to_owned())),
+        }
+        rows
+    }
+}
+
 /// A pump's record.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -209,4 +253,41 @@ pub async fn find_job<'c>(conn: impl PgExecutor<'c>, jid: &str) -> Result<Option
         run_at: r.try_get("run_at")?,
         error: r.try_get("error")?,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_panel_rows_name_the_backlog_lag_pumps_and_republishes() {
+        let s = Status {
+            backlog: 7,
+            lag: Some(Duration::from_millis(2500)),
+            tenants: vec![("acme".into(), 5), (String::new(), 2)],
+            pumps: vec![PumpRow {
+                id: "h:1:a".into(),
+                host: "h".into(),
+                seen_ago: 1.0,
+                alive: true,
+            }],
+            republished: vec![RepublishEvent {
+                at: 0.0,
+                jobs: 12,
+                pump: "h:1:a".into(),
+            }],
+            ..Status::default()
+        };
+        let rows = s.rows();
+        let get = |l: &str| rows.iter().find(|(k, _)| k == l).map(|(_, v)| v.as_str());
+        assert_eq!(get("backlog (not in Redis yet)"), Some("7"));
+        assert_eq!(get("pump lag (oldest unpublished)"), Some("2.5 s"));
+        assert_eq!(get("pumps alive"), Some("1"));
+        assert_eq!(get("backlog of tenant acme"), Some("5"));
+        assert_eq!(get("backlog of tenant (no tenant)"), Some("2"));
+        assert_eq!(
+            get("republish events (last 10)"),
+            Some("1; latest: 12 jobs by h:1:a")
+        );
+    }
 }

@@ -210,3 +210,23 @@ pub(crate) async fn spawn_pump(
     }));
     Ok(RunningPump { stop, task })
 }
+
+/// The dashboard's overview panel of the PostgreSQL side (a lazy pool: the
+/// dashboard starts even while PostgreSQL is away).
+#[cfg(feature = "web")]
+pub(crate) fn panel(web: fairjob_web::WebConfig, url: &str) -> Result<fairjob_web::WebConfig> {
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_secs(3))
+        .connect_lazy(url)
+        .with_context(|| "bad PostgreSQL URL ([postgres] url / --postgres)")?;
+    Ok(web.panel(move || {
+        let pool = pool.clone();
+        async move {
+            match fairjob_postgres::status(&pool).await {
+                Ok(s) => Ok(fairjob_web::Panel::new("PostgreSQL outbox", s.rows())),
+                Err(e) => Err(format!("PostgreSQL outbox: {e}")),
+            }
+        }
+    }))
+}

@@ -526,3 +526,43 @@ async fn a_library_worker_runs_the_pump_with_workerbuilder_postgres() {
     );
     run.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_overview_shows_the_postgres_side() {
+    use fairjob_tests::web::{Dashboard, Http};
+    let (pg, pool) = pg().await;
+    let redis = Redis::start().await;
+    let mut tx = pool.begin().await.unwrap();
+    perform_bulk_tx(
+        &mut *tx,
+        (0..3).map(|i| EchoJob(format!("kept {i}")).keep_until_done()),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    // The worker serves another queue: the kept jobs stay in Redis, not ended.
+    let url = pg.url();
+    let dashboard = Dashboard::start(
+        redis.url(),
+        redis.ns(),
+        &[
+            "run",
+            "-q",
+            "elsewhere",
+            "--postgres",
+            &url,
+            "--web",
+            "127.0.0.1:0",
+        ],
+        &[],
+    );
+    let mut http = Http::new();
+    eventually!(
+        within LONG,
+        let body = http.get(&format!("{}/", dashboard.url), &[]).body;
+        body.contains("PostgreSQL outbox")
+            && body.contains("<tr><th>kept jobs in Redis, not ended</th><td>3</td></tr>")
+            && body.contains("<tr><th>pumps alive</th><td>1</td></tr>"),
+        "the overview's PostgreSQL panel"
+    );
+}
