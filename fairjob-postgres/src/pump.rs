@@ -56,6 +56,13 @@
 //! was mid-batch while another found the loss) is republished at the next
 //! check.
 //!
+//! **A job lost without the epoch** (a failover that kept the epoch key but
+//! dropped the last writes): after its push, a kept job's jid joins Redis's
+//! live set; the worker removes it with the end's record. Each check takes
+//! the oldest kept rows published longer than [`Pump::lost_grace`] ago and
+//! not done, asks which are not live, drains the completions, and makes the
+//! missing ones that are still not done pending again.
+//!
 //! Not covered: a job that ended in the interval between its end and the
 //! drain of its completion (at most one check interval) when Redis loses
 //! data then runs again (at least once, never lost); a job an operator
@@ -96,6 +103,7 @@ pub struct Pump {
     keep_queues: Arc<HashSet<String>>,
     check_every: Duration,
     retention: Duration,
+    grace: Duration,
     listen: bool,
     id: Arc<str>,
     /// The relay epoch this pump last confirmed (`None`: check first).
@@ -112,6 +120,9 @@ pub struct CheckStats {
     pub republished: u64,
     /// True when this check found that Redis lost data.
     pub lost: bool,
+    /// Kept jobs published longer than the grace and missing from Redis,
+    /// made pending again (the epoch unchanged).
+    pub missing: u64,
 }
 
 /// What one batch did.
@@ -147,6 +158,7 @@ impl Pump {
             keep_queues: Arc::new(HashSet::new()),
             check_every: Duration::from_secs(1),
             retention: Duration::from_secs(7 * 24 * 3600),
+            grace: Duration::from_secs(60),
             listen: false,
             id: pump_id().into(),
             epoch: Arc::new(Mutex::new(None)),
@@ -176,6 +188,13 @@ impl Pump {
     /// How long a finished kept row stays before it is deleted (default 7 days).
     pub fn retention(mut self, d: Duration) -> Self {
         self.retention = d;
+        self
+    }
+
+    /// How long a kept job may be published and missing from Redis's live
+    /// set before it counts as lost and is published again (default 60 s).
+    pub fn lost_grace(mut self, d: Duration) -> Self {
+        self.grace = d;
         self
     }
 
@@ -377,6 +396,8 @@ impl Pump {
         if let Some(n) = republished {
             stats.lost = true;
             stats.republished = n;
+        } else {
+            stats.missing = self.find_missing(&epoch).await?;
         }
         *self.epoch.lock().expect("epoch lock") = Some(epoch);
         Ok(stats)
@@ -493,6 +514,58 @@ impl Pump {
             "Redis lost data (its relay epoch changed): every kept job not done is published again"
         );
         Ok((redis, Some(republished)))
+    }
+
+    /// Kept jobs published longer than the grace ago, not done, and missing
+    /// from Redis's live set (the oldest 1,000): Redis lost them without
+    /// losing its epoch (a failover that dropped the last writes). The
+    /// completions are drained after the membership read, so a job that
+    /// ended meanwhile is marked done first and stays done.
+    async fn find_missing(&self, epoch: &str) -> Result<u64> {
+        let jids: Vec<String> = sqlx::query_scalar(
+            "SELECT jid FROM fairjob.outbox
+             WHERE published_at IS NOT NULL AND done_at IS NULL
+               AND published_at < now() - $1 * interval '1 millisecond'
+             ORDER BY published_at LIMIT 1000",
+        )
+        .bind(self.grace.as_millis() as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        let missing = self.client.relay_missing(&jids).await?;
+        if missing.is_empty() {
+            return Ok(0);
+        }
+        self.drain().await?;
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query(
+            "UPDATE fairjob.outbox SET published_at = NULL, published_epoch = NULL,
+                 staged = false, claimed_until = NULL
+             WHERE jid = ANY($1) AND published_at IS NOT NULL AND done_at IS NULL",
+        )
+        .bind(&missing)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if n > 0 {
+            sqlx::query(
+                "INSERT INTO fairjob.republished (old_epoch, epoch, jobs, pump) VALUES ($1, $1, $2, $3)",
+            )
+            .bind(epoch)
+            .bind(n as i64)
+            .bind(&*self.id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        if n > 0 {
+            ::metrics::counter!(m::REPUBLISH_EVENTS_TOTAL).increment(1);
+            ::metrics::counter!(m::REPUBLISHED_TOTAL).increment(n);
+            tracing::warn!(
+                republished = n,
+                "kept jobs missing from Redis past the grace: published again"
+            );
+        }
+        Ok(n)
     }
 
     /// The epoch to stage in: the one last confirmed, else a check's.
@@ -626,6 +699,14 @@ impl Pump {
                 (true, false) => published.push(row.id),
                 (true, true) => stopped.push(row.id),
             }
+        }
+        if !published.is_empty() {
+            let jids: Vec<String> = rows
+                .iter()
+                .filter(|r| published.contains(&r.id))
+                .map(|r| r.jid.clone())
+                .collect();
+            self.client.mark_relay_live(&jids).await?;
         }
         if std::env::var_os(HANG_AFTER_PUSH_ENV).is_some() {
             tracing::warn!(

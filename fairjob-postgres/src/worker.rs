@@ -44,6 +44,7 @@ pub fn configured(pump: Pump, config: &fairjob::PostgresConfig) -> Pump {
         .max_idle_interval(config.max_idle_interval)
         .check_interval(config.check_interval)
         .retention(config.retention)
+        .lost_grace(config.lost_grace)
         .keep_queues(config.keep_queues.iter().cloned())
         .listen(config.listen)
 }

@@ -53,6 +53,9 @@ pub(crate) struct PumpArgs {
     /// How long finished kept rows stay (default 7d)
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     retention: Option<Duration>,
+    /// How long a kept job may be missing from Redis before it is published again (default 60s)
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    lost_grace: Option<Duration>,
 }
 
 impl PumpArgs {
@@ -74,6 +77,9 @@ impl PumpArgs {
         }
         if let Some(v) = self.retention {
             c.retention = v;
+        }
+        if let Some(v) = self.lost_grace {
+            c.lost_grace = v;
         }
         c.keep_queues.extend(self.keep_queues.iter().cloned());
         c.listen |= self.listen;

@@ -189,6 +189,10 @@ pub struct PostgresConfig {
     /// How long finished kept rows stay (default 7 days).
     #[serde(with = "human")]
     pub retention: Duration,
+    /// How long a kept job may be missing from Redis before it is published
+    /// again (default 60s).
+    #[serde(with = "human")]
+    pub lost_grace: Duration,
 }
 
 impl Default for PostgresConfig {
@@ -202,6 +206,7 @@ impl Default for PostgresConfig {
             max_idle_interval: Duration::from_secs(2),
             check_interval: Duration::from_secs(1),
             retention: Duration::from_secs(7 * 24 * 3600),
+            lost_grace: Duration::from_secs(60),
         }
     }
 }

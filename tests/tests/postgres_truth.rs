@@ -566,3 +566,76 @@ async fn the_dashboard_overview_shows_the_postgres_side() {
         "the overview's PostgreSQL panel"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_job_missing_from_redis_past_the_grace_is_published_again_and_a_done_one_is_not() {
+    let (_pg, pool) = pg().await;
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    let mut tx = pool.begin().await.unwrap();
+    let jids = perform_bulk_tx(
+        &mut *tx,
+        (0..3).map(|i| EchoJob(format!("kept {i}")).keep_until_done()),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let pump = Pump::new(pool.clone(), client.clone()).lost_grace(Duration::ZERO);
+    assert_eq!(pump.pump_once().await.unwrap().kept, 3);
+    assert_eq!(pump.check().await.unwrap().missing, 0, "all three are live");
+
+    // A failover that kept the epoch but dropped the writes of job 0 (its
+    // push and its live mark); job 1 ended and its end is not drained yet.
+    let queue = redis.keys().queue("default");
+    let payloads = redis.lrange(&queue).await;
+    let lost = payloads.iter().find(|p| p.contains(&jids[0])).unwrap();
+    let _: i64 = redis
+        .query(redis::cmd("LREM").arg(&queue).arg(0).arg(lost))
+        .await;
+    let _: i64 = redis
+        .query(
+            redis::cmd("SREM")
+                .arg(redis.key("fairjob:{staged}:live"))
+                .arg(&jids[0]),
+        )
+        .await;
+    client
+        .record_relay_ends(&[(fairjob::RelayEnd::Done, jids[1].clone())])
+        .await
+        .unwrap();
+
+    let checked = pump.check().await.unwrap();
+    assert_eq!(
+        (checked.missing, checked.completions),
+        (1, 1),
+        "{checked:?}"
+    );
+    let state = |jid: String| {
+        let pool = pool.clone();
+        async move {
+            fairjob_postgres::find_job(&pool, &jid)
+                .await
+                .unwrap()
+                .unwrap()
+                .state
+        }
+    };
+    assert_eq!(state(jids[0].clone()).await, "pending");
+    assert_eq!(
+        state(jids[1].clone()).await,
+        "done",
+        "a done job is never republished"
+    );
+    assert_eq!(state(jids[2].clone()).await, "published");
+    assert_eq!(pump.pump_once().await.unwrap().pushed, 1);
+    assert_eq!(state(jids[0].clone()).await, "published");
+    let payloads = redis.lrange(&queue).await;
+    assert_eq!(
+        payloads.iter().filter(|p| p.contains(&jids[0])).count(),
+        1,
+        "job 0 is back, once"
+    );
+    let status = fairjob_postgres::status(&pool).await.unwrap();
+    assert_eq!(status.republished.len(), 1);
+    assert_eq!(status.republished[0].jobs, 1);
+}

@@ -233,6 +233,12 @@ impl Keys {
     pub fn relay_done(&self) -> String {
         self.k("fairjob:{staged}:done")
     }
+    /// Jids of kept jobs Redis has and that have not ended (SET): added by
+    /// the relay after its push, removed with the end's record. A kept job
+    /// PostgreSQL thinks published but missing here was lost by Redis.
+    pub fn relay_live(&self) -> String {
+        self.k("fairjob:{staged}:live")
+    }
     /// The reaper's lock (one reaper pass per interval across the fleet).
     pub fn reaper_lock(&self) -> String {
         self.k("fairjob:reaper-lock")

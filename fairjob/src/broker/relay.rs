@@ -45,18 +45,54 @@ impl RedisBroker {
         Ok(staged == 1)
     }
 
-    /// Appends completions (`<state> <jid>`) to the relay's completion list.
-    pub(crate) async fn relay_completed(&self, entries: &[String]) -> Result<()> {
+    /// Appends completions (`<state> <jid>`) to the relay's completion list
+    /// and removes their jids from the live set, in one `MULTI`.
+    pub(crate) async fn relay_completed(&self, entries: &[String], jids: &[String]) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
-        let mut cmd = redis::cmd("RPUSH");
-        cmd.arg(self.keys.relay_done());
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        pipe.cmd("RPUSH").arg(self.keys.relay_done());
         for e in entries {
-            cmd.arg(e.as_bytes());
+            pipe.arg(e.as_bytes());
+        }
+        pipe.ignore();
+        pipe.cmd("SREM").arg(self.keys.relay_live());
+        for j in jids {
+            pipe.arg(j.as_bytes());
+        }
+        pipe.ignore();
+        let () = self.pipe(&pipe).await?;
+        Ok(())
+    }
+
+    /// Adds kept jobs' jids to the live set (after their push).
+    pub(crate) async fn relay_mark_live(&self, jids: &[String]) -> Result<()> {
+        if jids.is_empty() {
+            return Ok(());
+        }
+        let mut cmd = redis::cmd("SADD");
+        cmd.arg(self.keys.relay_live());
+        for j in jids {
+            cmd.arg(j.as_bytes());
         }
         let _: i64 = self.query(&cmd).await?;
         Ok(())
+    }
+
+    /// Whether each jid is in the live set (`SMISMEMBER`).
+    pub(crate) async fn relay_live_members(&self, jids: &[String]) -> Result<Vec<bool>> {
+        if jids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut cmd = redis::cmd("SMISMEMBER");
+        cmd.arg(self.keys.relay_live());
+        for j in jids {
+            cmd.arg(j.as_bytes());
+        }
+        let found: Vec<i64> = self.query(&cmd).await?;
+        Ok(found.into_iter().map(|f| f == 1).collect())
     }
 
     /// Takes up to `n` completions off the list's head (`LPOP` with a count).

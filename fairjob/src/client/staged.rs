@@ -172,7 +172,8 @@ impl Client {
     /// burying a job marked with [`crate::wire::fields::PG_TRUTH`]).
     pub async fn record_relay_ends(&self, ends: &[(RelayEnd, String)]) -> Result<()> {
         let entries: Vec<String> = ends.iter().map(|(e, jid)| e.entry(jid)).collect();
-        self.broker().relay_completed(&entries).await
+        let jids: Vec<String> = ends.iter().map(|(_, jid)| jid.clone()).collect();
+        self.broker().relay_completed(&entries, &jids).await
     }
 
     /// Takes up to `n` recorded ends off the completion list (malformed
@@ -188,6 +189,22 @@ impl Client {
                 }
                 parsed
             })
+            .collect())
+    }
+
+    /// Records kept jobs as live in Redis (after their push).
+    pub async fn mark_relay_live(&self, jids: &[String]) -> Result<()> {
+        self.broker().relay_mark_live(jids).await
+    }
+
+    /// The jids among `jids` that Redis does not hold as live kept jobs.
+    pub async fn relay_missing(&self, jids: &[String]) -> Result<Vec<String>> {
+        let found = self.broker().relay_live_members(jids).await?;
+        Ok(jids
+            .iter()
+            .zip(found)
+            .filter(|(_, f)| !f)
+            .map(|(j, _)| j.clone())
             .collect())
     }
 
