@@ -48,8 +48,9 @@ DROP INDEX fairjob.outbox_tenant_id;
 -- The pump's backlog: rows waiting to reach Redis.
 CREATE INDEX outbox_pending ON fairjob.outbox (tenant, id)
     WHERE failed_at IS NULL AND published_at IS NULL AND done_at IS NULL;
--- Kept jobs Redis has (republished when Redis loses data).
-CREATE INDEX outbox_published ON fairjob.outbox (published_epoch)
+-- Kept jobs Redis has, oldest first (the lost-job check; republished when
+-- Redis loses data).
+CREATE INDEX outbox_published ON fairjob.outbox (published_at)
     WHERE published_at IS NOT NULL AND done_at IS NULL;
 -- Retention of finished rows.
 CREATE INDEX outbox_done ON fairjob.outbox (done_at) WHERE done_at IS NOT NULL;
