@@ -223,6 +223,22 @@ impl Keys {
     pub fn staged(&self) -> String {
         self.k("fairjob:{staged}:relay")
     }
+    /// The relay's epoch (STRING): a token fairjob-postgres' pump writes
+    /// once; gone or changed means Redis lost data. Same slot as `staged`.
+    pub fn relay_epoch(&self) -> String {
+        self.k("fairjob:{staged}:epoch")
+    }
+    /// Completions of jobs a relay keeps (LIST of `<state> <jid>`, state
+    /// `done` or `dead`), pushed by workers, drained by fairjob-postgres' pump.
+    pub fn relay_done(&self) -> String {
+        self.k("fairjob:{staged}:done")
+    }
+    /// Jids of kept jobs Redis has and that have not ended (SET): added by
+    /// the relay after its push, removed with the end's record. A kept job
+    /// PostgreSQL thinks published but missing here was lost by Redis.
+    pub fn relay_live(&self) -> String {
+        self.k("fairjob:{staged}:live")
+    }
     /// The reaper's lock (one reaper pass per interval across the fleet).
     pub fn reaper_lock(&self) -> String {
         self.k("fairjob:reaper-lock")

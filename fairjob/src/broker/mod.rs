@@ -61,6 +61,12 @@
 //! | `promote` | claims due entries of `schedule`/`retry` under a lease | `promote.lua` | payloads |
 //! | `drop_claim`, `bury_claimed` | ends a claim; moves a bad entry to `dead` | `ZREM`, `schedule.lua` | `()` |
 //! | `stage_claims` | a relay's claims before its push (`push` with a `Src` in `staged` then pushes each once) | `ZADD NX` | `()` |
+//! | **a relay's bookkeeping** (`relay.rs`; fairjob-postgres' pump) | | | |
+//! | `relay_epoch`, `relay_epoch_read` | the relay's epoch token (written once; gone or changed = Redis lost data) | `SET NX`+`GET`, `GET` | `String` |
+//! | `relay_stage` | `stage_claims` fenced by the epoch: nothing staged unless the epoch key holds the relay's epoch | `relay_stage.lua` | `bool` |
+//! | `relay_completed` | a kept job's end (`done`/`dead` and its jid), written by the worker after its `finish`; its jid leaves the live set | `MULTI` (`RPUSH`, `SREM`) | `()` |
+//! | `relay_mark_live`, `relay_live_members` | kept jobs Redis has (added after the relay's push); which of some jids are there | `SADD`, `SMISMEMBER` | `()`, `Vec<bool>` |
+//! | `relay_take_completed`, `relay_completed_len` | the pump drains completions into PostgreSQL; the list's length for views | `LPOP` count, `LLEN` | entries, `u64` |
 //! | **self-healing** (`reconcile.rs`) | | | |
 //! | `reconcile_shard`, `reconcile_slots` | recounts running jobs; drops slots no record holds | `shard_reconcile.lua`, `reclaim.lua`, `slot_forget.lua` | `Healed` |
 //! | **operators' actions** (`actions.rs`) | | | |
@@ -108,6 +114,7 @@ mod push;
 mod rates;
 pub mod read;
 mod reconcile;
+mod relay;
 mod scripts;
 mod shards;
 mod slots;
