@@ -261,6 +261,110 @@ async fn startup_reconciles_old_and_new_declarations() {
     stop(h3, t3).await;
 }
 
+/// `n` declared schedules named `<prefix>-<i>` (a stand-in entry: no worker
+/// reads them, and they are due in 2096).
+fn declared(prefix: &str, n: usize, expr: &str) -> Vec<(String, String, Option<i64>)> {
+    (0..n)
+        .map(|i| {
+            let name = format!("{prefix}-{i}");
+            let entry = format!(r#"{{"name":"{name}","cron":"{expr}"}}"#);
+            (name, entry, Some(4_000_000_000))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconciliation_in_many_steps_is_decided_by_the_last_to_start() {
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    let broker = client.broker();
+    client
+        .cron()
+        .set(CronSpec::new("dynamic", "0 * * * *", CronRecordJob(0)))
+        .await
+        .unwrap();
+    let names = || async {
+        let mut n: Vec<String> = broker
+            .cron_entries()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        n.sort();
+        n
+    };
+    let sorted = |d: &[(String, String, Option<i64>)], extra: &str| {
+        let mut n: Vec<String> = d.iter().map(|e| e.0.clone()).collect();
+        n.push(extra.to_owned());
+        n.sort();
+        n
+    };
+    // Old code: 450 schedules (5 apply steps, several sweep pages).
+    let old = declared("old", 450, "0 3 * * *");
+    let removed = broker.cron_reconcile("w-old", &old).await.unwrap();
+    assert_eq!(removed, Some(vec![]));
+    assert_eq!(names().await, sorted(&old, "dynamic"));
+
+    // New code: a third of the old names kept (changed), the rest replaced.
+    let mut new = declared("old", 150, "0 4 * * *");
+    new.extend(declared("new", 300, "0 5 * * *"));
+    let removed = broker.cron_reconcile("w-new", &new).await.unwrap();
+    let mut removed = removed.expect("not superseded");
+    removed.sort();
+    assert_eq!(removed.len(), 300, "the dropped old schedules removed");
+    assert_eq!(names().await, sorted(&new, "dynamic"));
+
+    // Several workers with different code starting at once, round after
+    // round: the stored schedules are always exactly one of the declarations
+    // (the last to start), plus the run-time one.
+    for round in 0..4 {
+        let a = declared("a", 250 + round, "*/5 * * * *");
+        let b = declared("b", 320, "*/7 * * * *");
+        let tokens = [
+            format!("a{round}"),
+            format!("b{round}"),
+            format!("n{round}"),
+        ];
+        let (ra, rb, rn) = tokio::join!(
+            broker.cron_reconcile(&tokens[0], &a),
+            broker.cron_reconcile(&tokens[1], &b),
+            broker.cron_reconcile(&tokens[2], &new),
+        );
+        let done = [ra.unwrap(), rb.unwrap(), rn.unwrap()];
+        let got = names().await;
+        let winners: Vec<usize> = (0..3).filter(|i| done[*i].is_some()).collect();
+        assert!(!winners.is_empty(), "someone finished: {done:?}");
+        let expected = [
+            sorted(&a, "dynamic"),
+            sorted(&b, "dynamic"),
+            sorted(&new, "dynamic"),
+        ];
+        assert!(
+            expected.contains(&got),
+            "round {round}: stored schedules are a mix of declarations ({} names)",
+            got.len()
+        );
+        // One entry per schedule, each due once.
+        let due: usize =
+            fairjob_tests::query(broker, redis::cmd("ZCARD").arg(broker.keys().cron_due()))
+                .await
+                .unwrap();
+        assert_eq!(due, got.len(), "one due entry per schedule");
+    }
+    // Nothing left over from the reconciliations themselves.
+    let leftovers: Vec<String> = fairjob_tests::query(
+        broker,
+        redis::cmd("KEYS").arg(format!(
+            "{}fairjob:{{cron}}:declared:*",
+            broker.keys().prefix()
+        )),
+    )
+    .await
+    .unwrap();
+    assert!(leftovers.is_empty(), "declared sets left: {leftovers:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_api_pauses_resumes_runs_now_and_rejects_bad_input() {
     let redis = Redis::start().await;

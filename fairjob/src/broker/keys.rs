@@ -207,6 +207,15 @@ impl Keys {
     pub fn cron_code(&self) -> String {
         self.k("fairjob:{cron}:code")
     }
+    /// The token of the worker whose start-up reconciliation is under way
+    /// (STRING; the last to set it decides, see `scripts/cron_reconcile.lua`).
+    pub fn cron_reconciler(&self) -> String {
+        self.k("fairjob:{cron}:reconciler")
+    }
+    /// The names one reconciliation (`token`) declared so far (SET, expiring).
+    pub fn cron_declared(&self, token: &str) -> String {
+        self.k(&format!("fairjob:{{cron}}:declared:{}", encode(token)))
+    }
     /// Claimed fire times' jobs not yet pushed, scored by lease expiry (ms).
     pub fn cron_firing(&self) -> String {
         self.k("fairjob:{cron}:firing")

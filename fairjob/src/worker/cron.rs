@@ -2,7 +2,8 @@
 //! once across any number of workers, without a leader.
 //!
 //! Every worker runs one. At start-up it reconciles the schedules its code
-//! declares with those in Redis (`cron_reconcile.lua`). Then it sleeps until
+//! declares with those in Redis (`cron_reconcile.lua`, in bounded steps; of
+//! several workers starting at once the last to begin decides). Then it sleeps until
 //! the earliest next fire time (at most [`IDLE`], so schedules set at run time
 //! are seen), and for each due schedule decides by the pure rules of
 //! [`crate::wire::cron`] (on time, missed and caught up, skipped) on Redis's
@@ -88,12 +89,17 @@ async fn reconcile(shared: &Shared) -> crate::Result<()> {
             (e.name.clone(), e.to_json(), next)
         })
         .collect();
-    let removed = broker.cron_reconcile(&declared).await?;
-    tracing::info!(
-        schedules = declared.len(),
-        removed = ?removed,
-        "periodic schedules reconciled"
-    );
+    match broker.cron_reconcile(&shared.identity, &declared).await? {
+        Some(removed) => tracing::info!(
+            schedules = declared.len(),
+            removed = ?removed,
+            "periodic schedules reconciled"
+        ),
+        None => tracing::info!(
+            schedules = declared.len(),
+            "a worker that started later reconciles the periodic schedules"
+        ),
+    }
     Ok(())
 }
 
