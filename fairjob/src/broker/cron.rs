@@ -46,10 +46,12 @@ pub struct ClaimSpec<'a> {
     pub missed: bool,
 }
 
-/// Declared schedules per step of a start-up reconciliation (and the code
-/// set's SSCAN page of its sweep): about 5 µs of Redis each, so a step stays
-/// well under a millisecond whatever the number of schedules.
-pub(crate) const RECONCILE_CHUNK: usize = 100;
+/// Declared schedules per `apply` step of a start-up reconciliation (about
+/// 7 µs of Redis each), and the `SSCAN` page of its `sweep` steps, so a step
+/// stays well under a millisecond whatever the number of schedules
+/// (`cron_bench`: BENCHMARKS.md).
+pub(crate) const RECONCILE_CHUNK: usize = 25;
+const SWEEP_PAGE: usize = 50;
 /// How long an abandoned reconciliation's declared set lives (its worker died
 /// midway; the next start redoes the whole reconciliation).
 const DECLARED_TTL: Duration = Duration::from_secs(600);
@@ -142,7 +144,7 @@ impl RedisBroker {
     /// Replaces the code-declared schedules by `declared` (name, entry JSON,
     /// next fire time) in bounded steps owned by `token` (unique per start):
     /// takes ownership, applies [`RECONCILE_CHUNK`] schedules per call, then
-    /// sweeps the code set a page per call. Returns the names removed, or
+    /// sweeps the code set an `SSCAN` page per call. Returns the names removed, or
     /// `None` when a worker that started later took over (it applies its own
     /// declarations from the start).
     pub async fn cron_reconcile(
@@ -181,7 +183,7 @@ impl RedisBroker {
         let mut cursor = "0".to_string();
         loop {
             let mut inv = call("sweep");
-            inv.arg(&cursor).arg(RECONCILE_CHUNK);
+            inv.arg(&cursor).arg(SWEEP_PAGE);
             let mut reply: Vec<String> = self.invoke(&inv).await?;
             if reply.is_empty() || reply[0] == "superseded" {
                 return self.reconcile_superseded(token).await;
@@ -197,7 +199,7 @@ impl RedisBroker {
     /// A superseded reconciliation drops its declared set (its own key).
     async fn reconcile_superseded(&self, token: &str) -> Result<Option<Vec<String>>> {
         let _: i64 = self
-            .query(redis::cmd("DEL").arg(self.keys.cron_declared(token)))
+            .query(redis::cmd("UNLINK").arg(self.keys.cron_declared(token)))
             .await?;
         Ok(None)
     }

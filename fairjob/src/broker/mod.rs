@@ -67,7 +67,7 @@
 //! | `pause_queue`, `resume_queue`, `signal_process` | paused set; Sidekiq's remote signals | `SADD`/`SREM`, `LPUSH` | `()` |
 //! | **periodic schedules** (`cron.rs`) | | | |
 //! | `cron_set` | stores a schedule (a changed one gets a new next fire time) | `cron_set.lua` | changed `bool` |
-//! | `cron_reconcile` | replaces the code-declared schedules (stale removed, run-time kept) in bounded steps owned by the last worker to start: takes the owner key, applies 100 declared schedules per call, sweeps the code set one `SSCAN` page per call; a step of a superseded owner writes nothing | `SET` (owner), `cron_reconcile.lua` (`apply`, `sweep`) | removed names, `None` when superseded |
+//! | `cron_reconcile` | replaces the code-declared schedules (stale removed, run-time kept) in bounded steps owned by the last worker to start: takes the owner key, applies 25 declared schedules per call, sweeps the code set one 50-name `SSCAN` page per call; a step of a superseded owner writes nothing | `SET` (owner), `cron_reconcile.lua` (`apply`, `sweep`), `UNLINK` | removed names, `None` when superseded |
 //! | `cron_remove`, `cron_pause`, `cron_resume`, `cron_ran_now` | deletes; takes out of / puts back in `due`; records a run by hand | `MULTI` (`HDEL`, `ZREM`, `ZADD`, `HSET`) | `()` |
 //! | `cron_claim` | compare-and-set of the next fire time; the fire time's job into the firing record (or a miss, an overlap skip) | `cron_claim.lua` | `CronClaim` |
 //! | `cron_redrive` | re-leases claimed jobs whose poller died | `cron_redrive.lua` | payloads |

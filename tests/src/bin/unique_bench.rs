@@ -66,8 +66,8 @@ async fn bulk(c: &Client, n: u64, unique: bool, base: u64) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let jobs: u64 = flag("jobs", 20_000);
-    let rounds: u64 = flag("rounds", 3);
+    let jobs: u64 = flag("--jobs", 20_000);
+    let rounds: u64 = flag("--rounds", 3);
     let server = redis();
     let c = Client::builder(server.url())
         .namespace(namespace())

@@ -20,7 +20,8 @@
 -- apply: ARGV[5] = count, then per schedule: name, entry JSON, next fire time
 --   (s, '' = never). Returns {'ok'} or {'superseded'}.
 -- sweep: ARGV[5] = SSCAN cursor, ARGV[6] = page size. Returns {'superseded'} or
---   {next cursor, removed names...}; at cursor '0' the declared set is deleted.
+--   {next cursor, removed names...}; at cursor '0' the declared set is unlinked (freed
+--   in the background: it may hold thousands of names) and the owner key deleted.
 if redis.call('GET', KEYS[4]) ~= ARGV[2] then return { 'superseded' } end
 local prefix = ARGV[3]
 if ARGV[1] == 'apply' then
@@ -56,7 +57,7 @@ for _, name in ipairs(page[2]) do
   end
 end
 if page[1] == '0' then
-  redis.call('DEL', KEYS[5])
+  redis.call('UNLINK', KEYS[5])
   redis.call('DEL', KEYS[4])
 end
 return out
