@@ -452,3 +452,84 @@ async fn tenant_sharded_queues_and_jobs_enqueued_from_jobs_are_unique_too() {
     );
     run.stop().await;
 }
+
+/// A replacing unique job that takes `ms` to run.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(queue = "replace_limits")]
+#[unique(for = "1h", by(key), on_conflict = "replace")]
+struct SlowDebounce {
+    key: u64,
+    note: String,
+    ms: u64,
+}
+
+impl Perform for SlowDebounce {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        let b = cx.client().broker();
+        let line = format!("slow {} {} start", self.key, self.note);
+        let key = format!("{}record", b.keys().prefix());
+        fairjob_tests::query::<i64>(b, redis::cmd("RPUSH").arg(key).arg(line)).await?;
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replace_only_replaces_a_holder_waiting_where_the_new_push_would_wait() {
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let job = |key: u64, note: &str| SlowDebounce {
+        key,
+        note: note.into(),
+        ms: 4000,
+    };
+    // Waiting in `schedule`; an immediate push of the key is refused (it
+    // would not wait in `schedule`), and the scheduled holder keeps its
+    // arguments.
+    let held = job(1, "a")
+        .perform_in(&c, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(duplicate_of(job(1, "b").perform_async(&c).await), held);
+    let scheduled: Vec<String> = redis
+        .conn()
+        .zrange(redis.keys().schedule(), 0, -1)
+        .await
+        .unwrap();
+    assert!(scheduled[0].contains(r#""note":"a""#), "{scheduled:?}");
+    // Waiting in its queue; a scheduled push of the key is refused.
+    let queued = job(2, "a").perform_async(&c).await.unwrap();
+    assert_eq!(
+        duplicate_of(job(2, "b").perform_in(&c, Duration::from_secs(60)).await),
+        queued
+    );
+    // Running: refused, the running job keeps its arguments and the lock.
+    let run = fairjob_tests::spawn(
+        redis
+            .worker()
+            .queues(queues(&["replace_limits"]))
+            .build()
+            .await
+            .unwrap(),
+    );
+    eventually!(
+        redis.records().await.iter().any(|r| r == "slow 2 a start"),
+        "the holder runs"
+    );
+    assert_eq!(duplicate_of(job(2, "c").perform_async(&c).await), queued);
+    assert_eq!(
+        redis
+            .lrange(redis.keys().queue("replace_limits"))
+            .await
+            .len(),
+        0
+    );
+    eventually!(
+        within Duration::from_secs(15),
+        !locks(&redis).await.iter().any(|(_, j)| *j == queued),
+        "released when it succeeds"
+    );
+    run.stop().await;
+    let records = redis.records().await;
+    assert_eq!(records, ["slow 2 a start"], "only the first push ran");
+}
