@@ -579,3 +579,71 @@ async fn on_a_cluster_into_a_tenant_sharded_queue_each_fire_time_once() {
         assert_eq!(jids.len(), 1, "fire time {fire}: {jids:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_a_claim_taken_over_after_its_push_is_not_pushed_twice() {
+    use fairjob::testing::RedisCluster;
+    use fairjob::{Client, QueueSpec, Worker};
+    let cluster = RedisCluster::start(3, 1, &[]).expect("cluster starts");
+    let url = cluster.url();
+    let ns = fairjob_tests::namespace();
+    let c = Client::builder(&url).namespace(&ns).build().await.unwrap();
+    let b = c.broker();
+    assert!(b.is_cluster());
+    let payload = |jid: &str, fire: i64| {
+        format!(
+            r#"{{"class":"CronRecordJob","args":[0],"queue":"cronq","jid":"{jid}","retry":true,"created_at":1.0,"enqueued_at":1.0,"fairjob_cron":"tick","fairjob_fire_time":{fire}}}"#
+        )
+    };
+    // Two claims whose poller died (their leases long expired): the first
+    // after its push (its once mark is in the queue's slot), the second
+    // before it.
+    let (pushed_jid, unpushed_jid) = ("aaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbb");
+    let firing = b.keys().cron_firing();
+    let marks = b.keys().pushed("cronq");
+    let _: i64 = fairjob_tests::query(
+        b,
+        redis::cmd("ZADD")
+            .arg(&firing)
+            .arg(0)
+            .arg(payload(pushed_jid, 1000))
+            .arg(0)
+            .arg(payload(unpushed_jid, 1001)),
+    )
+    .await
+    .unwrap();
+    let _: i64 = fairjob_tests::query(
+        b,
+        redis::cmd("ZADD").arg(&marks).arg(1).arg(pushed_jid),
+    )
+    .await
+    .unwrap();
+    let (h, t) = spawn(
+        Worker::builder(&url)
+            .namespace(&ns)
+            .registry(registry())
+            .queues(QueueSpec::parse(&["cronq".to_owned()]).unwrap())
+            .poll_interval(Duration::from_millis(100)),
+    );
+    let key = format!("{}record", b.keys().prefix());
+    let records = || async {
+        let lines: Vec<String> =
+            fairjob_tests::query(b, redis::cmd("LRANGE").arg(&key).arg(0).arg(-1))
+                .await
+                .unwrap();
+        lines
+    };
+    eventually!(within Duration::from_secs(20),
+        records().await.len() == 1, "the unpushed claim is pushed by a takeover");
+    let left = || async {
+        let f: usize = fairjob_tests::query(b, redis::cmd("ZCARD").arg(&firing)).await.unwrap();
+        let m: usize = fairjob_tests::query(b, redis::cmd("ZCARD").arg(&marks)).await.unwrap();
+        (f, m)
+    };
+    eventually!(left().await == (0, 0), "both claims and their marks are gone");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop(h, t).await;
+    let got = records().await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].starts_with(&format!("tick 1001 {unpushed_jid}")), "{got:?}");
+}

@@ -356,6 +356,14 @@ impl Keys {
         self.k(&format!("fairjob:{{{inbox}}}:unique:"))
     }
 
+    /// Claimed jobs already pushed to `queue` by the two-step push of a
+    /// claim (ZSET of once members scored by push time, ms; in the queue's
+    /// cluster slot): a repeat of the push finds its member and pushes nothing.
+    pub fn pushed(&self, queue: &str) -> String {
+        let inbox = self.queue(queue);
+        self.k(&format!("fairjob:{{{inbox}}}:pushed"))
+    }
+
     /// The last unique jobs refused as duplicates (LIST of JSON, newest
     /// first, capped), for explain.
     pub fn unique_rejected(&self) -> String {

@@ -22,7 +22,7 @@
 //! | `reconnect` | drops the shared connection to one server; the next command opens a new one (after `READONLY`) | — | `()` |
 //! | `wake` | pushes a wake-up token (kept at one) | `LPUSH`+`LTRIM` | `()` |
 //! | **enqueue** (`push.rs`) | | | |
-//! | `push` | takes unique locks (refuses duplicates, replaces a waiting holder), registers reroute windows, picks the queue, pushes (plain list, sharded inbox), wakes | `push.lua` (`window.lua` on a cluster) | `Vec<Pushed>` |
+//! | `push` | takes unique locks (refuses duplicates, replaces a waiting holder), registers reroute windows, picks the queue, pushes (plain list, sharded inbox), wakes; a claimed job whose claim is in another slot (sharded queue, cluster) is pushed first and its claim dropped after, and with `Src::once` (periodic jobs) the push marks the job in the queue's slot (`Keys::pushed`) in its own step and a marked one is not pushed again; the mark is removed after the claim | `push.lua` (`window.lua` on a cluster), `ZREM` (claim, then mark) | `Vec<Pushed>` |
 //! | `schedule` | takes unique locks, adds payloads to `schedule` (a replacing push moves the holder's payload and due time) | `schedule.lua` | `Vec<Pushed>` |
 //! | `zset_add`, `zset_remove` | one payload into / out of `retry` or `dead` | `schedule.lua`, `ZREM` | `()` |
 //! | **unique jobs** (`unique.rs`; locks are taken by `push`/`schedule` and released by `finish`/`recover`) | | | |

@@ -47,6 +47,9 @@ pub(crate) struct PushSpec {
     pub candidates: Vec<Candidate>,
     /// A unique job's lock, taken in the push's step.
     pub unique: Option<UniqueLock>,
+    /// Mark this member in the queue's slot (`Keys::pushed`) in the push's
+    /// step; skip the push if it is already marked (see [`super::Src::once`]).
+    pub once: Option<String>,
 }
 
 /// The reroute window a push registers in and the rules it is judged by.
@@ -68,6 +71,7 @@ impl PushSpec {
             && self.candidates.len() == 1
             && !self.candidates[0].sharded
             && self.unique.is_none()
+            && self.once.is_none()
     }
 }
 
@@ -87,6 +91,11 @@ pub(crate) struct Candidate {
 /// reroute rules ran 35-job scripts of ~0.5 ms on average, dozens of them
 /// over 1 ms on a busy machine: `bench`'s SLOWLOG section.)
 const PUSH_BUDGET: u32 = 120;
+
+/// How long a once mark outlives its push when the claim's drop never
+/// removed it (a crash between the two): longer than any claim waits for a
+/// poller to take it over.
+const ONCE_KEEP: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 /// A job's cost in a push script, in plain-job units: a tenant shard costs its
 /// dispatch bookkeeping; a reroute window a sorted-set update and a count per rule.
@@ -263,6 +272,7 @@ impl RedisBroker {
                 after: job.after.clone(),
                 candidates: vec![job.candidates[c].clone()],
                 unique: job.unique.clone(),
+                once: job.once.clone(),
             })
             .collect();
         // (2) Promoted jobs, and (3) the rest grouped per queue.
@@ -432,6 +442,16 @@ impl RedisBroker {
                 inv.arg(index[&(c.queue.as_str(), c.sharded)]);
             }
             UniqueLock::args(job.unique.as_ref(), &mut inv);
+            match &job.once {
+                Some(member) => {
+                    inv.arg(member)
+                        .key(self.keys.pushed(&job.candidates[0].queue))
+                        .arg(ONCE_KEEP.as_millis() as u64);
+                }
+                None => {
+                    inv.arg("");
+                }
+            }
         }
         inv
     }
@@ -469,9 +489,13 @@ impl RedisBroker {
             // A promoted job is never refused: its lock was taken when it
             // was first pushed, and the claim is dropped below whatever the
             // push says, so the push takes no lock.
+            // A claim that asks for it is marked as pushed in the queue's
+            // slot in the push's own step, so a repeat after a crash before
+            // the drop below pushes nothing.
             let unsourced = PushSpec {
                 src: None,
                 unique: None,
+                once: src.once.clone(),
                 ..job.clone()
             };
             let chosen: Vec<Pushed> = self
@@ -496,6 +520,16 @@ impl RedisBroker {
             // The commit point: the job is in its queue; dropping the claim
             // only stops a second promotion.
             self.drop_claim(&src.record, src.member.as_bytes()).await?;
+            if let Some(member) = &src.once {
+                // The claim is gone: the mark has done its work.
+                let _: i64 = self
+                    .query(
+                        redis::cmd("ZREM")
+                            .arg(self.keys.pushed(&unsourced.candidates[0].queue))
+                            .arg(member),
+                    )
+                    .await?;
+            }
             out.extend(chosen);
         }
         Ok(out)

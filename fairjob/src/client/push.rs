@@ -374,6 +374,7 @@ impl Client {
                 after,
                 candidates,
                 unique,
+                once: None,
             },
             rules,
             base_queue,

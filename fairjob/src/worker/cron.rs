@@ -220,9 +220,14 @@ async fn push_claimed(shared: &Shared, member: String) -> crate::Result<()> {
             return Ok(());
         }
     };
+    // The jid is new per claimed fire time: where the push and the claim's
+    // removal are two steps (a sharded queue, a cluster), the push marks it
+    // in the queue's slot, so a takeover after a crash between them pushes
+    // nothing twice.
     let src = Src {
         record: record.clone(),
         member,
+        once: Some(payload.jid()),
     };
     match shared.client.repush(payload, Some(src.clone())).await {
         Ok(Some(_)) => Ok(()),
