@@ -612,12 +612,9 @@ async fn on_a_cluster_a_claim_taken_over_after_its_push_is_not_pushed_twice() {
     )
     .await
     .unwrap();
-    let _: i64 = fairjob_tests::query(
-        b,
-        redis::cmd("ZADD").arg(&marks).arg(1).arg(pushed_jid),
-    )
-    .await
-    .unwrap();
+    let _: i64 = fairjob_tests::query(b, redis::cmd("ZADD").arg(&marks).arg(1).arg(pushed_jid))
+        .await
+        .unwrap();
     let (h, t) = spawn(
         Worker::builder(&url)
             .namespace(&ns)
@@ -636,14 +633,24 @@ async fn on_a_cluster_a_claim_taken_over_after_its_push_is_not_pushed_twice() {
     eventually!(within Duration::from_secs(20),
         records().await.len() == 1, "the unpushed claim is pushed by a takeover");
     let left = || async {
-        let f: usize = fairjob_tests::query(b, redis::cmd("ZCARD").arg(&firing)).await.unwrap();
-        let m: usize = fairjob_tests::query(b, redis::cmd("ZCARD").arg(&marks)).await.unwrap();
+        let f: usize = fairjob_tests::query(b, redis::cmd("ZCARD").arg(&firing))
+            .await
+            .unwrap();
+        let m: usize = fairjob_tests::query(b, redis::cmd("ZCARD").arg(&marks))
+            .await
+            .unwrap();
         (f, m)
     };
-    eventually!(left().await == (0, 0), "both claims and their marks are gone");
+    eventually!(
+        left().await == (0, 0),
+        "both claims and their marks are gone"
+    );
     tokio::time::sleep(Duration::from_millis(1500)).await;
     stop(h, t).await;
     let got = records().await;
     assert_eq!(got.len(), 1, "{got:?}");
-    assert!(got[0].starts_with(&format!("tick 1001 {unpushed_jid}")), "{got:?}");
+    assert!(
+        got[0].starts_with(&format!("tick 1001 {unpushed_jid}")),
+        "{got:?}"
+    );
 }

@@ -275,10 +275,31 @@ impl RedisBroker {
                 once: job.once.clone(),
             })
             .collect();
+        // A unique job rerouted to another queue: its lock (in its own
+        // queue's slot) is taken first, in a step of its own, and the job
+        // pushed without it (a crash in between leaves the lock until its
+        // TTL; a replacing push finds no waiting holder there: refused).
+        let mut resolved = resolved;
+        let mut refused: Vec<Option<Pushed>> = vec![None; jobs.len()];
+        for (i, job) in resolved.iter_mut().enumerate() {
+            if chosen[i] == 0 || job.src.is_some() {
+                continue;
+            }
+            let Some(u) = job.unique.take() else {
+                continue;
+            };
+            if let super::unique::Taken::Held { holder, .. } = self.unique_take_alone(&u).await? {
+                refused[i] = Some(Pushed::Duplicate(holder));
+            }
+        }
         // (2) Promoted jobs, and (3) the rest grouped per queue.
         let mut out = vec![Pushed::SourceGone; jobs.len()];
         let mut per_queue: Vec<(&Candidate, Vec<usize>)> = Vec::new();
         for (i, job) in resolved.iter().enumerate() {
+            if let Some(r) = &refused[i] {
+                out[i] = r.clone();
+                continue;
+            }
             if job.src.is_some() {
                 let got = self
                     .push_promoted(std::slice::from_ref(job), clock_offset)
@@ -535,6 +556,68 @@ impl RedisBroker {
         Ok(out)
     }
 
+    /// [`Self::schedule`] of unique jobs on Redis Cluster, where a lock (in
+    /// its queue's slot) and `schedule` (a slot of its own) are two steps, one
+    /// entry at a time: the lock first (`unique_take.lua`), then the entry; a
+    /// replacing push whose holder waits in `schedule` takes it out, puts
+    /// the new payload (under the holder's jid) in, and records it in the
+    /// lock. A crash between the steps leaves the lock held by a job never
+    /// written, until its TTL: never two jobs of a key.
+    async fn schedule_unique_cluster(
+        &self,
+        entries: &[(When, String, Option<UniqueLock>)],
+        clock_offset: i64,
+    ) -> Result<Vec<Pushed>> {
+        let mut out = Vec::with_capacity(entries.len());
+        for (when, payload, unique) in entries {
+            let alone = |payload: String| vec![(*when, payload, None)];
+            let Some(u) = unique else {
+                self.schedule_in_one_step(&alone(payload.clone()), clock_offset)
+                    .await?;
+                out.push(Pushed::To(0));
+                continue;
+            };
+            match self.unique_take_alone(u).await? {
+                super::unique::Taken::Ok => {
+                    if let Err(e) = self
+                        .schedule_in_one_step(&alone(payload.clone()), clock_offset)
+                        .await
+                    {
+                        self.unique_release(&u.key(), Some(&u.jid)).await?;
+                        return Err(e);
+                    }
+                    if u.replace {
+                        self.unique_waits_as(u, &u.jid, payload).await?;
+                    }
+                    out.push(Pushed::To(0));
+                }
+                super::unique::Taken::Held {
+                    holder,
+                    waiting: Some(waiting),
+                } if u.replace => {
+                    let removed: i64 = self
+                        .query(
+                            redis::cmd("ZREM")
+                                .arg(self.keys.schedule())
+                                .arg(waiting.as_bytes()),
+                        )
+                        .await?;
+                    if removed == 0 {
+                        out.push(Pushed::Duplicate(holder));
+                        continue;
+                    }
+                    let replaced = super::unique::swap_jid(payload, &u.jid, &holder);
+                    self.schedule_in_one_step(&alone(replaced.clone()), clock_offset)
+                        .await?;
+                    self.unique_waits_as(u, &holder, &replaced).await?;
+                    out.push(Pushed::Replaced(holder));
+                }
+                super::unique::Taken::Held { holder, .. } => out.push(Pushed::Duplicate(holder)),
+            }
+        }
+        Ok(out)
+    }
+
     /// Adds payloads to `schedule`, a unique job's lock taken in the same
     /// step: per entry `Pushed::To(0)` when added, else the holder's jid.
     pub(crate) async fn schedule(
@@ -550,11 +633,17 @@ impl RedisBroker {
             return Ok(store.schedule(entries, clock_offset));
         }
         if self.is_cluster() && entries.iter().any(|(_, _, u)| u.is_some()) {
-            // The lock lives in its queue's slot, `schedule` in its own.
-            return Err(crate::Error::Config(
-                "scheduling a unique job (perform_in/perform_at) is not supported on Redis Cluster yet".into(),
-            ));
+            return self.schedule_unique_cluster(entries, clock_offset).await;
         }
+        self.schedule_in_one_step(entries, clock_offset).await
+    }
+
+    /// `schedule.lua` for `entries`, their locks (if any) in its step.
+    async fn schedule_in_one_step(
+        &self,
+        entries: &[(When, String, Option<UniqueLock>)],
+        clock_offset: i64,
+    ) -> Result<Vec<Pushed>> {
         let mut inv = SCHEDULE.call();
         inv.key(self.keys.schedule()).arg(clock_offset);
         for (when, payload, unique) in entries {

@@ -134,12 +134,13 @@ script!(CRON_SET, "cron_set.lua");
 script!(CRON_RECONCILE, "cron_reconcile.lua");
 script!(CRON_RELEASE, "cron_release.lua");
 script!(UNIQUE_RELEASE, "unique_release.lua");
+script!(UNIQUE_TAKE, "unique_take.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
 /// slow call was.
 pub fn script_hashes() -> Vec<(&'static str, String)> {
-    let all: [(&str, &LazyLock<Lua>); 31] = [
+    let all: [(&str, &LazyLock<Lua>); 32] = [
         ("push", &PUSH),
         ("fetch", &FETCH),
         ("shard_fetch", &SHARD_FETCH),
@@ -171,6 +172,7 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("cron_reconcile", &CRON_RECONCILE),
         ("cron_release", &CRON_RELEASE),
         ("unique_release", &UNIQUE_RELEASE),
+        ("unique_take", &UNIQUE_TAKE),
     ];
     all.iter()
         .map(|(name, s)| (*name, s.hash().to_owned()))
@@ -233,6 +235,7 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
         "unique_release.lua",
         include_str!("scripts/unique_release.lua"),
     ),
+    ("unique_take.lua", include_str!("scripts/unique_take.lua")),
 ];
 
 #[cfg(test)]
