@@ -23,7 +23,7 @@
 --   {next cursor, removed names...}; at cursor '0' the declared set is unlinked (freed
 --   in the background: it may hold thousands of names) and the owner key deleted.
 if redis.call('GET', KEYS[4]) ~= ARGV[2] then return { 'superseded' } end
-local prefix = ARGV[3]
+local states = { prefix = ARGV[3] }
 if ARGV[1] == 'apply' then
   local ai = 6
   for i = 1, tonumber(ARGV[5]) do
@@ -33,7 +33,8 @@ if ARGV[1] == 'apply' then
     redis.call('HSET', KEYS[1], name, entry)
     redis.call('SADD', KEYS[3], name)
     redis.call('SADD', KEYS[5], name)
-    local paused = redis.call('HGET', prefix .. fj_encode(name), 'paused') == '1'
+    local encoded = fj_encode(name)
+    local paused = redis.call('HGET', states.prefix .. encoded, 'paused') == '1'
     if not paused then
       if nxt == '' then
         redis.call('ZREM', KEYS[2], name)
@@ -52,7 +53,8 @@ for _, name in ipairs(page[2]) do
     redis.call('HDEL', KEYS[1], name)
     redis.call('ZREM', KEYS[2], name)
     redis.call('SREM', KEYS[3], name)
-    redis.call('DEL', prefix .. fj_encode(name))
+    local encoded = fj_encode(name)
+    redis.call('DEL', states.prefix .. encoded)
     out[#out + 1] = name
   end
 end
