@@ -51,7 +51,7 @@ pub struct ClaimSpec<'a> {
 /// stays well under a millisecond whatever the number of schedules
 /// (`cron_bench`: BENCHMARKS.md).
 pub(crate) const RECONCILE_CHUNK: usize = 25;
-const SWEEP_PAGE: usize = 50;
+const SWEEP_BATCH: usize = 50;
 /// How long an abandoned reconciliation's declared set lives (its worker died
 /// midway; the next start redoes the whole reconciliation).
 const DECLARED_TTL: Duration = Duration::from_secs(600);
@@ -183,7 +183,7 @@ impl RedisBroker {
         let mut cursor = "0".to_string();
         loop {
             let mut inv = call("sweep");
-            inv.arg(&cursor).arg(SWEEP_PAGE);
+            inv.arg(&cursor).arg(SWEEP_BATCH);
             let mut reply: Vec<String> = self.invoke(&inv).await?;
             if reply.is_empty() || reply[0] == "superseded" {
                 return self.reconcile_superseded(token).await;

@@ -21,7 +21,7 @@
 //! | `time`, `ping` | Redis's clock; one round trip | `TIME`, `PING` | `f64`, `Duration` |
 //! | `reconnect` | drops the shared connection to one server; the next command opens a new one (after `READONLY`) | — | `()` |
 //! | `wake` | pushes a wake-up token (kept at one) | `LPUSH`+`LTRIM` | `()` |
-//! | **enqueue** (`push.rs`) | | | |
+//! | **enqueue** (`push.rs`; the multi-step pushes across cluster slots in `push_steps.rs`) | | | |
 //! | `push` (unique jobs that refuse duplicates, all bound for one plain queue with nothing else to decide) | takes each job's lock, pushes the ones that got it with one `LPUSH`, registers the queue, wakes | `unique_push.lua` (only `lib_unique.lua` prepended), 100 jobs a call | `Vec<Pushed>` |
 //! | `push` | takes unique locks (refuses duplicates, replaces a waiting holder; on a cluster a job rerouted to another slot takes its lock first with `unique_take.lua`), registers reroute windows, picks the queue, pushes (plain list, sharded inbox), wakes; a claimed job whose claim is in another slot (sharded queue, cluster) is pushed first and its claim dropped after, and with `Src::once` (periodic jobs) the push marks the job in the queue's slot (`Keys::pushed`) in its own step and a marked one is not pushed again; the mark is removed after the claim | `push.lua` (`window.lua` on a cluster), `ZREM` (claim, then mark) | `Vec<Pushed>` |
 //! | `schedule` | takes unique locks, adds payloads to `schedule` (a replacing push moves the holder's payload and due time); on a cluster a unique job's lock first, alone, then its entry | `schedule.lua` (on a cluster for unique jobs: `unique_take.lua`, then `schedule.lua`; a replace: `ZREM` + `schedule.lua` + `unique_take.lua` `waits`) | `Vec<Pushed>` |
@@ -107,6 +107,7 @@ mod memory;
 mod process;
 mod promote;
 mod push;
+mod push_steps;
 mod rates;
 pub mod read;
 mod reconcile;
