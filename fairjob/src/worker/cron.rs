@@ -15,8 +15,9 @@
 //! record as its source: `push.lua` removes it in the push's own step, so a
 //! poller killed between claim and push leaves a claim that another poller
 //! pushes once the lease expires ([`LEASE`]), and none is pushed twice (for a
-//! tenant-sharded queue or on a cluster, the removal follows the push: a kill
-//! in between can push it once more, as for the scheduler's promotions).
+//! tenant-sharded queue or on a cluster, where the removal follows the push,
+//! the push marks the job's jid in the queue's slot in its own step, and a
+//! takeover finds the mark and pushes nothing: `Src::once`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
