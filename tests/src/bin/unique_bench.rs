@@ -143,7 +143,8 @@ async fn main() {
 
     // Script cost with 100,000 live locks: every call's time (SLOWLOG at
     // threshold 0) of 2,000 unique pushes, 2,000 refused duplicates, 2,000
-    // replacing pushes, 2,000 scheduled pushes, then a worker running 2,000
+    // pushes of replacing jobs (free keys: the general `push.lua`, side by
+    // side with `unique_push.lua`), 2,000 scheduled pushes, then a worker running 2,000
     // unique jobs (`finish.lua` releases each lock) and 2,000 released at
     // their start (`unique_release.lua`).
     let _: () = flush().query_async(&mut conn).await.unwrap();
@@ -160,7 +161,9 @@ async fn main() {
         UniqueNoop(5_000_000 + i).perform_async(&c).await.unwrap();
         let dup = UniqueNoop(1_000_000 + i).perform_async(&c).await;
         assert!(matches!(dup, Err(fairjob::Error::Duplicate { .. })));
-        UniqueReplaceNoop(i % 100).perform_async(&c).await.unwrap();
+        // A free key: `push.lua`'s cost for the same lock and push as
+        // `unique_push.lua`'s (plus recording where the job waits).
+        UniqueReplaceNoop(i).perform_async(&c).await.unwrap();
         UniqueNoop(6_000_000 + i)
             .perform_in(&c, std::time::Duration::from_secs(3600))
             .await
