@@ -55,8 +55,24 @@ impl SlowLog {
     /// Logs every command slower than `threshold_us` from now on (the log
     /// keeps the last 1,024).
     pub async fn start(url: &str, threshold_us: u64) -> redis::RedisResult<SlowLog> {
+        SlowLog::start_keeping(url, threshold_us, 1024).await
+    }
+
+    /// Logs every command from now on, keeping the last `max_len`, for
+    /// [`SlowLog::times`].
+    pub async fn start_all(url: &str, max_len: u64) -> redis::RedisResult<SlowLog> {
+        SlowLog::start_keeping(url, 0, max_len).await
+    }
+
+    async fn start_keeping(
+        url: &str,
+        threshold_us: u64,
+        max_len: u64,
+    ) -> redis::RedisResult<SlowLog> {
+        // No response timeout: reading a long log takes a while.
+        let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
         let mut conn = redis::Client::open(url)?
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&config)
             .await?;
         let _: () = redis::cmd("CONFIG")
             .arg("SET")
@@ -67,7 +83,7 @@ impl SlowLog {
         let _: () = redis::cmd("CONFIG")
             .arg("SET")
             .arg("slowlog-max-len")
-            .arg(1024)
+            .arg(max_len)
             .query_async(&mut conn)
             .await?;
         let _: () = redis::cmd("SLOWLOG")
@@ -75,6 +91,42 @@ impl SlowLog {
             .query_async(&mut conn)
             .await?;
         Ok(SlowLog { conn, threshold_us })
+    }
+
+    /// Every logged call's time so far (µs), per fairjob script (`<name>.lua`)
+    /// or command, in the order logged.
+    pub async fn times(&mut self) -> redis::RedisResult<BTreeMap<String, Vec<u64>>> {
+        let names: BTreeMap<String, &str> = fairjob::broker::script_hashes()
+            .into_iter()
+            .map(|(n, h)| (h, n))
+            .collect();
+        let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+            .arg("GET")
+            .arg(-1)
+            .query_async(&mut self.conn)
+            .await?;
+        let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for e in entries.into_iter().rev() {
+            let redis::Value::Array(fields) = e else {
+                continue;
+            };
+            let us: u64 = redis::FromRedisValue::from_redis_value_ref(&fields[2]).unwrap_or(0);
+            let args: Vec<String> =
+                redis::FromRedisValue::from_redis_value_ref(&fields[3]).unwrap_or_default();
+            let cmd = args.first().map(|a| a.to_uppercase()).unwrap_or_default();
+            let name = match (cmd.as_str(), args.get(1)) {
+                ("EVALSHA", Some(sha)) => names
+                    .get(sha.as_str())
+                    .map_or_else(|| format!("script {sha}"), |n| format!("{n}.lua")),
+                _ => cmd,
+            };
+            out.entry(name).or_default().push(us);
+        }
+        let _: () = redis::cmd("SLOWLOG")
+            .arg("RESET")
+            .query_async(&mut self.conn)
+            .await?;
+        Ok(out)
     }
 
     /// What was slow so far.
@@ -118,4 +170,27 @@ impl SlowLog {
         }
         Ok(report)
     }
+}
+
+/// One line per name in `times`: calls, median, 99th percentile, slowest
+/// (µs) and calls over `over_us`.
+pub fn summarize(times: &BTreeMap<String, Vec<u64>>, names: &[&str], over_us: u64) -> String {
+    let mut lines = Vec::new();
+    for name in names {
+        let Some(t) = times.get(*name) else {
+            continue;
+        };
+        let mut t = t.clone();
+        t.sort_unstable();
+        let at = |q: f64| t[((t.len() - 1) as f64 * q).round() as usize];
+        lines.push(format!(
+            "| `{name}` | {} | {} | {} | {} | {} |",
+            t.len(),
+            at(0.5),
+            at(0.99),
+            t[t.len() - 1],
+            t.iter().filter(|&&u| u > over_us).count()
+        ));
+    }
+    lines.join("\n")
 }

@@ -52,8 +52,13 @@ async fn stop(handle: WorkerHandle, task: tokio::task::JoinHandle<fairjob::Resul
     task.await.expect("worker task").expect("worker ran");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_enqueue_each_fire_time_once_through_a_kill_and_a_changed_restart() {
+/// `workers` worker processes with an every-second schedule for about 30 s:
+/// the first is killed with `kill -9` after ~8 s, and ~8 s later restarted
+/// with the schedule changed to every other second; ~10 s later the schedule
+/// is paused. Every fire time of the window ran, and exactly once: one jid per
+/// fire time, one run per jid (a second run of a jid only where the killed
+/// process ran it first and died before its ack: a job is at least once).
+async fn every_fire_time_runs_once(workers: usize) {
     let redis = Redis::start().await;
     let client = redis.client().await;
     let now = || async { client.inspector().time().await.unwrap() as i64 };
@@ -70,57 +75,67 @@ async fn two_processes_enqueue_each_fire_time_once_through_a_kill_and_a_changed_
         path.to_str().unwrap().to_owned()
     };
     let each_second = every("* * * * * *");
-    let mut a = redis.worker_process().flag("-C", &each_second).start();
-    let mut b = redis.worker_process().flag("-C", &each_second).start();
-    eventually!(runs(&redis).await.len() >= 3, "the schedule fires");
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    a.signal("KILL");
-    let after_kill = runs(&redis).await.len();
-    eventually!(
-        runs(&redis).await.len() >= after_kill + 3,
-        "the survivor keeps firing"
-    );
-    // A restarted worker with a changed schedule (every other second).
+    let mut procs: Vec<_> = (0..workers)
+        .map(|_| redis.worker_process().flag("-C", &each_second).start())
+        .collect();
+    eventually!(runs(&redis).await.len() >= 2, "the schedule fires");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let killed = procs[0].pid();
+    procs[0].signal("KILL");
+    let _ = procs[0].wait_timeout(Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    // The killed worker comes back with a changed schedule (every other second).
     let before_restart = now().await;
     let every_other = every("*/2 * * * * *");
-    let mut a2 = redis.worker_process().flag("-C", &every_other).start();
+    procs.push(redis.worker_process().flag("-C", &every_other).start());
     eventually!(
         client.inspector().cron().await.unwrap()[0].expr == "*/2 * * * * *",
         "the restarted worker reconciles its schedule"
     );
     let changed = now().await;
-    eventually!(
-        runs(&redis)
-            .await
-            .iter()
-            .filter(|r| r.1 > changed + 1)
-            .count()
-            >= 2,
-        "the changed schedule fires"
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    client.cron().pause("tick").await.unwrap();
+    let paused = now().await;
+    // Every fire time before the pause: each second up to the restart, each
+    // even second after the change.
+    let expected: BTreeSet<i64> = {
+        let first = runs(&redis).await.iter().map(|r| r.1).min().unwrap();
+        (first..before_restart)
+            .chain((changed + 2..paused).filter(|f| f % 2 == 0))
+            .collect()
+    };
+    // (A poller killed between claim and push leaves a claim another takes
+    // over after its 30 s lease: allow for it.)
+    eventually!(within Duration::from_secs(60),
+        let got = runs(&redis).await.iter().map(|r| r.1).collect::<BTreeSet<i64>>();
+        expected.is_subset(&got),
+        "every fire time ran: missing {:?}", expected.difference(&got).collect::<Vec<_>>()
     );
-    assert!(b.stop().is_some(), "worker b stops");
-    assert!(a2.stop().is_some(), "worker a2 stops");
-    let _ = a.wait_timeout(Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for p in procs.iter_mut().skip(1) {
+        assert!(p.stop().is_some(), "a worker stops");
+    }
 
     let runs = runs(&redis).await;
     let mut jids: BTreeMap<i64, BTreeSet<String>> = BTreeMap::new();
-    for (name, fire, jid, _) in &runs {
+    let mut per_jid: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for (name, fire, jid, pid) in &runs {
         assert_eq!(name, "tick");
         jids.entry(*fire).or_default().insert(jid.clone());
+        per_jid.entry(jid.clone()).or_default().push(*pid);
     }
-    // Exactly one job per fire time (a job re-run after the kill keeps its jid).
     for (fire, set) in &jids {
         assert_eq!(set.len(), 1, "fire time {fire} enqueued as {set:?}");
     }
-    // No fire time skipped before the restart; only even seconds after the change.
-    let first = *jids.keys().next().unwrap();
-    let missing: Vec<i64> = (first..before_restart)
-        .filter(|f| !jids.contains_key(f))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "fire times missing: {missing:?} of {first}..{before_restart}"
-    );
+    for (jid, pids) in &per_jid {
+        assert!(
+            pids.len() == 1 || (pids.len() == 2 && pids.contains(&killed)),
+            "job {jid} ran {} times, by {pids:?}",
+            pids.len()
+        );
+    }
+    let late: Vec<i64> = jids.keys().copied().filter(|f| *f > paused).collect();
+    assert!(late.is_empty(), "fired while paused: {late:?}");
     let odd: Vec<i64> = jids
         .keys()
         .copied()
@@ -130,7 +145,17 @@ async fn two_processes_enqueue_each_fire_time_once_through_a_kill_and_a_changed_
         odd.is_empty(),
         "the old schedule fired after the change: {odd:?}"
     );
-    assert!(jids.len() >= 7, "{} fire times", jids.len());
+    assert!(expected.len() >= 20, "{} fire times", expected.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_enqueue_each_fire_time_once_through_a_kill_and_a_changed_restart() {
+    every_fire_time_runs_once(2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_enqueue_each_fire_time_once_through_a_kill_and_a_changed_restart() {
+    every_fire_time_runs_once(3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -259,6 +284,110 @@ async fn startup_reconciles_old_and_new_declarations() {
     stop(h1, t1).await;
     stop(h2, t2).await;
     stop(h3, t3).await;
+}
+
+/// `n` declared schedules named `<prefix>-<i>` (a stand-in entry: no worker
+/// reads them, and they are due in 2096).
+fn declared(prefix: &str, n: usize, expr: &str) -> Vec<(String, String, Option<i64>)> {
+    (0..n)
+        .map(|i| {
+            let name = format!("{prefix}-{i}");
+            let entry = format!(r#"{{"name":"{name}","cron":"{expr}"}}"#);
+            (name, entry, Some(4_000_000_000))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconciliation_in_many_steps_is_decided_by_the_last_to_start() {
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    let broker = client.broker();
+    client
+        .cron()
+        .set(CronSpec::new("dynamic", "0 * * * *", CronRecordJob(0)))
+        .await
+        .unwrap();
+    let names = || async {
+        let mut n: Vec<String> = broker
+            .cron_entries()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        n.sort();
+        n
+    };
+    let sorted = |d: &[(String, String, Option<i64>)], extra: &str| {
+        let mut n: Vec<String> = d.iter().map(|e| e.0.clone()).collect();
+        n.push(extra.to_owned());
+        n.sort();
+        n
+    };
+    // Old code: 450 schedules (5 apply steps, several sweep pages).
+    let old = declared("old", 450, "0 3 * * *");
+    let removed = broker.cron_reconcile("w-old", &old).await.unwrap();
+    assert_eq!(removed, Some(vec![]));
+    assert_eq!(names().await, sorted(&old, "dynamic"));
+
+    // New code: a third of the old names kept (changed), the rest replaced.
+    let mut new = declared("old", 150, "0 4 * * *");
+    new.extend(declared("new", 300, "0 5 * * *"));
+    let removed = broker.cron_reconcile("w-new", &new).await.unwrap();
+    let mut removed = removed.expect("not superseded");
+    removed.sort();
+    assert_eq!(removed.len(), 300, "the dropped old schedules removed");
+    assert_eq!(names().await, sorted(&new, "dynamic"));
+
+    // Several workers with different code starting at once, round after
+    // round: the stored schedules are always exactly one of the declarations
+    // (the last to start), plus the run-time one.
+    for round in 0..4 {
+        let a = declared("a", 250 + round, "*/5 * * * *");
+        let b = declared("b", 320, "*/7 * * * *");
+        let tokens = [
+            format!("a{round}"),
+            format!("b{round}"),
+            format!("n{round}"),
+        ];
+        let (ra, rb, rn) = tokio::join!(
+            broker.cron_reconcile(&tokens[0], &a),
+            broker.cron_reconcile(&tokens[1], &b),
+            broker.cron_reconcile(&tokens[2], &new),
+        );
+        let done = [ra.unwrap(), rb.unwrap(), rn.unwrap()];
+        let got = names().await;
+        let winners: Vec<usize> = (0..3).filter(|i| done[*i].is_some()).collect();
+        assert!(!winners.is_empty(), "someone finished: {done:?}");
+        let expected = [
+            sorted(&a, "dynamic"),
+            sorted(&b, "dynamic"),
+            sorted(&new, "dynamic"),
+        ];
+        assert!(
+            expected.contains(&got),
+            "round {round}: stored schedules are a mix of declarations ({} names)",
+            got.len()
+        );
+        // One entry per schedule, each due once.
+        let due: usize =
+            fairjob_tests::query(broker, redis::cmd("ZCARD").arg(broker.keys().cron_due()))
+                .await
+                .unwrap();
+        assert_eq!(due, got.len(), "one due entry per schedule");
+    }
+    // Nothing left over from the reconciliations themselves.
+    let leftovers: Vec<String> = fairjob_tests::query(
+        broker,
+        redis::cmd("KEYS").arg(format!(
+            "{}fairjob:{{cron}}:declared:*",
+            broker.keys().prefix()
+        )),
+    )
+    .await
+    .unwrap();
+    assert!(leftovers.is_empty(), "declared sets left: {leftovers:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -449,4 +578,79 @@ async fn on_a_cluster_into_a_tenant_sharded_queue_each_fire_time_once() {
     for (fire, jids) in &per_fire {
         assert_eq!(jids.len(), 1, "fire time {fire}: {jids:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_a_claim_taken_over_after_its_push_is_not_pushed_twice() {
+    use fairjob::testing::RedisCluster;
+    use fairjob::{Client, QueueSpec, Worker};
+    let cluster = RedisCluster::start(3, 1, &[]).expect("cluster starts");
+    let url = cluster.url();
+    let ns = fairjob_tests::namespace();
+    let c = Client::builder(&url).namespace(&ns).build().await.unwrap();
+    let b = c.broker();
+    assert!(b.is_cluster());
+    let payload = |jid: &str, fire: i64| {
+        format!(
+            r#"{{"class":"CronRecordJob","args":[0],"queue":"cronq","jid":"{jid}","retry":true,"created_at":1.0,"enqueued_at":1.0,"fairjob_cron":"tick","fairjob_fire_time":{fire}}}"#
+        )
+    };
+    // Two claims whose poller died (their leases long expired): the first
+    // after its push (its once mark is in the queue's slot), the second
+    // before it.
+    let (pushed_jid, unpushed_jid) = ("aaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbb");
+    let firing = b.keys().cron_firing();
+    let marks = b.keys().pushed("cronq");
+    let _: i64 = fairjob_tests::query(
+        b,
+        redis::cmd("ZADD")
+            .arg(&firing)
+            .arg(0)
+            .arg(payload(pushed_jid, 1000))
+            .arg(0)
+            .arg(payload(unpushed_jid, 1001)),
+    )
+    .await
+    .unwrap();
+    let _: i64 = fairjob_tests::query(b, redis::cmd("ZADD").arg(&marks).arg(1).arg(pushed_jid))
+        .await
+        .unwrap();
+    let (h, t) = spawn(
+        Worker::builder(&url)
+            .namespace(&ns)
+            .registry(registry())
+            .queues(QueueSpec::parse(&["cronq".to_owned()]).unwrap())
+            .poll_interval(Duration::from_millis(100)),
+    );
+    let key = format!("{}record", b.keys().prefix());
+    let records = || async {
+        let lines: Vec<String> =
+            fairjob_tests::query(b, redis::cmd("LRANGE").arg(&key).arg(0).arg(-1))
+                .await
+                .unwrap();
+        lines
+    };
+    eventually!(within Duration::from_secs(20),
+        records().await.len() == 1, "the unpushed claim is pushed by a takeover");
+    let left = || async {
+        let f: usize = fairjob_tests::query(b, redis::cmd("ZCARD").arg(&firing))
+            .await
+            .unwrap();
+        let m: usize = fairjob_tests::query(b, redis::cmd("ZCARD").arg(&marks))
+            .await
+            .unwrap();
+        (f, m)
+    };
+    eventually!(
+        left().await == (0, 0),
+        "both claims and their marks are gone"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop(h, t).await;
+    let got = records().await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with(&format!("tick 1001 {unpushed_jid}")),
+        "{got:?}"
+    );
 }

@@ -324,6 +324,7 @@ const ONE_KEY: &[&str] = &[
     "HEXISTS",
     "HSETNX",
     "HMGET",
+    "SSCAN",
     "LPUSH",
     "RPUSH",
     "LPOP",
@@ -525,11 +526,12 @@ fn collect(files: &[LuaFile]) -> (Facts, Vec<String>) {
     (f, problems)
 }
 
-/// Whether a shard prefix expression is `ARGV[…]`, or a function parameter that
-/// every call site fills with one.
+/// Whether a shard prefix expression is `ARGV[…]` (or a declared key,
+/// `KEYS[…]`, used whole with an empty suffix: `unique_take.lua`), or a
+/// function parameter that every call site fills with one.
 fn prefix_from_argv(f: &Facts, v: &str, depth: u32) -> bool {
     let v = v.trim();
-    if v.starts_with("ARGV[") && v.ends_with(']') {
+    if (v.starts_with("ARGV[") || v.starts_with("KEYS[")) && v.ends_with(']') {
         return true;
     }
     if depth > 6 || !v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {

@@ -452,3 +452,202 @@ async fn tenant_sharded_queues_and_jobs_enqueued_from_jobs_are_unique_too() {
     );
     run.stop().await;
 }
+
+/// A replacing unique job that takes `ms` to run.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(queue = "replace_limits")]
+#[unique(for = "1h", by(key), on_conflict = "replace")]
+struct SlowDebounce {
+    key: u64,
+    note: String,
+    ms: u64,
+}
+
+impl Perform for SlowDebounce {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        let b = cx.client().broker();
+        let line = format!("slow {} {} start", self.key, self.note);
+        let key = format!("{}record", b.keys().prefix());
+        fairjob_tests::query::<i64>(b, redis::cmd("RPUSH").arg(key).arg(line)).await?;
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replace_only_replaces_a_holder_waiting_where_the_new_push_would_wait() {
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let job = |key: u64, note: &str| SlowDebounce {
+        key,
+        note: note.into(),
+        ms: 4000,
+    };
+    // Waiting in `schedule`; an immediate push of the key is refused (it
+    // would not wait in `schedule`), and the scheduled holder keeps its
+    // arguments.
+    let held = job(1, "a")
+        .perform_in(&c, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(duplicate_of(job(1, "b").perform_async(&c).await), held);
+    let scheduled: Vec<String> = redis
+        .conn()
+        .zrange(redis.keys().schedule(), 0, -1)
+        .await
+        .unwrap();
+    assert!(scheduled[0].contains(r#""note":"a""#), "{scheduled:?}");
+    // Waiting in its queue; a scheduled push of the key is refused.
+    let queued = job(2, "a").perform_async(&c).await.unwrap();
+    assert_eq!(
+        duplicate_of(job(2, "b").perform_in(&c, Duration::from_secs(60)).await),
+        queued
+    );
+    // Running: refused, the running job keeps its arguments and the lock.
+    let run = fairjob_tests::spawn(
+        redis
+            .worker()
+            .queues(queues(&["replace_limits"]))
+            .build()
+            .await
+            .unwrap(),
+    );
+    eventually!(
+        redis.records().await.iter().any(|r| r == "slow 2 a start"),
+        "the holder runs"
+    );
+    assert_eq!(duplicate_of(job(2, "c").perform_async(&c).await), queued);
+    assert_eq!(
+        redis
+            .lrange(redis.keys().queue("replace_limits"))
+            .await
+            .len(),
+        0
+    );
+    eventually!(
+        within Duration::from_secs(15),
+        !locks(&redis).await.iter().any(|(_, j)| *j == queued),
+        "released when it succeeds"
+    );
+    run.stop().await;
+    let records = redis.records().await;
+    assert_eq!(records, ["slow 2 a start"], "only the first push ran");
+}
+
+/// A unique job with a reroute rule: a tenant's second job within an hour
+/// goes to `ur_slow`.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(queue = "ur")]
+#[fair_tenant(tenant)]
+#[throttle(queue = "ur_slow", threshold = 1, per = "1h")]
+#[unique(for = "1h")]
+struct UniqueRerouted {
+    tenant: String,
+    n: u64,
+}
+
+impl Perform for UniqueRerouted {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_scheduled_and_rerouted_unique_jobs_hold_their_keys() {
+    use fairjob::testing::RedisCluster;
+    let cluster = RedisCluster::start(3, 1, &[]).expect("cluster starts");
+    let url = cluster.url();
+    let ns = fairjob_tests::namespace();
+    let c = fairjob::Client::builder(&url)
+        .namespace(&ns)
+        .build()
+        .await
+        .unwrap();
+    assert!(c.broker().is_cluster());
+    // Scheduled, reject: a second push of the key is refused.
+    let held = unique(1, "a")
+        .perform_in(&c, Duration::from_secs(600))
+        .await
+        .unwrap();
+    assert_eq!(
+        duplicate_of(
+            unique(1, "b")
+                .perform_in(&c, Duration::from_secs(600))
+                .await
+        ),
+        held
+    );
+    // Scheduled, replace: a debounce (new arguments and due time, same jid).
+    let job = |note: &str| DebounceJob {
+        key: 5,
+        note: note.into(),
+    };
+    let jid = job("a")
+        .perform_in(&c, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let again = job("b")
+        .perform_in(&c, Duration::from_secs(600))
+        .await
+        .unwrap();
+    assert_eq!(again, jid);
+    let schedule = c.broker().keys().schedule();
+    let entries: Vec<(String, f64)> = fairjob_tests::query(
+        c.broker(),
+        redis::cmd("ZRANGE")
+            .arg(&schedule)
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES"),
+    )
+    .await
+    .unwrap();
+    let debounced: Vec<&(String, f64)> = entries
+        .iter()
+        .filter(|(p, _)| p.contains("DebounceJob"))
+        .collect();
+    assert_eq!(debounced.len(), 1, "{entries:?}");
+    assert!(debounced[0].0.contains(r#""note":"b""#) && debounced[0].0.contains(&jid));
+    let now = c.inspector().time().await.unwrap();
+    assert!(debounced[0].1 > now + 300.0, "its due time moved");
+
+    // Rerouted: the tenant's second job goes to `ur_slow` (another slot),
+    // its lock still in `ur`'s; duplicates of either are refused.
+    let ur = |n: u64| UniqueRerouted {
+        tenant: "t".into(),
+        n,
+    };
+    let first = ur(1).perform_async(&c).await.unwrap();
+    let second = ur(2).perform_async(&c).await.unwrap();
+    assert_eq!(duplicate_of(ur(2).perform_async(&c).await), second);
+    assert_eq!(duplicate_of(ur(1).perform_async(&c).await), first);
+    let slow: Vec<String> = fairjob_tests::query(
+        c.broker(),
+        redis::cmd("LRANGE")
+            .arg(c.broker().keys().queue("ur_slow"))
+            .arg(0)
+            .arg(-1),
+    )
+    .await
+    .unwrap();
+    assert!(
+        slow.len() == 1 && slow[0].contains(&second),
+        "the second job was rerouted: {slow:?}"
+    );
+    // Both run; their keys are free again.
+    let run = fairjob_tests::spawn(
+        fairjob::Worker::builder(&url)
+            .namespace(&ns)
+            .queues(queues(&["ur", "ur_slow"]))
+            .build()
+            .await
+            .unwrap(),
+    );
+    let pushed = eventually!(within Duration::from_secs(20),
+        let p = ur(2).perform_async(&c).await.ok();
+        p.is_some(),
+        "the rerouted job's lock is released when it succeeds"
+    );
+    assert_ne!(pushed.unwrap(), second);
+    run.stop().await;
+}

@@ -1,5 +1,6 @@
-//! Periodic schedules' state changes: store, reconcile, pause, resume,
-//! remove (`cron_set.lua`, `cron_reconcile.lua`, single-slot pipelines), and
+//! Periodic schedules' state changes: store, reconcile (in bounded steps,
+//! `cron_reconcile.lua`), pause, resume, remove (`cron_set.lua`,
+//! single-slot pipelines), and
 //! the poller's steps: claim a fire time (`cron_claim.lua`), take over a
 //! claim whose poller died (`cron_redrive.lua`), forget a finished run
 //! (`cron_release.lua`). Every key has the `{cron}` hash tag: one slot. The
@@ -44,6 +45,16 @@ pub struct ClaimSpec<'a> {
     /// Fire times were missed.
     pub missed: bool,
 }
+
+/// Declared schedules per `apply` step of a start-up reconciliation (about
+/// 7 µs of Redis each), and the `SSCAN` page of its `sweep` steps, so a step
+/// stays well under a millisecond whatever the number of schedules
+/// (`cron_bench`: BENCHMARKS.md).
+pub(crate) const RECONCILE_CHUNK: usize = 25;
+const SWEEP_BATCH: usize = 50;
+/// How long an abandoned reconciliation's declared set lives (its worker died
+/// midway; the next start redoes the whole reconciliation).
+const DECLARED_TTL: Duration = Duration::from_secs(600);
 
 fn opt(n: Option<i64>) -> String {
     n.map(|n| n.to_string()).unwrap_or_default()
@@ -131,20 +142,66 @@ impl RedisBroker {
     }
 
     /// Replaces the code-declared schedules by `declared` (name, entry JSON,
-    /// next fire time); returns the names removed.
+    /// next fire time) in bounded steps owned by `token` (unique per start):
+    /// takes ownership, applies [`RECONCILE_CHUNK`] schedules per call, then
+    /// sweeps the code set an `SSCAN` page per call. Returns the names removed, or
+    /// `None` when a worker that started later took over (it applies its own
+    /// declarations from the start).
     pub async fn cron_reconcile(
         &self,
+        token: &str,
         declared: &[(String, String, Option<i64>)],
-    ) -> Result<Vec<String>> {
-        let mut inv = CRON_RECONCILE.call();
-        inv.key(self.keys.cron_defs())
-            .key(self.keys.cron_due())
-            .key(self.keys.cron_code());
-        inv.arg(self.keys.cron_state("")).arg(declared.len());
-        for (name, entry, next) in declared {
-            inv.arg(name).arg(entry).arg(opt(*next));
+    ) -> Result<Option<Vec<String>>> {
+        let k = &self.keys;
+        let owner = k.cron_reconciler();
+        let _: () = self.query(redis::cmd("SET").arg(&owner).arg(token)).await?;
+        let call = |step: &str| {
+            let mut inv = CRON_RECONCILE.call();
+            inv.key(k.cron_defs())
+                .key(k.cron_due())
+                .key(k.cron_code())
+                .key(&owner)
+                .key(k.cron_declared(token));
+            inv.arg(step)
+                .arg(token)
+                .arg(k.cron_state(""))
+                .arg(DECLARED_TTL.as_millis() as u64);
+            inv
+        };
+        for chunk in declared.chunks(RECONCILE_CHUNK) {
+            let mut inv = call("apply");
+            inv.arg(chunk.len());
+            for (name, entry, next) in chunk {
+                inv.arg(name).arg(entry).arg(opt(*next));
+            }
+            let reply: Vec<String> = self.invoke(&inv).await?;
+            if reply.first().map(String::as_str) != Some("ok") {
+                return self.reconcile_superseded(token).await;
+            }
         }
-        self.invoke(&inv).await
+        let mut removed = Vec::new();
+        let mut cursor = "0".to_string();
+        loop {
+            let mut inv = call("sweep");
+            inv.arg(&cursor).arg(SWEEP_BATCH);
+            let mut reply: Vec<String> = self.invoke(&inv).await?;
+            if reply.is_empty() || reply[0] == "superseded" {
+                return self.reconcile_superseded(token).await;
+            }
+            cursor = reply.remove(0);
+            removed.extend(reply);
+            if cursor == "0" {
+                return Ok(Some(removed));
+            }
+        }
+    }
+
+    /// A superseded reconciliation drops its declared set (its own key).
+    async fn reconcile_superseded(&self, token: &str) -> Result<Option<Vec<String>>> {
+        let _: i64 = self
+            .query(redis::cmd("UNLINK").arg(self.keys.cron_declared(token)))
+            .await?;
+        Ok(None)
     }
 
     /// Removes a schedule; returns whether it existed.

@@ -207,6 +207,15 @@ impl Keys {
     pub fn cron_code(&self) -> String {
         self.k("fairjob:{cron}:code")
     }
+    /// The token of the worker whose start-up reconciliation is under way
+    /// (STRING; the last to set it decides, see `scripts/cron_reconcile.lua`).
+    pub fn cron_reconciler(&self) -> String {
+        self.k("fairjob:{cron}:reconciler")
+    }
+    /// The names one reconciliation (`token`) declared so far (SET, expiring).
+    pub fn cron_declared(&self, token: &str) -> String {
+        self.k(&format!("fairjob:{{cron}}:declared:{}", encode(token)))
+    }
     /// Claimed fire times' jobs not yet pushed, scored by lease expiry (ms).
     pub fn cron_firing(&self) -> String {
         self.k("fairjob:{cron}:firing")
@@ -365,6 +374,14 @@ impl Keys {
     pub fn unique_prefix(&self, queue: &str) -> String {
         let inbox = self.queue(queue);
         self.k(&format!("fairjob:{{{inbox}}}:unique:"))
+    }
+
+    /// Claimed jobs already pushed to `queue` by the two-step push of a
+    /// claim (ZSET of once members scored by push time, ms; in the queue's
+    /// cluster slot): a repeat of the push finds its member and pushes nothing.
+    pub fn pushed(&self, queue: &str) -> String {
+        let inbox = self.queue(queue);
+        self.k(&format!("fairjob:{{{inbox}}}:pushed"))
     }
 
     /// The last unique jobs refused as duplicates (LIST of JSON, newest

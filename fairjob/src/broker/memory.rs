@@ -522,6 +522,7 @@ mod tests {
             after: "}".to_owned(),
             candidates,
             unique: None,
+            once: None,
         }
     }
 

@@ -21,12 +21,14 @@
 //! | `time`, `ping` | Redis's clock; one round trip | `TIME`, `PING` | `f64`, `Duration` |
 //! | `reconnect` | drops the shared connection to one server; the next command opens a new one (after `READONLY`) | — | `()` |
 //! | `wake` | pushes a wake-up token (kept at one) | `LPUSH`+`LTRIM` | `()` |
-//! | **enqueue** (`push.rs`) | | | |
-//! | `push` | takes unique locks (refuses duplicates, replaces a waiting holder), registers reroute windows, picks the queue, pushes (plain list, sharded inbox), wakes | `push.lua` (`window.lua` on a cluster) | `Vec<Pushed>` |
-//! | `schedule` | takes unique locks, adds payloads to `schedule` (a replacing push moves the holder's payload and due time) | `schedule.lua` | `Vec<Pushed>` |
+//! | **enqueue** (`push.rs`; the multi-step pushes across cluster slots in `push_steps.rs`) | | | |
+//! | `push` (unique jobs that refuse duplicates, all bound for one plain queue with nothing else to decide) | takes each job's lock, pushes the ones that got it with one `LPUSH`, registers the queue, wakes | `unique_push.lua` (only `lib_unique.lua` prepended), 100 jobs a call | `Vec<Pushed>` |
+//! | `push` | takes unique locks (refuses duplicates, replaces a waiting holder; on a cluster a job rerouted to another slot takes its lock first with `unique_take.lua`), registers reroute windows, picks the queue, pushes (plain list, sharded inbox), wakes; a claimed job whose claim is in another slot (sharded queue, cluster) is pushed first and its claim dropped after, and with `Src::once` (periodic jobs) the push marks the job in the queue's slot (`Keys::pushed`) in its own step and a marked one is not pushed again; the mark is removed after the claim | `push.lua` (`window.lua` on a cluster), `ZREM` (claim, then mark) | `Vec<Pushed>` |
+//! | `schedule` | takes unique locks, adds payloads to `schedule` (a replacing push moves the holder's payload and due time); on a cluster a unique job's lock first, alone, then its entry | `schedule.lua` (on a cluster for unique jobs: `unique_take.lua`, then `schedule.lua`; a replace: `ZREM` + `schedule.lua` + `unique_take.lua` `waits`) | `Vec<Pushed>` |
 //! | `zset_add`, `zset_remove` | one payload into / out of `retry` or `dead` | `schedule.lua`, `ZREM` | `()` |
 //! | **unique jobs** (`unique.rs`; locks are taken by `push`/`schedule` and released by `finish`/`recover`) | | | |
 //! | `unique_release` | releases a unique lock if a jid holds it (at start for `until = "start"`, after a cluster end, by hand) | `unique_release.lua` | `bool` |
+//! | `unique_take_alone`, `unique_waits_as` | on a cluster, where the job is written in another slot (scheduled, rerouted): takes a lock alone (or names its holder and where it waits); records where a replaced holder waits | `unique_take.lua` (`take`, `waits`) | `Taken`, `bool` |
 //! | `remember_rejections` | the last 1,000 refused duplicates, for explain | `LPUSH`+`LTRIM` | `()` |
 //! | **fetch** (`fetch.rs`) | | | |
 //! | `fetch_plain`, `fetch_plain_alone`, `fetch_plain_after_wait` | moves jobs from plain queues into the worker's in-progress record | `fetch.lua` (behind `BLPOP`) | `Vec<(usize, Reserved)>` |
@@ -73,7 +75,8 @@
 //! | `act_on_entries` | retry now, delete, kill, add to queue on `retry`/`schedule`/`dead` entries | `ZREM` + `LPUSH`/`ZADD` per entry | `Acted` |
 //! | `pause_queue`, `resume_queue`, `signal_process` | paused set; Sidekiq's remote signals | `SADD`/`SREM`, `LPUSH` | `()` |
 //! | **periodic schedules** (`cron.rs`) | | | |
-//! | `cron_set`, `cron_reconcile` | stores a schedule; replaces the code-declared ones (stale removed, run-time kept) | `cron_set.lua`, `cron_reconcile.lua` | changed `bool`, removed names |
+//! | `cron_set` | stores a schedule (a changed one gets a new next fire time) | `cron_set.lua` | changed `bool` |
+//! | `cron_reconcile` | replaces the code-declared schedules (stale removed, run-time kept) in bounded steps owned by the last worker to start: takes the owner key, applies 25 declared schedules per call, sweeps the code set one 50-name `SSCAN` page per call; a step of a superseded owner writes nothing | `SET` (owner), `cron_reconcile.lua` (`apply`, `sweep`), `UNLINK` | removed names, `None` when superseded |
 //! | `cron_remove`, `cron_pause`, `cron_resume`, `cron_ran_now` | deletes; takes out of / puts back in `due`; records a run by hand | `MULTI` (`HDEL`, `ZREM`, `ZADD`, `HSET`) | `()` |
 //! | `cron_claim` | compare-and-set of the next fire time; the fire time's job into the firing record (or a miss, an overlap skip) | `cron_claim.lua` | `CronClaim` |
 //! | `cron_redrive` | re-leases claimed jobs whose poller died | `cron_redrive.lua` | payloads |
@@ -111,6 +114,7 @@ mod memory;
 mod process;
 mod promote;
 mod push;
+mod push_steps;
 mod rates;
 pub mod read;
 mod reconcile;

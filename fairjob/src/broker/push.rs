@@ -4,7 +4,7 @@
 
 use redis::Value;
 
-use super::scripts::{Call, PUSH, SCHEDULE, WINDOW};
+use super::scripts::{Call, PUSH, SCHEDULE, UNIQUE_PUSH};
 use super::unique::UniqueLock;
 use super::{RedisBroker, Src, keys};
 use crate::error::{Error, Result};
@@ -47,6 +47,9 @@ pub(crate) struct PushSpec {
     pub candidates: Vec<Candidate>,
     /// A unique job's lock, taken in the push's step.
     pub unique: Option<UniqueLock>,
+    /// Mark this member in the queue's slot (`Keys::pushed`) in the push's
+    /// step; skip the push if it is already marked (see [`super::Src::once`]).
+    pub once: Option<String>,
 }
 
 /// The reroute window a push registers in and the rules it is judged by.
@@ -62,12 +65,24 @@ pub(crate) struct RerouteSpec {
 impl PushSpec {
     /// Nothing to decide in Redis: no promotion record, no reroute window, one
     /// plain queue.
+    /// Plain but for a unique lock that refuses duplicates
+    /// (`unique_push.lua`).
+    fn is_unique_plain(&self) -> bool {
+        self.src.is_none()
+            && self.reroute.is_none()
+            && self.candidates.len() == 1
+            && !self.candidates[0].sharded
+            && self.once.is_none()
+            && self.unique.as_ref().is_some_and(|u| !u.replace)
+    }
+
     fn is_plain(&self) -> bool {
         self.src.is_none()
             && self.reroute.is_none()
             && self.candidates.len() == 1
             && !self.candidates[0].sharded
             && self.unique.is_none()
+            && self.once.is_none()
     }
 }
 
@@ -88,11 +103,20 @@ pub(crate) struct Candidate {
 /// over 1 ms on a busy machine: `bench`'s SLOWLOG section.)
 const PUSH_BUDGET: u32 = 120;
 
+/// Jobs per `unique_push.lua` call (a lock and a list entry each: about
+/// 3 µs of Redis).
+const UNIQUE_PUSH_BATCH: usize = 100;
+
+/// How long a once mark outlives its push when the claim's drop never
+/// removed it (a crash between the two): longer than any claim waits for a
+/// poller to take it over.
+const ONCE_KEEP: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
 /// A job's cost in a push script, in plain-job units: a tenant shard costs its
 /// dispatch bookkeeping; a reroute window a sorted-set update and a count per rule.
 /// Cuts `costs` (in order) into consecutive ranges of at most [`PUSH_BUDGET`]
 /// each (a single job over budget gets a range of its own).
-fn budget_ranges(costs: impl IntoIterator<Item = u32>) -> Vec<std::ops::Range<usize>> {
+pub(super) fn budget_ranges(costs: impl IntoIterator<Item = u32>) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let (mut start, mut cost, mut n) = (0, 0, 0);
     for c in costs {
@@ -107,7 +131,7 @@ fn budget_ranges(costs: impl IntoIterator<Item = u32>) -> Vec<std::ops::Range<us
     out
 }
 
-fn push_cost(job: &PushSpec) -> u32 {
+pub(super) fn push_cost(job: &PushSpec) -> u32 {
     let shard = if job.candidates.iter().any(|c| c.sharded) {
         5
     } else {
@@ -150,7 +174,7 @@ impl RedisBroker {
     /// Waits until `options.wait_replicas` replicas have every write made so
     /// far on the connection(s) that wrote `keys` (Redis `WAIT`, on each node
     /// that took one of them).
-    async fn wait_replicated(&self, keys: &[String]) -> Result<()> {
+    pub(super) async fn wait_replicated(&self, keys: &[String]) -> Result<()> {
         let wanted = self.options.wait_replicas;
         let timeout_ms = self.options.wait_timeout.as_millis() as u64;
         let mut cmd = redis::cmd("WAIT");
@@ -185,6 +209,13 @@ impl RedisBroker {
         if jobs.iter().all(PushSpec::is_plain) {
             return self.push_plain(jobs).await;
         }
+        if jobs.iter().all(PushSpec::is_unique_plain)
+            && jobs
+                .iter()
+                .all(|j| j.candidates[0].queue == jobs[0].candidates[0].queue)
+        {
+            return self.push_unique_plain(jobs).await;
+        }
         if jobs
             .iter()
             .any(|j| j.src.is_some() && j.candidates.iter().any(|c| c.sharded))
@@ -199,128 +230,6 @@ impl RedisBroker {
             .collect();
         let replies: Vec<Vec<Value>> = self.invoke_all(&calls).await?;
         replies.into_iter().flatten().map(pushed).collect()
-    }
-
-    /// A push in Redis Cluster mode, where every script stays in one slot:
-    /// (1) each reroute window chooses its jobs' queues (`window.lua`, in the
-    /// window's slot); (2) promoted jobs go one by one through the two-step
-    /// path (push, then drop the claim); (3) the rest are pushed with one
-    /// `push.lua` call per queue and budget, in the queue's slot, jobs of one
-    /// queue in order. The commit point of every job is its push; a crash
-    /// after (1) only counts a job the caller will push again.
-    async fn push_cluster(&self, jobs: &[PushSpec], clock_offset: i64) -> Result<Vec<Pushed>> {
-        // (1) Queue choices.
-        let mut chosen = vec![0usize; jobs.len()];
-        let mut windows: Vec<(&RerouteSpec, Vec<usize>)> = Vec::new();
-        for (i, job) in jobs.iter().enumerate() {
-            if let Some(r) = &job.reroute {
-                match windows
-                    .iter_mut()
-                    .find(|(w, _)| w.window_key == r.window_key)
-                {
-                    Some((_, idx)) => idx.push(i),
-                    None => windows.push((r, vec![i])),
-                }
-            }
-        }
-        if !windows.is_empty() {
-            let calls: Vec<Call<'_>> = windows
-                .iter()
-                .map(|(w, idx)| {
-                    let mut inv = WINDOW.call();
-                    inv.key(&w.window_key).arg(clock_offset);
-                    let maxw = idx
-                        .iter()
-                        .filter_map(|&i| jobs[i].reroute.as_ref())
-                        .map(|r| r.max_window_secs)
-                        .max()
-                        .unwrap_or(w.max_window_secs);
-                    inv.arg(maxw);
-                    for &i in idx {
-                        let r = jobs[i].reroute.as_ref().expect("rerouted");
-                        inv.arg(&r.member).arg(r.rules.len());
-                        for (threshold, per) in &r.rules {
-                            inv.arg(*threshold).arg(*per);
-                        }
-                    }
-                    inv
-                })
-                .collect();
-            let replies: Vec<Vec<usize>> = self.invoke_all(&calls).await?;
-            for ((_, idx), got) in windows.iter().zip(replies) {
-                for (&i, c) in idx.iter().zip(got) {
-                    chosen[i] = c.saturating_sub(1).min(jobs[i].candidates.len() - 1);
-                }
-            }
-        }
-        let resolved: Vec<PushSpec> = jobs
-            .iter()
-            .zip(&chosen)
-            .map(|(job, &c)| PushSpec {
-                src: job.src.clone(),
-                reroute: None,
-                before: job.before.clone(),
-                after: job.after.clone(),
-                candidates: vec![job.candidates[c].clone()],
-                unique: job.unique.clone(),
-            })
-            .collect();
-        // (2) Promoted jobs, and (3) the rest grouped per queue.
-        let mut out = vec![Pushed::SourceGone; jobs.len()];
-        let mut per_queue: Vec<(&Candidate, Vec<usize>)> = Vec::new();
-        for (i, job) in resolved.iter().enumerate() {
-            if job.src.is_some() {
-                let got = self
-                    .push_promoted(std::slice::from_ref(job), clock_offset)
-                    .await?;
-                out[i] = match got[0].clone() {
-                    Pushed::To(_) => Pushed::To(chosen[i]),
-                    other => other,
-                };
-                continue;
-            }
-            let c = &job.candidates[0];
-            match per_queue
-                .iter_mut()
-                .find(|(q, _)| q.queue == c.queue && q.sharded == c.sharded)
-            {
-                Some((_, idx)) => idx.push(i),
-                None => per_queue.push((c, vec![i])),
-            }
-        }
-        let mut calls = Vec::new();
-        let mut plain_queues = Vec::new();
-        for (c, idx) in &per_queue {
-            if !c.sharded {
-                plain_queues.push(c.queue.as_str());
-            }
-            for r in budget_ranges(idx.iter().map(|&i| push_cost(&resolved[i]))) {
-                let part: Vec<PushSpec> = idx[r].iter().map(|&i| resolved[i].clone()).collect();
-                calls.push(self.push_script(&part, clock_offset));
-            }
-        }
-        if !plain_queues.is_empty() {
-            // Sidekiq's `queues` set is in a slot of its own: registered first.
-            let _: i64 = self
-                .query(
-                    redis::cmd("SADD")
-                        .arg(self.keys.queues())
-                        .arg(&plain_queues),
-                )
-                .await?;
-        }
-        let replies: Vec<Vec<Value>> = self.invoke_all(&calls).await?;
-        let mut replies = replies.into_iter().flatten();
-        for (_, idx) in &per_queue {
-            for &i in idx {
-                let reply = replies.next().map(pushed).transpose()?;
-                out[i] = match reply {
-                    Some(Pushed::To(_)) | None => Pushed::To(chosen[i]),
-                    Some(other) => other,
-                };
-            }
-        }
-        Ok(out)
     }
 
     /// Jobs with nothing to decide (no reroute window, no promotion record, a
@@ -363,8 +272,38 @@ impl RedisBroker {
         Ok(vec![Pushed::To(0); jobs.len()])
     }
 
+    /// Unique jobs that refuse duplicates, all bound for one plain queue with
+    /// nothing else to decide: `unique_push.lua`, one call per
+    /// [`UNIQUE_PUSH_BATCH`] jobs, sent together and run in order.
+    async fn push_unique_plain(&self, jobs: &[PushSpec]) -> Result<Vec<Pushed>> {
+        let queue = &jobs[0].candidates[0].queue;
+        let qjson = serde_json::to_string(queue).expect("strings encode");
+        let calls: Vec<Call<'_>> = jobs
+            .chunks(UNIQUE_PUSH_BATCH)
+            .map(|part| {
+                let mut inv = UNIQUE_PUSH.call();
+                inv.key(self.keys.queues())
+                    .key(self.keys.queue(queue))
+                    .key(self.wake_key(queue, false))
+                    .arg(queue);
+                for job in part {
+                    let u = job.unique.as_ref().expect("a unique job");
+                    let mut payload =
+                        String::with_capacity(job.before.len() + qjson.len() + job.after.len());
+                    payload.push_str(&job.before);
+                    payload.push_str(&qjson);
+                    payload.push_str(&job.after);
+                    inv.key(u.key()).arg(payload).arg(&u.jid).arg(u.ttl_ms);
+                }
+                inv
+            })
+            .collect();
+        let replies: Vec<Vec<Value>> = self.invoke_all(&calls).await?;
+        replies.into_iter().flatten().map(pushed).collect()
+    }
+
     /// One `push.lua` call for `jobs` (none promoted to a sharded queue).
-    fn push_script<'s>(&self, jobs: &[PushSpec], clock_offset: i64) -> Call<'s> {
+    pub(super) fn push_script<'s>(&self, jobs: &[PushSpec], clock_offset: i64) -> Call<'s> {
         let mut inv = PUSH.call();
         // The queues the batch may go to, once each; candidates index them.
         let mut queues: Vec<(&str, bool)> = Vec::new();
@@ -432,73 +371,18 @@ impl RedisBroker {
                 inv.arg(index[&(c.queue.as_str(), c.sharded)]);
             }
             UniqueLock::args(job.unique.as_ref(), &mut inv);
+            match &job.once {
+                Some(member) => {
+                    inv.arg(member)
+                        .key(self.keys.pushed(&job.candidates[0].queue))
+                        .arg(ONCE_KEEP.as_millis() as u64);
+                }
+                None => {
+                    inv.arg("");
+                }
+            }
         }
         inv
-    }
-
-    /// Promotes scheduled or retried jobs bound for a sharded queue (or any
-    /// queue in cluster mode). The promoting record is one of Sidekiq's global
-    /// keys, outside the queue's cluster slot, so the push and the removal
-    /// from the record are two steps:
-    /// the push first (a crash between them re-promotes the job once its
-    /// promotion lease expires: a duplicate, never a loss), and a job whose
-    /// record entry is already gone (another poller took it) is not pushed.
-    async fn push_promoted(&self, jobs: &[PushSpec], clock_offset: i64) -> Result<Vec<Pushed>> {
-        let mut out = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            let Some(src) = &job.src else {
-                let chosen: Vec<Value> = self
-                    .invoke(&self.push_script(std::slice::from_ref(job), clock_offset))
-                    .await?;
-                for c in chosen {
-                    out.push(pushed(c)?);
-                }
-                continue;
-            };
-            let there: Option<f64> = self
-                .query(
-                    redis::cmd("ZSCORE")
-                        .arg(&src.record)
-                        .arg(src.member.as_bytes()),
-                )
-                .await?;
-            if there.is_none() {
-                out.push(Pushed::SourceGone);
-                continue;
-            }
-            // A promoted job is never refused: its lock was taken when it
-            // was first pushed, and the claim is dropped below whatever the
-            // push says, so the push takes no lock.
-            let unsourced = PushSpec {
-                src: None,
-                unique: None,
-                ..job.clone()
-            };
-            let chosen: Vec<Pushed> = self
-                .invoke::<Vec<Value>>(
-                    &self.push_script(std::slice::from_ref(&unsourced), clock_offset),
-                )
-                .await?
-                .into_iter()
-                .map(pushed)
-                .collect::<Result<_>>()?;
-            // With `wait_replicas` in a cluster, the push reaches the queue
-            // primary's replicas before the claim (on another primary) is
-            // dropped. On one node replication keeps the order of the two
-            // writes, and `push` waits once at the end.
-            if self.is_cluster()
-                && self.options.wait_replicas > 0
-                && let Some(Pushed::To(c)) = chosen.first()
-                && let Some(c) = unsourced.candidates.get(*c)
-            {
-                self.wait_replicated(&[self.keys.queue(&c.queue)]).await?;
-            }
-            // The commit point: the job is in its queue; dropping the claim
-            // only stops a second promotion.
-            self.drop_claim(&src.record, src.member.as_bytes()).await?;
-            out.extend(chosen);
-        }
-        Ok(out)
     }
 
     /// Adds payloads to `schedule`, a unique job's lock taken in the same
@@ -516,11 +400,17 @@ impl RedisBroker {
             return Ok(store.schedule(entries, clock_offset));
         }
         if self.is_cluster() && entries.iter().any(|(_, _, u)| u.is_some()) {
-            // The lock lives in its queue's slot, `schedule` in its own.
-            return Err(crate::Error::Config(
-                "scheduling a unique job (perform_in/perform_at) is not supported on Redis Cluster yet".into(),
-            ));
+            return self.schedule_unique_cluster(entries, clock_offset).await;
         }
+        self.schedule_in_one_step(entries, clock_offset).await
+    }
+
+    /// `schedule.lua` for `entries`, their locks (if any) in its step.
+    pub(super) async fn schedule_in_one_step(
+        &self,
+        entries: &[(When, String, Option<UniqueLock>)],
+        clock_offset: i64,
+    ) -> Result<Vec<Pushed>> {
         let mut inv = SCHEDULE.call();
         inv.key(self.keys.schedule()).arg(clock_offset);
         for (when, payload, unique) in entries {
@@ -605,7 +495,7 @@ pub(super) fn partly(err: Error, written: usize) -> Error {
 /// A `push.lua` (or `schedule.lua`) reply entry: 0 when the source entry was
 /// gone, else the 1-based chosen candidate; `{'d', jid}` a duplicate of `jid`,
 /// `{'r', jid}` replaced into `jid`.
-fn pushed(v: Value) -> Result<Pushed> {
+pub(super) fn pushed(v: Value) -> Result<Pushed> {
     let bad = || crate::Error::Malformed(format!("unexpected push reply {v:?}"));
     match &v {
         Value::Int(0) => Ok(Pushed::SourceGone),

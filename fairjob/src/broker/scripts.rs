@@ -104,6 +104,22 @@ macro_rules! script {
 }
 
 script!(PUSH, "push.lua");
+
+/// A script with only `lib_unique.lua` before it (no set-up of the other
+/// libraries on each call).
+macro_rules! lean_script {
+    ($name:ident, $file:literal) => {
+        pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| Lua {
+            script: Script::new(concat!(
+                include_str!("scripts/lib_unique.lua"),
+                "\n",
+                include_str!(concat!("scripts/", $file))
+            )),
+        });
+    };
+}
+
+lean_script!(UNIQUE_PUSH, "unique_push.lua");
 script!(FETCH, "fetch.lua");
 script!(SHARD_FETCH, "shard_fetch.lua");
 script!(FINISH, "finish.lua");
@@ -135,12 +151,13 @@ script!(CRON_RECONCILE, "cron_reconcile.lua");
 script!(CRON_RELEASE, "cron_release.lua");
 script!(UNIQUE_RELEASE, "unique_release.lua");
 script!(RELAY_STAGE, "relay_stage.lua");
+script!(UNIQUE_TAKE, "unique_take.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
 /// slow call was.
 pub fn script_hashes() -> Vec<(&'static str, String)> {
-    let all: [(&str, &LazyLock<Lua>); 32] = [
+    let all: [(&str, &LazyLock<Lua>); 34] = [
         ("push", &PUSH),
         ("fetch", &FETCH),
         ("shard_fetch", &SHARD_FETCH),
@@ -173,6 +190,8 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("cron_release", &CRON_RELEASE),
         ("unique_release", &UNIQUE_RELEASE),
         ("relay_stage", &RELAY_STAGE),
+        ("unique_take", &UNIQUE_TAKE),
+        ("unique_push", &UNIQUE_PUSH),
     ];
     all.iter()
         .map(|(name, s)| (*name, s.hash().to_owned()))
@@ -236,6 +255,8 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
         include_str!("scripts/unique_release.lua"),
     ),
     ("relay_stage.lua", include_str!("scripts/relay_stage.lua")),
+    ("unique_take.lua", include_str!("scripts/unique_take.lua")),
+    ("unique_push.lua", include_str!("scripts/unique_push.lua")),
 ];
 
 #[cfg(test)]

@@ -77,6 +77,11 @@ pub struct Src {
     pub record: String,
     /// The entry (the payload as it was in `schedule` or `retry`).
     pub member: String,
+    /// Where the source is in another cluster slot than the queue (a sharded
+    /// queue, a cluster), a member unique to this push (a periodic job's jid)
+    /// marked in the queue's slot in the push's own step: a repeat of the push
+    /// after a crash before the claim was dropped pushes nothing.
+    pub once: Option<String>,
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! and the capped list of refused duplicates that explain reads.
 
 use super::RedisBroker;
-use super::scripts::{Call, UNIQUE_RELEASE};
+use super::scripts::{Call, UNIQUE_RELEASE, UNIQUE_TAKE};
 use crate::error::Result;
 
 /// A unique job's lock, as a push script takes it.
@@ -49,6 +49,73 @@ impl RedisBroker {
     /// The Redis key of a held lock.
     pub(crate) fn unique_key(&self, hold: &UniqueHold) -> String {
         format!("{}{}", self.keys.unique_prefix(&hold.queue), hold.digest)
+    }
+}
+
+impl UniqueLock {
+    /// The lock's Redis key.
+    pub(crate) fn key(&self) -> String {
+        format!("{}{}", self.prefix, self.digest)
+    }
+}
+
+/// What a lock taken alone (`unique_take.lua`) found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// Taken (or already held by the jid).
+    Ok,
+    /// Held by `holder`, which waits as `waiting` (replace mode) if known.
+    Held {
+        holder: String,
+        waiting: Option<String>,
+    },
+}
+
+/// `payload` with its `"jid":"<from>"` changed to `<to>` (as
+/// `lib_unique.lua`'s `unique_swap_jid`).
+pub(crate) fn swap_jid(payload: &str, from: &str, to: &str) -> String {
+    payload.replacen(
+        &format!(r#""jid":"{from}""#),
+        &format!(r#""jid":"{to}""#),
+        1,
+    )
+}
+
+impl RedisBroker {
+    /// Takes a unique lock in a step of its own (the job is written after,
+    /// in another slot): see `scripts/unique_take.lua`.
+    pub(crate) async fn unique_take_alone(&self, lock: &UniqueLock) -> Result<Taken> {
+        let mut inv = UNIQUE_TAKE.call();
+        inv.key(lock.key())
+            .arg("take")
+            .arg(&lock.jid)
+            .arg(lock.ttl_ms);
+        let reply: Vec<String> = self.invoke(&inv).await?;
+        Ok(match reply.as_slice() {
+            [holder_kind, holder, waiting] if holder_kind == "held" => Taken::Held {
+                holder: holder.clone(),
+                waiting: Some(waiting.clone()).filter(|w| !w.is_empty()),
+            },
+            _ => Taken::Ok,
+        })
+    }
+
+    /// Records where `jid`, the lock's holder, waits (replace mode) and
+    /// restarts the lock's life; false if `jid` no longer holds it.
+    pub(crate) async fn unique_waits_as(
+        &self,
+        lock: &UniqueLock,
+        jid: &str,
+        payload: &str,
+    ) -> Result<bool> {
+        let mut inv = UNIQUE_TAKE.call();
+        inv.key(lock.key())
+            .arg("waits")
+            .arg(jid)
+            .arg(lock.ttl_ms)
+            .arg(payload.as_bytes());
+        let n: i64 = self.invoke(&inv).await?;
+        Ok(n == 1)
     }
 }
 

@@ -314,14 +314,6 @@ impl Client {
                 "job has reroute rules but no tenant: enqueued unthrottled"
             );
         }
-        if unique.is_some() && plan.candidates.len() > 1 && self.broker().is_cluster() {
-            // The lock lives in the declared queue's slot; a rerouted push
-            // would write another slot in the same script.
-            return Err(Error::Config(format!(
-                "`{}` is unique and has reroute rules: not supported together on Redis Cluster",
-                payload.class()
-            )));
-        }
         for c in &plan.candidates {
             check_queue_name(&c.queue)?;
             if c.sharded && !self.is_sharded(&c.queue) {
@@ -374,6 +366,7 @@ impl Client {
                 after,
                 candidates,
                 unique,
+                once: None,
             },
             rules,
             base_queue,

@@ -49,6 +49,7 @@ impl Client {
         let src = Src {
             record,
             member: jid,
+            once: None,
         };
         Ok(match self.push_one(job, Some(src)).await? {
             Some(_) => StagedPush::Pushed,
@@ -76,6 +77,7 @@ impl Client {
             let src = Src {
                 record: record.clone(),
                 member: jid,
+                once: None,
             };
             match self.prepare(job, now, Some(src)) {
                 Ok((spec, _, _)) => {

@@ -2,7 +2,8 @@
 //! once across any number of workers, without a leader.
 //!
 //! Every worker runs one. At start-up it reconciles the schedules its code
-//! declares with those in Redis (`cron_reconcile.lua`). Then it sleeps until
+//! declares with those in Redis (`cron_reconcile.lua`, in bounded steps; of
+//! several workers starting at once the last to begin decides). Then it sleeps until
 //! the earliest next fire time (at most [`IDLE`], so schedules set at run time
 //! are seen), and for each due schedule decides by the pure rules of
 //! [`crate::wire::cron`] (on time, missed and caught up, skipped) on Redis's
@@ -14,8 +15,9 @@
 //! record as its source: `push.lua` removes it in the push's own step, so a
 //! poller killed between claim and push leaves a claim that another poller
 //! pushes once the lease expires ([`LEASE`]), and none is pushed twice (for a
-//! tenant-sharded queue or on a cluster, the removal follows the push: a kill
-//! in between can push it once more, as for the scheduler's promotions).
+//! tenant-sharded queue or on a cluster, where the removal follows the push,
+//! the push marks the job's jid in the queue's slot in its own step, and a
+//! takeover finds the mark and pushes nothing: `Src::once`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -88,12 +90,17 @@ async fn reconcile(shared: &Shared) -> crate::Result<()> {
             (e.name.clone(), e.to_json(), next)
         })
         .collect();
-    let removed = broker.cron_reconcile(&declared).await?;
-    tracing::info!(
-        schedules = declared.len(),
-        removed = ?removed,
-        "periodic schedules reconciled"
-    );
+    match broker.cron_reconcile(&shared.identity, &declared).await? {
+        Some(removed) => tracing::info!(
+            schedules = declared.len(),
+            removed = ?removed,
+            "periodic schedules reconciled"
+        ),
+        None => tracing::info!(
+            schedules = declared.len(),
+            "a worker that started later reconciles the periodic schedules"
+        ),
+    }
     Ok(())
 }
 
@@ -214,9 +221,14 @@ async fn push_claimed(shared: &Shared, member: String) -> crate::Result<()> {
             return Ok(());
         }
     };
+    // The jid is new per claimed fire time: where the push and the claim's
+    // removal are two steps (a sharded queue, a cluster), the push marks it
+    // in the queue's slot, so a takeover after a crash between them pushes
+    // nothing twice.
     let src = Src {
         record: record.clone(),
         member,
+        once: Some(payload.jid()),
     };
     match shared.client.repush(payload, Some(src.clone())).await {
         Ok(Some(_)) => Ok(()),

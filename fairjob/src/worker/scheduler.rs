@@ -77,6 +77,7 @@ async fn promote_from(shared: &Shared, set: Due) -> crate::Result<usize> {
             let src = Src {
                 record: record.clone(),
                 member: String::from_utf8(member).expect("parsed payloads are UTF-8"),
+                once: None,
             };
             match client.repush(payload, Some(src.clone())).await {
                 Ok(Some(_)) => pushed += 1,

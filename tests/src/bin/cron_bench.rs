@@ -1,16 +1,18 @@
-//! Periodic schedules at scale: every cron script's time with `--schedules`
-//! stored schedules (default 10,000), `--busy` of them firing every second
-//! (default 20) for `--secs` seconds (default 5) under two workers, and a
-//! start-up reconciliation of `--declared` code schedules (default 1,000),
-//! read from Redis's SLOWLOG (every call over 100 µs is listed).
+//! Periodic schedules at scale: every cron script's time, read from Redis's
+//! SLOWLOG at threshold 0 (each call; those over `--slower-than` µs counted, default 1,000),
+//! while storing `--schedules` schedules (default 10,000), while `--busy` more
+//! fire every second (default 20) for `--secs` seconds (default 5) under two
+//! workers, and during start-up reconciliations of `--declared` code
+//! schedules (default 10,000): a first start, then two workers with changed
+//! code starting at once.
 //!
-//! `cargo run --release -p fairjob-tests --bin cron_bench -- [--schedules 10000] [--busy 20] [--secs 5] [--declared 1000]`
+//! `cargo run -p fairjob-tests --bin cron_bench -- [--schedules 10000] [--busy 20] [--secs 5] [--declared 10000] [--slower-than 1000]`
 
 use std::time::{Duration, Instant};
 
 use fairjob::{Client, CronSpec, Registry, Worker};
 use fairjob_tests::jobs::CronRecordJob;
-use fairjob_tests::slowlog::SlowLog;
+use fairjob_tests::slowlog::{SlowLog, summarize};
 use fairjob_tests::{flag, namespace, redis};
 
 fn registry() -> Registry {
@@ -28,14 +30,24 @@ fn worker(url: &str, ns: &str) -> fairjob::WorkerBuilder {
 
 #[tokio::main]
 async fn main() {
-    let schedules: usize = flag("schedules", 10_000);
-    let busy: usize = flag("busy", 20);
-    let secs: u64 = flag("secs", 5);
-    let declared: usize = flag("declared", 1000);
+    let schedules: usize = flag("--schedules", 10_000);
+    let busy: usize = flag("--busy", 20);
+    let secs: u64 = flag("--secs", 5);
+    let declared: usize = flag("--declared", 10_000);
+    let slower_than: u64 = flag("--slower-than", 1000);
     let server = redis();
     let url = server.url();
     let ns = namespace();
     let client = Client::builder(&url).namespace(&ns).build().await.unwrap();
+
+    // Every command's time, phase by phase (TIME, a constant-time command,
+    // shows what the machine adds).
+    let mut slow = SlowLog::start_all(&url, 1_000_000).await.unwrap();
+    let header = "| script | calls | median µs | p99 µs | slowest µs | calls over the threshold |\n|---|---:|---:|---:|---:|---:|";
+    let table = |t: &std::collections::BTreeMap<String, Vec<u64>>, names: &[&str]| {
+        format!("{header}\n{}", summarize(t, names, slower_than))
+    };
+    // `cron_set.lua`: storing the schedules one by one.
     let started = Instant::now();
     for i in 0..schedules {
         client
@@ -49,10 +61,14 @@ async fn main() {
             .unwrap();
     }
     println!(
-        "stored {schedules} schedules in {:.1} s",
-        started.elapsed().as_secs_f64()
+        "stored {schedules} schedules in {:.1} s\n{}\n",
+        started.elapsed().as_secs_f64(),
+        table(&slow.times().await.unwrap(), &["cron_set.lua", "TIME"])
     );
-    let mut slow = SlowLog::start(&url, 100).await.unwrap();
+
+    // `cron_claim.lua`, `cron_redrive.lua`, `cron_release.lua`, the push:
+    // firing among them.
+    let _ = slow.times().await.unwrap();
     for i in 0..busy {
         client
             .cron()
@@ -79,18 +95,89 @@ async fn main() {
         "{busy} every-second schedules among {}, two workers, {secs} s: {fires} fire times ran",
         schedules + busy
     );
-    println!("SLOWLOG while firing: {}", slow.report().await.unwrap());
-
-    let mut slow = SlowLog::start(&url, 100).await.unwrap();
-    let mut builder = worker(&url, &ns);
-    for i in 0..declared {
-        builder = builder.cron(format!("code-{i}"), "*/5 * * * *", CronRecordJob(0));
-    }
-    let c = fairjob_tests::spawn(builder.build().await.unwrap());
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    c.stop().await;
     println!(
-        "SLOWLOG of a start-up reconciling {declared} declared schedules: {}",
-        slow.report().await.unwrap()
+        "{}\n",
+        table(
+            &slow.times().await.unwrap(),
+            &[
+                "cron_claim.lua",
+                "cron_redrive.lua",
+                "cron_release.lua",
+                "push.lua",
+                "ZRANGE",
+                "TIME"
+            ]
+        )
+    );
+
+    // `cron_reconcile.lua`: a first start declaring `declared` schedules,
+    // then two workers with different code starting at once (half of the
+    // names dropped, half changed, as many new ones).
+    let code = |from: usize, n: usize, expr: &'static str| {
+        let mut builder = worker(&url, &ns);
+        for i in from..from + n {
+            builder = builder.cron(format!("code-{i}"), expr, CronRecordJob(0));
+        }
+        builder
+    };
+    let _ = slow.times().await.unwrap();
+    let t = Instant::now();
+    let c = fairjob_tests::spawn(code(0, declared, "*/5 * * * *").build().await.unwrap());
+    let code_set = || async {
+        fairjob_tests::query::<usize>(
+            client.broker(),
+            redis::cmd("SCARD").arg(client.broker().keys().cron_code()),
+        )
+        .await
+        .unwrap()
+    };
+    let reconciler = || async {
+        fairjob_tests::query::<bool>(
+            client.broker(),
+            redis::cmd("EXISTS").arg(client.broker().keys().cron_reconciler()),
+        )
+        .await
+        .unwrap()
+    };
+    while code_set().await < declared || reconciler().await {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!(
+        "a start-up reconciling {declared} declared schedules: done within {:.2} s\n{}\n",
+        t.elapsed().as_secs_f64(),
+        table(
+            &slow.times().await.unwrap(),
+            &["cron_reconcile.lua", "TIME"]
+        )
+    );
+    c.stop().await;
+    let _ = slow.times().await.unwrap();
+    let d = fairjob_tests::spawn(
+        code(declared / 2, declared, "*/7 * * * *")
+            .build()
+            .await
+            .unwrap(),
+    );
+    let e = fairjob_tests::spawn(
+        code(declared / 2, declared, "*/7 * * * *")
+            .build()
+            .await
+            .unwrap(),
+    );
+    let t = Instant::now();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    while reconciler().await {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = t.elapsed().as_secs_f64();
+    d.stop().await;
+    e.stop().await;
+    let code_names = code_set().await;
+    println!(
+        "two workers with new code starting at once: {code_names} code schedules stored (declared {declared}), done within {took:.2} s\n{}",
+        table(
+            &slow.times().await.unwrap(),
+            &["cron_reconcile.lua", "TIME"]
+        )
     );
 }

@@ -1,16 +1,19 @@
 //! What a unique check adds to a push: jobs/s of plain and unique pushes
 //! (every key distinct, so every push takes a lock), interleaved in the same
 //! run on one private redis-server, one at a time (`perform_async` from 8
-//! tasks) and in bulk (`push_bulk`); then, with 100,000 live locks, the
-//! slowest unique script calls (`SLOWLOG`) over 2,000 pushes, 2,000
-//! duplicates and 2,000 scheduled pushes.
+//! tasks) and in bulk (`push_bulk`); then, with 100,000 live locks, every
+//! unique script call's time (`SLOWLOG` at threshold 0: median, p99,
+//! slowest) over 2,000 pushes, duplicates, replacing and scheduled pushes
+//! each, and a worker running (and releasing) them.
 //!
 //! `cargo run --release -p fairjob-tests --bin unique_bench -- --jobs 20000 --rounds 3`
 
 use std::time::Instant;
 
 use fairjob::prelude::*;
+use fairjob::{Registry, Worker};
 use fairjob_tests::jobs::NoopJob;
+use fairjob_tests::slowlog::{SlowLog, summarize};
 use fairjob_tests::{flag, namespace, redis};
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +24,30 @@ use serde::{Deserialize, Serialize};
 struct UniqueNoop(u64);
 
 impl Perform for UniqueNoop {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// A unique job that replaces a waiting holder (`push.lua`).
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(queue = "default")]
+#[unique(for = "1h", on_conflict = "replace")]
+struct UniqueReplaceNoop(u64);
+
+impl Perform for UniqueReplaceNoop {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// A unique job released when it starts (`unique_release.lua`).
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(queue = "default")]
+#[unique(for = "1h", until = "start")]
+struct UniqueStartNoop(u64);
+
+impl Perform for UniqueStartNoop {
     async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
         Ok(())
     }
@@ -66,11 +93,12 @@ async fn bulk(c: &Client, n: u64, unique: bool, base: u64) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let jobs: u64 = flag("jobs", 20_000);
-    let rounds: u64 = flag("rounds", 3);
+    let jobs: u64 = flag("--jobs", 20_000);
+    let rounds: u64 = flag("--rounds", 3);
     let server = redis();
+    let ns = namespace();
     let c = Client::builder(server.url())
-        .namespace(namespace())
+        .namespace(&ns)
         .build()
         .await
         .unwrap();
@@ -113,73 +141,82 @@ async fn main() {
     );
     println!("| `push_bulk` | {bp:.0} | {bu:.0} | {:.2} |", bu / bp);
 
-    // Script cost with 100,000 live locks.
+    // Script cost with 100,000 live locks: every call's time (SLOWLOG at
+    // threshold 0) of 2,000 unique pushes, 2,000 refused duplicates, 2,000
+    // pushes of replacing jobs (free keys: the general `push.lua`, side by
+    // side with `unique_push.lua`), 2,000 scheduled pushes, then a worker running 2,000
+    // unique jobs (`finish.lua` releases each lock) and 2,000 released at
+    // their start (`unique_release.lua`).
     let _: () = flush().query_async(&mut conn).await.unwrap();
     c.push_bulk((0..100_000).map(|i| UniqueNoop(1_000_000 + i)))
         .await
         .unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-log-slower-than")
-        .arg(0)
+    let _: () = redis::cmd("DEL")
+        .arg(c.broker().keys().queue("default"))
         .query_async(&mut conn)
         .await
         .unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-max-len")
-        .arg(10_000)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let _: () = redis::cmd("SLOWLOG")
-        .arg("RESET")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let mut slow = SlowLog::start_all(&server.url(), 1_000_000).await.unwrap();
     for i in 0..2_000u64 {
         UniqueNoop(5_000_000 + i).perform_async(&c).await.unwrap();
         let dup = UniqueNoop(1_000_000 + i).perform_async(&c).await;
         assert!(matches!(dup, Err(fairjob::Error::Duplicate { .. })));
+        // A free key: `push.lua`'s cost for the same lock and push as
+        // `unique_push.lua`'s (plus recording where the job waits).
+        UniqueReplaceNoop(i).perform_async(&c).await.unwrap();
         UniqueNoop(6_000_000 + i)
             .perform_in(&c, std::time::Duration::from_secs(3600))
             .await
             .unwrap();
+        UniqueStartNoop(i).perform_async(&c).await.unwrap();
     }
-    let log: Vec<(i64, i64, i64, Vec<String>)> = redis::cmd("SLOWLOG")
-        .arg("GET")
-        .arg(10_000)
-        .query_async::<Vec<redis::Value>>(&mut conn)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter_map(|v| match v {
-            redis::Value::Array(items) if items.len() >= 4 => {
-                let id = redis::from_redis_value::<i64>(items[0].clone()).ok()?;
-                let at = redis::from_redis_value::<i64>(items[1].clone()).ok()?;
-                let us = redis::from_redis_value::<i64>(items[2].clone()).ok()?;
-                let args =
-                    redis::from_redis_value::<Vec<String>>(items[3].clone()).unwrap_or_default();
-                Some((id, at, us, args))
-            }
-            _ => None,
-        })
-        .collect();
-    let hashes = fairjob::broker::script_hashes();
-    let mut worst: std::collections::BTreeMap<&str, (i64, usize)> = Default::default();
-    for (_, _, us, args) in &log {
-        if args.first().map(String::as_str) != Some("EVALSHA") {
-            continue;
+    let locks: u64 = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
+    let mut registry = Registry::new();
+    registry.register::<UniqueNoop>().unwrap();
+    registry.register::<UniqueReplaceNoop>().unwrap();
+    registry.register::<UniqueStartNoop>().unwrap();
+    let w = fairjob_tests::spawn(
+        Worker::builder(server.url())
+            .namespace(&ns)
+            .registry(registry)
+            .concurrency(20)
+            .build()
+            .await
+            .unwrap(),
+    );
+    let queue = c.broker().keys().queue("default");
+    loop {
+        let left: u64 = redis::cmd("LLEN")
+            .arg(&queue)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if left == 0 {
+            break;
         }
-        let Some((name, _)) = hashes.iter().find(|(_, h)| Some(h) == args.get(1)) else {
-            continue;
-        };
-        let e = worst.entry(name).or_default();
-        e.0 = e.0.max(*us);
-        e.1 += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    println!("\nwith 100,000 live locks: slowest call per script (SLOWLOG, µs)");
-    for (name, (us, n)) in worst {
-        println!("- {name}: {n} calls, slowest {us} µs");
-    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    w.stop().await;
+    let times = slow.times().await.unwrap();
+    println!("\nwith {locks} keys (100,000+ live locks): every call's time (SLOWLOG, µs)");
+    println!("| script | calls | median µs | p99 µs | slowest µs | calls over 1 ms |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    println!(
+        "{}",
+        summarize(
+            &times,
+            &[
+                "unique_push.lua",
+                "push.lua",
+                "schedule.lua",
+                "fetch.lua",
+                "finish.lua",
+                "unique_release.lua",
+                "TIME",
+                "LPUSH",
+            ],
+            1000
+        )
+    );
 }

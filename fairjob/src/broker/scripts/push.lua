@@ -22,8 +22,13 @@
 --     encoded tenant (for a sharded queue), candidate count, candidate queue indices
 --     unique digest ('' = not unique); when not '': the lock prefix, the jid,
 --       the lock's ttl ms, '1' to replace a waiting holder ('0' to reject)
+--     once member ('' = none) [KEY: the queue slot's pushed zset], then the
+--       marks' retention ms: a job whose member is already marked was pushed
+--       by an earlier attempt (the two-step push of a claimed job, whose claim
+--       lives in another slot) and is not pushed again; a pushed one is marked
 -- Returns, per job, the 1-based index of the chosen candidate, or 0 when the
--- source entry was already gone (another poller promoted it); for a unique
+-- source entry was already gone (another poller promoted it) or its once
+-- member was marked; for a unique
 -- job whose key is held: {'d', holder jid} (not pushed), or {'r', holder jid}
 -- when the holder waited in the job's own plain queue and took this payload
 -- (in place, under its own jid). A promoted job (src) is never refused: it
@@ -76,8 +81,17 @@ for jn = 1, tonumber(ARGV[2]) do
     ai = ai + 4
   end
 
+  local once = ARGV[ai]; ai = ai + 1
+  local once_key, once_keep = nil, nil
+  if once ~= '' then
+    once_key = KEYS[ki]; ki = ki + 1
+    once_keep = tonumber(ARGV[ai]); ai = ai + 1
+  end
+
   local holder = nil
   if src_key and redis.call('ZREM', src_key, src) == 0 then
+    results[jn] = 0
+  elseif once_key and redis.call('ZSCORE', once_key, once) then
     results[jn] = 0
   elseif u and not src_key then
     holder = unique_take(u, digest, jid, ttl)
@@ -107,6 +121,11 @@ for jn = 1, tonumber(ARGV[2]) do
     end
     local queue = cands[chosen]
     local payload = before .. queue.qjson .. after
+    if once_key then
+      local now_ms = math.floor(redis_now(ARGV[1]) * 1000)
+      redis.call('ZREMRANGEBYSCORE', once_key, '-inf', now_ms - once_keep)
+      redis.call('ZADD', once_key, now_ms, once)
+    end
     if replace then unique_waits_as(u, digest, payload) end
     if queue.kind == 'p' then
       -- Plain queues are written once per batch, below (one LPUSH per list).
