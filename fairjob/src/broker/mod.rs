@@ -121,6 +121,7 @@ mod reconcile;
 mod relay;
 mod scripts;
 mod shards;
+pub mod slot;
 mod slots;
 pub mod stats;
 mod token;
