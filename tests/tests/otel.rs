@@ -258,6 +258,24 @@ async fn one_trace_from_the_request_to_the_jobs_a_job_enqueued() {
         Some("OtelChild")
     );
     worker.stop().await;
+    // The trace as the exporter recorded it (shown with `--nocapture`).
+    let mut trace_spans: Vec<SpanData> = spans()
+        .into_iter()
+        .filter(|s| s.span_context.trace_id() == trace)
+        .collect();
+    trace_spans.sort_by_key(|s| s.start_time);
+    println!("trace {trace}:");
+    for s in &trace_spans {
+        println!(
+            "  {:<16} {:<9} span {} parent {}{} jid {}",
+            s.name,
+            format!("{:?}", s.span_kind),
+            s.span_context.span_id(),
+            s.parent_span_id,
+            if s.parent_span_is_remote { " (remote)" } else { "" },
+            attr(s, "messaging.message.id").unwrap_or_else(|| "-".into()),
+        );
+    }
 }
 
 /// The successful run's `process` span of the job `jid`, if exported yet
