@@ -272,7 +272,11 @@ async fn one_trace_from_the_request_to_the_jobs_a_job_enqueued() {
             format!("{:?}", s.span_kind),
             s.span_context.span_id(),
             s.parent_span_id,
-            if s.parent_span_is_remote { " (remote)" } else { "" },
+            if s.parent_span_is_remote {
+                " (remote)"
+            } else {
+                ""
+            },
             attr(s, "messaging.message.id").unwrap_or_else(|| "-".into()),
         );
     }
