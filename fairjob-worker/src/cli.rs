@@ -78,6 +78,12 @@ struct Global {
         value_name = "TOKEN"
     )]
     web_token: Option<String>,
+    /// Export spans (a job's `process` span, the `send` spans of the jobs it
+    /// enqueues) over OTLP/HTTP to the collector the standard `OTEL_*`
+    /// variables name (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, …);
+    /// needs the `otel` feature of fairjob-worker
+    #[arg(long, global = true)]
+    otel: bool,
 }
 
 /// How log lines are written.
@@ -414,31 +420,80 @@ fn use_colour(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
     is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
-fn init_logging(format: LogFormat) {
+/// What must be done at exit for the logging set-up: the OpenTelemetry
+/// exporter's last flush, when `--otel` installed one.
+#[derive(Debug, Default)]
+struct Logging {
+    #[cfg(feature = "otel")]
+    otel: Option<crate::otel::Exporting>,
+}
+
+impl Logging {
+    fn finish(self) {
+        #[cfg(feature = "otel")]
+        if let Some(otel) = self.otel {
+            otel.shutdown();
+        }
+    }
+}
+
+fn init_logging(format: LogFormat, otel: bool) -> Result<Logging> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
     let filter = tracing_subscriber::EnvFilter::try_from_env("FAIRJOB_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false);
-    match format {
-        LogFormat::Json => builder
+    let fmt = tracing_subscriber::fmt::layer().with_target(false);
+    let fmt = match format {
+        LogFormat::Json => fmt
             .json()
             .with_current_span(true)
             .with_span_list(false)
-            .init(),
-        LogFormat::Text => builder
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Text => fmt
             .with_ansi(use_colour(
                 std::io::stdout().is_terminal(),
                 std::env::var_os("NO_COLOR").as_deref(),
             ))
-            .init(),
+            .with_filter(filter)
+            .boxed(),
+    };
+    let registry = tracing_subscriber::registry().with(fmt);
+    #[cfg(feature = "otel")]
+    {
+        let (layer, exporting) = if otel {
+            // Spans are exported at `info` whatever the log level.
+            let (layer, exporting) = crate::otel::install()?;
+            let layer = layer.with_filter(tracing_subscriber::filter::LevelFilter::INFO);
+            (Some(layer), Some(exporting))
+        } else {
+            (None, None)
+        };
+        registry.with(layer).init();
+        Ok(Logging { otel: exporting })
+    }
+    #[cfg(not(feature = "otel"))]
+    {
+        if otel {
+            bail!("{}", crate::otel::NOT_BUILT);
+        }
+        registry.init();
+        Ok(Logging::default())
     }
 }
 
 pub(crate) fn run(with_jobs: bool) -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.global.log_format);
+    let logging = match init_logging(cli.global.log_format, cli.global.otel) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -449,7 +504,10 @@ pub(crate) fn run(with_jobs: bool) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(dispatch(cli, with_jobs)) {
+    let result = runtime.block_on(dispatch(cli, with_jobs));
+    drop(runtime);
+    logging.finish();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -821,6 +879,16 @@ fn load_config(global: &Global, r: &RunArgs) -> Result<WorkerConfig> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// Without the `otel` feature, `--otel` fails before anything starts and
+    /// says how to build a worker that has it.
+    #[cfg(not(feature = "otel"))]
+    #[test]
+    fn otel_without_the_feature_says_how_to_enable_it() {
+        let e = init_logging(LogFormat::Text, true).unwrap_err().to_string();
+        assert!(e.contains("`otel` feature of fairjob-worker"), "{e}");
+        assert!(e.contains("features = [\"otel\"]"), "{e}");
+    }
 
     #[test]
     fn cli_is_consistent() {

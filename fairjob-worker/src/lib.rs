@@ -18,6 +18,7 @@
 mod cli;
 mod inspect;
 mod metrics;
+mod otel;
 mod postgres;
 mod web;
 

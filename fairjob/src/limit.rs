@@ -50,16 +50,18 @@ pub fn declared_limit<'a>(
 }
 
 /// The payload a waiting job is parked with (in a slot's or a rate
-/// limiter's list): a released waiter of a sharded queue re-enters through
-/// the inbox, and the marker puts it at the front of its tenant's list there.
-pub(crate) fn parked_payload(payload: &Payload, token: &Token) -> String {
+/// limiter's list), stamped with why and when (`reason` is `"slot"` or
+/// `"rate_limit"`: the perform span's wait reason): a released waiter of a
+/// sharded queue re-enters through the inbox, and the marker puts it at the
+/// front of its tenant's list there.
+pub(crate) fn parked_payload(payload: &Payload, token: &Token, reason: &str) -> String {
+    let mut p = payload.clone();
+    p.set(fields::PARKED, reason);
+    p.set(fields::PARKED_AT, crate::wire::now_f64());
     if token.is_sharded() {
-        let mut p = payload.clone();
         p.set(fields::SLOT_RELEASED, true);
-        p.to_json()
-    } else {
-        payload.to_json()
     }
+    p.to_json()
 }
 
 /// Takes a slot of `full` for a fetched job of `identity`, or parks it.
@@ -71,7 +73,7 @@ pub(crate) async fn acquire(
     full: &str,
     default_limit: u32,
 ) -> Result<Acquired> {
-    let parked = parked_payload(payload, token);
+    let parked = parked_payload(payload, token, "slot");
     broker
         .slot_acquire(
             identity,

@@ -6,8 +6,10 @@
 //! is a consumer span `process <queue>` continuing that context per
 //! [`Propagation`]. Attributes follow the OpenTelemetry messaging semantic
 //! conventions (`messaging.system` = `sidekiq`, queue as destination, jid as
-//! message id) plus `fairjob.*` (tenant, declared queue, attempt, wait,
-//! outcome). A malformed `traceparent` is no context: the job starts a new
+//! message id) plus `fairjob.*` (tenant, declared queue, attempt, outcome,
+//! and the wait before the run: `fairjob.wait_ms`, `fairjob.wait_reason` —
+//! `queue`, `shard`, `slot`, `rate_limit`, `scheduled` or `retry` — and
+//! `fairjob.wait.<reason>_ms` per part). A malformed `traceparent` is no context: the job starts a new
 //! trace and runs as usual.
 //!
 //! Only the OpenTelemetry API is used (through `tracing-opentelemetry`): the
@@ -29,6 +31,22 @@ pub(crate) fn on_enqueue(span: &Span, payload: &mut Payload) {
     imp::on_enqueue(span, payload)
 }
 
+/// Names a bulk push's span (`send`, producer: one span for the batch, as
+/// the messaging conventions allow); call it on a span not yet entered.
+pub(crate) fn bulk_span(span: &Span) {
+    imp::bulk_span(span)
+}
+
+/// Writes the bulk push span's context into one of its payloads.
+pub(crate) fn on_bulk_job(span: &Span, payload: &mut Payload) {
+    imp::inject(span, payload)
+}
+
+/// The bulk push's end: how many jobs it pushed, and the queue if it was one.
+pub(crate) fn on_bulk_end(span: &Span, count: usize, queue: Option<&str>) {
+    imp::on_bulk_end(span, count, queue)
+}
+
 /// The queue the job was pushed or scheduled to (the one a reroute chose),
 /// on the enqueue span.
 pub(crate) fn on_pushed(span: &Span, queue: &str) {
@@ -36,10 +54,17 @@ pub(crate) fn on_pushed(span: &Span, queue: &str) {
 }
 
 /// Names the perform span (`process <queue>`, consumer), continues the
-/// payload's context per `propagation`, and sets its attributes. Call it on a
-/// span not yet entered.
-pub(crate) fn on_perform(span: &Span, queue: &str, payload: &Payload, propagation: Propagation) {
-    imp::on_perform(span, queue, payload, propagation)
+/// payload's context per `propagation`, and sets its attributes, with how
+/// long the job waited and why ([`crate::wire::wait`]; `sharded`: fetched
+/// from a tenant-sharded queue). Call it on a span not yet entered.
+pub(crate) fn on_perform(
+    span: &Span,
+    queue: &str,
+    sharded: bool,
+    payload: &Payload,
+    propagation: Propagation,
+) {
+    imp::on_perform(span, queue, sharded, payload, propagation)
 }
 
 /// The perform span's end: its attempt, outcome and, on failure, an error status.
@@ -54,7 +79,10 @@ mod imp {
     pub(super) fn enqueue_span(_: &Span, _: &str) {}
     pub(super) fn on_enqueue(_: &Span, _: &mut Payload) {}
     pub(super) fn on_pushed(_: &Span, _: &str) {}
-    pub(super) fn on_perform(_: &Span, _: &str, _: &Payload, _: Propagation) {}
+    pub(super) fn bulk_span(_: &Span) {}
+    pub(super) fn inject(_: &Span, _: &mut Payload) {}
+    pub(super) fn on_bulk_end(_: &Span, _: usize, _: Option<&str>) {}
+    pub(super) fn on_perform(_: &Span, _: &str, _: bool, _: &Payload, _: Propagation) {}
     pub(super) fn on_end(_: &Span, _: u32, _: &str, _: Option<&str>) {}
 }
 
@@ -92,6 +120,28 @@ mod imp {
 
     pub(super) fn on_enqueue(span: &Span, payload: &mut Payload) {
         common(span, payload, "send");
+        inject(span, payload);
+    }
+
+    pub(super) fn bulk_span(span: &Span) {
+        span.record("otel.name", "send");
+        span.record("otel.kind", "producer");
+    }
+
+    pub(super) fn on_bulk_end(span: &Span, count: usize, queue: Option<&str>) {
+        span.set_attribute("messaging.system", SYSTEM);
+        span.set_attribute("messaging.operation.name", "send");
+        span.set_attribute("messaging.operation.type", "send");
+        span.set_attribute("messaging.batch.message_count", count as i64);
+        if let Some(queue) = queue {
+            // The span has started: rename it through its OpenTelemetry span.
+            span.context().span().update_name(format!("send {queue}"));
+            span.set_attribute("messaging.destination.name", queue.to_owned());
+        }
+    }
+
+    /// Writes `span`'s context into the payload (W3C `traceparent`, `tracestate`).
+    pub(super) fn inject(span: &Span, payload: &mut Payload) {
         let cx = span.context();
         let sc = cx.span().span_context().clone();
         if !sc.is_valid() {
@@ -134,6 +184,7 @@ mod imp {
     pub(super) fn on_perform(
         span: &Span,
         queue: &str,
+        sharded: bool,
         payload: &Payload,
         propagation: Propagation,
     ) {
@@ -156,9 +207,12 @@ mod imp {
         if let Some(declared) = payload.get_str(fields::ORIGINAL_QUEUE) {
             span.set_attribute("fairjob.declared_queue", declared);
         }
-        if let Some(at) = payload.timestamp("enqueued_at") {
-            let waited = ((now_f64() - at) * 1000.0).max(0.0);
-            span.set_attribute("fairjob.waited_ms", waited as i64);
+        if let Some(w) = crate::wire::wait::wait(payload, sharded, now_f64()) {
+            span.set_attribute("fairjob.wait_ms", w.total_ms as i64);
+            span.set_attribute("fairjob.wait_reason", w.reason.as_str());
+            for (reason, ms) in w.parts {
+                span.set_attribute(format!("fairjob.wait.{}_ms", reason.as_str()), ms as i64);
+            }
         }
     }
 

@@ -173,7 +173,7 @@ pub(crate) async fn acquire(
     full: &str,
     declared: Rate,
 ) -> Result<RateAcquired> {
-    let parked = crate::limit::parked_payload(payload, token);
+    let parked = crate::limit::parked_payload(payload, token, "rate_limit");
     broker
         .rate_acquire(
             identity,

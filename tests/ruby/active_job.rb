@@ -20,7 +20,12 @@ Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=)
 SCRIPT = __FILE__ == $PROGRAM_NAME
 REDIS_URL = (SCRIPT ? ARGV[0] : nil) || ENV['REDIS_URL'] || abort('usage: ruby active_job.rb <redis-url> enqueue')
 Sidekiq.configure_client { |config| config.redis = { url: REDIS_URL } }
-Sidekiq.configure_server { |config| config.redis = { url: REDIS_URL } }
+Sidekiq.configure_server do |config|
+  config.redis = { url: REDIS_URL }
+  # Poll `schedule` every second or so, from the start (no 10 s initial wait),
+  # for the scheduled jobs fairjob pushes.
+  Sidekiq.options[:poll_interval_average] = 1
+end
 Sidekiq.logger = Logger.new($stderr)
 Sidekiq.logger.level = Logger::WARN
 
@@ -69,6 +74,16 @@ class AjRubyPositionalJob < ActiveJob::Base
   def perform(id, opts)
     record('AjRubyPositionalJob', self,
            'id' => id, 'opts_keys' => opts.keys.map(&:inspect), 'opts' => opts)
+  end
+end
+
+# Times from Rust arrive as ISO 8601 strings, durations as seconds.
+class AjRubyTimeJob < ActiveJob::Base
+  def perform(at, on, every)
+    record('AjRubyTimeJob', self,
+           'at' => Time.iso8601(at).utc.iso8601(6), 'on' => Date.iso8601(on).to_s,
+           'every' => every.seconds.inspect,
+           'late_s' => (Time.now - Time.iso8601(enqueued_at)).round(3))
   end
 end
 

@@ -3,9 +3,10 @@
 //! `ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper`): jobs enqueued
 //! with `perform_later` are performed by a fairjob worker, with their
 //! arguments decoded from ActiveJob's serialization; a class fairjob does not
-//! know, or arguments that do not fit, fail into `retry` with their bytes;
-//! and `#[job(active_job)]` jobs pushed by fairjob are performed by a real
-//! Sidekiq server running ActiveJob. The Ruby side is `tests/ruby/active_job.rb`.
+//! know, or arguments that do not fit, fail into `retry` and after their last
+//! retry into `dead`, named, with their bytes; and `#[job(active_job)]` jobs
+//! pushed by fairjob (positional, keyword, hash and time arguments, scheduled,
+//! to a chosen queue) are performed by a real Sidekiq server running ActiveJob. The Ruby side is `tests/ruby/active_job.rb`.
 //! No namespace (Sidekiq 6.4.1 has none); each test has its own redis-server.
 
 use std::collections::BTreeMap;
@@ -148,6 +149,18 @@ impl Perform for AjRubyPositional {
     }
 }
 
+/// Performed by Ruby: `perform(at, on, every)`, with a time, a date and a
+/// duration as a Rust job writes them (ISO 8601 strings, seconds).
+#[derive(Serialize, Deserialize, fairjob::Job)]
+#[job(active_job, class = "AjRubyTimeJob")]
+struct AjRubyTime(String, String, u64);
+
+impl Perform for AjRubyTime {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
 /// A private redis-server and a handle on it with no namespace.
 async fn unprefixed() -> (RedisServer, Redis) {
     let server = fairjob_tests::redis();
@@ -169,8 +182,8 @@ async fn rust_results(redis: &Redis) -> BTreeMap<String, Vec<Value>> {
 
 /// `perform_later` in Ruby (positional, keyword, hash and time arguments,
 /// `set(wait:)`, `set(queue:)`) → a fairjob worker performs every one; an
-/// unknown class and arguments that do not fit go to `retry`, named, with
-/// their bytes.
+/// unknown class and arguments that do not fit go to `retry`, then after
+/// their last retry to `dead`, named, with their bytes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn perform_later_in_rails_is_performed_by_fairjob() {
     let (_server, redis) = unprefixed().await;
@@ -306,11 +319,72 @@ async fn perform_later_in_rails_is_performed_by_fairjob() {
         }
         assert_eq!(p.retry_count(), Some(0));
     }
+
+    // Their last retry: as after 24 failures, back in `retry` and due now. The
+    // next failure sends each to `dead`, still named, still byte for byte.
+    for p in [unknown, bad] {
+        let mut last = p.clone();
+        last.set("retry_count", 24);
+        let _: i64 = redis
+            .query(redis::cmd("ZREM").arg("retry").arg(p.to_json()))
+            .await;
+        let _: i64 = redis
+            .query(redis::cmd("ZADD").arg("retry").arg(0).arg(last.to_json()))
+            .await;
+    }
+    let mut registry = Registry::new();
+    registry.register::<AjPositional>().unwrap();
+    let worker = redis
+        .worker()
+        .registry(registry)
+        .build()
+        .await
+        .expect("fairjob worker builds");
+    let worker: RunningWorker = fairjob_tests::spawn(worker);
+    eventually!(
+        within Duration::from_secs(20),
+        redis.zcard("dead").await == 2,
+        "after their last retry both are dead; retry = {:?}",
+        redis.zrange("retry").await
+    );
+    tokio::time::timeout(Duration::from_secs(15), worker.stop())
+        .await
+        .expect("fairjob worker shuts down");
+    assert_eq!(redis.zcard("retry").await, 0);
+    for raw in redis.zrange("dead").await {
+        let p = Payload::parse(raw.into_bytes()).expect("a dead entry");
+        let original = Payload::parse(originals[&p.jid()].clone().into_bytes()).unwrap();
+        let named = if p.jid() == jids["unknown"].as_str().unwrap() {
+            "`AjUnknownJob`"
+        } else {
+            "`AjPositionalJob`: ActiveJob argument [0] does not fit"
+        };
+        let message = p.get_str("error_message").unwrap_or_default();
+        assert!(message.contains(named), "{named} in: {message}");
+        for field in [
+            "class",
+            "wrapped",
+            "args",
+            "queue",
+            "jid",
+            "created_at",
+            "retry",
+        ] {
+            assert_eq!(
+                p.field(field).map(|v| v.get()),
+                original.field(field).map(|v| v.get()),
+                "dead: `{field}` is kept byte for byte"
+            );
+        }
+        assert_eq!(p.retry_count(), Some(25));
+    }
 }
 
 /// `#[job(active_job)]` jobs pushed by fairjob are performed by a real Sidekiq
 /// server running ActiveJob: keyword arguments from a struct with named
-/// fields, a symbol-keyed Hash from a nested struct.
+/// fields, a symbol-keyed Hash from a nested struct, and a time, a date and a
+/// duration pushed with `perform_in` (Sidekiq's `schedule`, as `set(wait:)`)
+/// to the queue `reports` (as `set(queue:)`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fairjob_pushed_active_jobs_are_performed_by_rails() {
     let (_server, redis) = unprefixed().await;
@@ -333,16 +407,27 @@ async fn fairjob_pushed_active_jobs_are_performed_by_rails() {
     .perform_async(&client)
     .await
     .expect("push AjRubyPositional");
+    // set(wait:) and set(queue:) from Rust: `schedule`, then the `reports` queue.
+    let time_jid = AjRubyTime(
+        "2026-11-25T12:30:15.123456Z".into(),
+        "2026-11-25".into(),
+        7200,
+    )
+    .queue("reports")
+    .perform_in(&client, Duration::from_secs(1))
+    .await
+    .expect("push AjRubyTime");
+    assert_eq!(redis.zcard("schedule").await, 1, "perform_in schedules");
 
-    let mut sidekiq = SidekiqProcess::start(redis.url(), "active_job.rb", &["default"]);
+    let mut sidekiq = SidekiqProcess::start(redis.url(), "active_job.rb", &["default", "reports"]);
     let lines = eventually!(
         within Duration::from_secs(30),
         let lines = {
             sidekiq.assert_running();
             redis.lrange(RUBY_RESULTS).await
         };
-        lines.len() == 2,
-        "Ruby ActiveJob performs both; queue:default = {:?}, retry = {:?}\nsidekiq log:\n{}",
+        lines.len() == 3,
+        "Ruby ActiveJob performs all three; queue:default = {:?}, retry = {:?}\nsidekiq log:\n{}",
         redis.lrange("queue:default").await,
         redis.zrange("retry").await,
         sidekiq.log()
@@ -370,4 +455,14 @@ async fn fairjob_pushed_active_jobs_are_performed_by_rails() {
     assert_eq!(pos["value"]["opts_keys"], json!([":a", ":b"]), "{pos}");
     assert_eq!(pos["value"]["opts"], json!({"a": 1, "b": "x"}), "{pos}");
     assert_eq!(pos["provider_job_id"], pos_jid.as_str(), "{pos}");
+    let time = &by_job["AjRubyTimeJob"];
+    assert_eq!(time["value"]["at"], "2026-11-25T12:30:15.123456Z", "{time}");
+    assert_eq!(time["value"]["on"], "2026-11-25", "{time}");
+    assert_eq!(time["value"]["every"], "7200 seconds", "{time}");
+    assert!(
+        time["value"]["late_s"].as_f64().unwrap() >= 0.9,
+        "ran after its delay: {time}"
+    );
+    assert_eq!(time["queue_name"], "reports", "{time}");
+    assert_eq!(time["provider_job_id"], time_jid.as_str(), "{time}");
 }

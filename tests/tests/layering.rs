@@ -50,6 +50,7 @@ const ABOVE: &[(&str, &[(&str, u8)])] = &[
             ("metrics", 0),
             ("web", 0),
             ("postgres", 0),
+            ("otel", 0),
             ("cli", 1),
         ],
     ),

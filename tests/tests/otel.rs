@@ -80,16 +80,84 @@ impl Perform for OtelChild {
     }
 }
 
+/// Holds a slot of `key` (one at a time) for `ms`.
+#[derive(Serialize, Deserialize, fairjob::Job)]
+#[job(class = "OtelSlotJob", queue = "otel_slots")]
+#[concurrency(limit = 1, key = key)]
+struct OtelSlotJob {
+    key: String,
+    ms: u64,
+}
+
+impl Perform for OtelSlotJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        tokio::time::sleep(std::time::Duration::from_millis(self.ms)).await;
+        Ok(())
+    }
+}
+
+/// One start per second per `key`.
+#[derive(Serialize, Deserialize, fairjob::Job)]
+#[job(class = "OtelRateJob", queue = "otel_rates")]
+#[rate_limit(limit = 1, per = "1s", key = key)]
+struct OtelRateJob {
+    key: String,
+}
+
+impl Perform for OtelRateJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// Does nothing, on a tenant-sharded queue.
+#[derive(Serialize, Deserialize, fairjob::Job)]
+#[job(class = "OtelShardJob", queue = "otel_shards", shard_by_tenant)]
+struct OtelShardJob(String);
+
+impl Perform for OtelShardJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// Fails its first attempt, to be retried a second later; then succeeds.
+#[derive(Serialize, Deserialize, fairjob::Job)]
+#[job(class = "OtelFlakyJob")]
+struct OtelFlakyJob(String);
+
+impl Perform for OtelFlakyJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        if cx.attempt() == 1 {
+            return Err(JobError::retry_in(
+                std::time::Duration::from_secs(1),
+                "the first attempt fails",
+            ));
+        }
+        Ok(())
+    }
+}
+
 fn registry() -> Registry {
     let mut r = Registry::new();
     r.register::<OtelParent>().unwrap();
     r.register::<OtelChild>().unwrap();
+    r.register::<OtelSlotJob>().unwrap();
+    r.register::<OtelRateJob>().unwrap();
+    r.register::<OtelShardJob>().unwrap();
+    r.register::<OtelFlakyJob>().unwrap();
     r
 }
 
 async fn worker(redis: &Redis, propagation: Propagation) -> fairjob_tests::RunningWorker {
     let worker = redis
         .worker()
+        .queues(fairjob_tests::queues(&[
+            "default",
+            "otel_slots",
+            "otel_rates",
+            "otel_shards",
+        ]))
         .registry(registry())
         .propagation(propagation)
         .build()
@@ -163,7 +231,11 @@ async fn one_trace_from_the_request_to_the_jobs_a_job_enqueued() {
             "{key}: {parent:?}"
         );
     }
-    assert!(attr(&parent, "fairjob.waited_ms").is_some());
+    assert!(attr(&parent, "fairjob.wait_ms").is_some());
+    assert_eq!(
+        attr(&parent, "fairjob.wait_reason").as_deref(),
+        Some("queue")
+    );
     // The job's own enqueue, and its perform, continue the same trace.
     let child_send = eventually!(
         let found = spans().into_iter().find(|s| {
@@ -186,6 +258,204 @@ async fn one_trace_from_the_request_to_the_jobs_a_job_enqueued() {
         Some("OtelChild")
     );
     worker.stop().await;
+    // The trace as the exporter recorded it (shown with `--nocapture`).
+    let mut trace_spans: Vec<SpanData> = spans()
+        .into_iter()
+        .filter(|s| s.span_context.trace_id() == trace)
+        .collect();
+    trace_spans.sort_by_key(|s| s.start_time);
+    println!("trace {trace}:");
+    for s in &trace_spans {
+        println!(
+            "  {:<16} {:<9} span {} parent {}{} jid {}",
+            s.name,
+            format!("{:?}", s.span_kind),
+            s.span_context.span_id(),
+            s.parent_span_id,
+            if s.parent_span_is_remote {
+                " (remote)"
+            } else {
+                ""
+            },
+            attr(s, "messaging.message.id").unwrap_or_else(|| "-".into()),
+        );
+    }
+}
+
+/// The successful run's `process` span of the job `jid`, if exported yet
+/// (a job parked by a limiter, or failed, has other `process` spans).
+fn succeeded(jid: &str) -> Option<SpanData> {
+    spans().into_iter().find(|s| {
+        s.span_kind == SpanKind::Consumer
+            && attr(s, "messaging.message.id").as_deref() == Some(jid)
+            && attr(s, "fairjob.outcome").as_deref() == Some("success")
+    })
+}
+
+fn wait_ms(span: &SpanData, key: &str) -> u64 {
+    attr(span, key)
+        .unwrap_or_else(|| panic!("{key}: {span:?}"))
+        .parse()
+        .unwrap()
+}
+
+/// The perform span says how long the job waited and why: its queue, its
+/// tenant's shard, a concurrency slot, a rate limiter, its schedule, a
+/// retry's backoff (each the longest part of that job's wait, by
+/// construction: a second of it against a fetch's few ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_perform_span_says_how_long_the_job_waited_and_why() {
+    exporter();
+    let server = fairjob_tests::redis();
+    let redis = Redis::connect(&server.url(), &fairjob_tests::namespace()).await;
+    let client = redis.client().await;
+    let tag = fairjob::payload::new_jid();
+    let plain = OtelChild(tag.clone()).perform_async(&client).await.unwrap();
+    let sharded = OtelShardJob(tag.clone())
+        .set_tenant("acme")
+        .perform_async(&client)
+        .await
+        .unwrap();
+    let slot_key = format!("slot-{tag}");
+    let holder = OtelSlotJob {
+        key: slot_key.clone(),
+        ms: 1000,
+    }
+    .perform_async(&client)
+    .await
+    .unwrap();
+    let slot = OtelSlotJob {
+        key: slot_key,
+        ms: 1000,
+    }
+    .perform_async(&client)
+    .await
+    .unwrap();
+    let rate_key = format!("rate-{tag}");
+    let first = OtelRateJob {
+        key: rate_key.clone(),
+    }
+    .perform_async(&client)
+    .await
+    .unwrap();
+    let rated = OtelRateJob { key: rate_key }
+        .perform_async(&client)
+        .await
+        .unwrap();
+    let scheduled = OtelChild(tag.clone())
+        .perform_in(&client, std::time::Duration::from_secs(1))
+        .await
+        .unwrap();
+    let retried = OtelFlakyJob(tag).perform_async(&client).await.unwrap();
+    let worker = worker(&redis, Propagation::Child).await;
+    let mut done = Vec::new();
+    for jid in [
+        &plain, &sharded, &holder, &slot, &first, &rated, &scheduled, &retried,
+    ] {
+        done.push(
+            eventually!(let found = succeeded(jid); found.is_some(), "{jid} succeeds").unwrap(),
+        );
+    }
+    worker.stop().await;
+    let reason = |i: usize| attr(&done[i], "fairjob.wait_reason").unwrap();
+    assert_eq!(reason(0), "queue", "{:?}", done[0]);
+    assert_eq!(reason(1), "shard", "{:?}", done[1]);
+    // Of two jobs of one key, the second to start waited for the first.
+    let second = |a: usize, b: usize| {
+        if done[a].start_time > done[b].start_time {
+            a
+        } else {
+            b
+        }
+    };
+    let parked = second(2, 3);
+    assert_eq!(reason(parked), "slot", "{:?}", done[parked]);
+    assert!(wait_ms(&done[parked], "fairjob.wait.slot_ms") > 0);
+    let parked = second(4, 5);
+    assert_eq!(reason(parked), "rate_limit", "{:?}", done[parked]);
+    assert!(wait_ms(&done[parked], "fairjob.wait.rate_limit_ms") > 0);
+    assert_eq!(reason(6), "scheduled", "{:?}", done[6]);
+    assert!(wait_ms(&done[6], "fairjob.wait.scheduled_ms") >= 900);
+    assert!(wait_ms(&done[6], "fairjob.wait_ms") >= 900);
+    assert_eq!(reason(7), "retry", "{:?}", done[7]);
+    assert!(wait_ms(&done[7], "fairjob.wait.retry_ms") >= 900);
+    assert_eq!(attr(&done[7], "fairjob.attempt").as_deref(), Some("2"));
+    // A retry's run is a new span in the same trace as its first run.
+    let failed = spans()
+        .into_iter()
+        .find(|s| {
+            attr(s, "messaging.message.id").as_deref() == Some(retried.as_str())
+                && attr(s, "fairjob.outcome").as_deref() == Some("retry")
+        })
+        .expect("the failed run's span");
+    assert_eq!(
+        failed.span_context.trace_id(),
+        done[7].span_context.trace_id()
+    );
+    assert_ne!(
+        failed.span_context.span_id(),
+        done[7].span_context.span_id()
+    );
+    assert_eq!(failed.status, Status::error("the first attempt fails"));
+}
+
+/// `push_bulk`: one `send` span for the batch, and every job it pushed
+/// carries its context, so each job's run continues the request's trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn push_bulk_writes_the_trace_context_into_every_job() {
+    exporter();
+    let server = fairjob_tests::redis();
+    let redis = Redis::connect(&server.url(), &fairjob_tests::namespace()).await;
+    let client = redis.client().await;
+    let tag = fairjob::payload::new_jid();
+    let request = tracing::info_span!("POST /imports", otel.kind = "server");
+    let jids: Vec<String> = client
+        .push_bulk((0..3).map(|i| OtelChild(format!("{tag}-{i}"))))
+        .instrument(request.clone())
+        .await
+        .expect("push_bulk")
+        .into_iter()
+        .map(|j| j.expect("pushed"))
+        .collect();
+    drop(request);
+    let raw = redis.lrange(redis.keys().queue("default")).await;
+    for jid in &jids {
+        let entry = raw
+            .iter()
+            .find(|e| e.contains(jid.as_str()))
+            .expect("queued");
+        let p = Payload::parse(entry.clone().into_bytes()).unwrap();
+        assert!(p.get_str("traceparent").is_some(), "{entry}");
+    }
+    let worker = worker(&redis, Propagation::Child).await;
+    let mut runs = Vec::new();
+    for jid in &jids {
+        runs.push(eventually!(let found = succeeded(jid); found.is_some(), "{jid} runs").unwrap());
+    }
+    worker.stop().await;
+    let all = spans();
+    let web = all
+        .iter()
+        .find(|s| {
+            s.name == "POST /imports"
+                && s.span_context.trace_id() == runs[0].span_context.trace_id()
+        })
+        .expect("the request span");
+    let send = all
+        .iter()
+        .find(|s| s.span_context.span_id() == runs[0].parent_span_id)
+        .expect("the bulk send span");
+    assert_eq!(send.name, "send default");
+    assert_eq!(send.span_kind, SpanKind::Producer);
+    assert_eq!(send.parent_span_id, web.span_context.span_id());
+    assert_eq!(
+        attr(send, "messaging.batch.message_count").as_deref(),
+        Some("3")
+    );
+    for run in &runs {
+        assert_eq!(run.parent_span_id, send.span_context.span_id(), "{run:?}");
+        assert_eq!(run.span_context.trace_id(), web.span_context.trace_id());
+    }
 }
 
 /// Pushes a payload as a Ruby producer with
@@ -265,4 +535,155 @@ async fn link_starts_a_new_trace_linked_to_the_enqueue() {
         .collect();
     assert_eq!(links, [SpanId::from_hex(SPAN).unwrap()]);
     worker.stop().await;
+}
+
+/// A tiny OTLP/HTTP endpoint: every request's path and body, answered 200.
+struct Collector {
+    url: String,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+}
+
+impl Collector {
+    fn start() -> Collector {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = requests.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
+                let mut length = 0;
+                loop {
+                    let mut header = String::new();
+                    reader.read_line(&mut header).unwrap();
+                    if header.trim().is_empty() {
+                        break;
+                    }
+                    if let Some((k, v)) = header.split_once(':')
+                        && k.eq_ignore_ascii_case("content-length")
+                    {
+                        length = v.trim().parse().unwrap();
+                    }
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                seen.lock()
+                    .unwrap()
+                    .push((path, String::from_utf8(body).unwrap()));
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+            }
+        });
+        Collector { url, requests }
+    }
+
+    /// Every exported span (OTLP JSON), with its service name.
+    fn spans(&self) -> Vec<(String, serde_json::Value)> {
+        let mut out = Vec::new();
+        for (path, body) in self.requests.lock().unwrap().iter() {
+            assert_eq!(path, "/v1/traces");
+            let v: serde_json::Value = serde_json::from_str(body).expect("OTLP JSON");
+            for rs in v["resourceSpans"].as_array().unwrap() {
+                let service = rs["resource"]["attributes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|a| a["key"] == "service.name")
+                    .map(|a| a["value"]["stringValue"].as_str().unwrap().to_owned())
+                    .unwrap_or_default();
+                for ss in rs["scopeSpans"].as_array().unwrap() {
+                    for span in ss["spans"].as_array().unwrap() {
+                        out.push((service.clone(), span.clone()));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn json_attr<'a>(span: &'a serde_json::Value, key: &str) -> Option<&'a serde_json::Value> {
+    span["attributes"]
+        .as_array()?
+        .iter()
+        .find(|a| a["key"] == key)
+        .map(|a| &a["value"])
+}
+
+/// `worker --otel` (the worker binary built with fairjob-worker's `otel`
+/// feature) exports over OTLP/HTTP to the endpoint the standard variables
+/// name: the job's `process` span arrives there, continuing the trace of the
+/// request (in this process) that enqueued it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_worker_process_exports_its_spans_over_otlp_http() {
+    exporter();
+    let collector = Collector::start();
+    let server = fairjob_tests::redis();
+    let redis = Redis::connect(&server.url(), &fairjob_tests::namespace()).await;
+    let client = redis.client().await;
+    let request = tracing::info_span!("GET /exports", otel.kind = "server");
+    let jid = fairjob_tests::jobs::RecordJob("exported".into())
+        .set_tenant("acme")
+        .perform_async(&client)
+        .instrument(request.clone())
+        .await
+        .expect("push");
+    drop(request);
+    let send = eventually!(
+        let found = spans().into_iter().find(|s| {
+            s.span_kind == SpanKind::Producer
+                && attr(s, "messaging.message.id").as_deref() == Some(jid.as_str())
+        });
+        found.is_some(),
+        "the send span is recorded here"
+    )
+    .unwrap();
+    let mut worker = redis
+        .worker_process()
+        .arg("--otel")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.url)
+        .env("OTEL_SERVICE_NAME", "otel-process-test")
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .start();
+    let process = eventually!(
+        let found = collector.spans().into_iter().find(|(_, s)| {
+            json_attr(s, "messaging.message.id").and_then(|v| v["stringValue"].as_str())
+                == Some(jid.as_str())
+        });
+        found.is_some(),
+        "the worker exports the job's process span"
+    )
+    .unwrap();
+    worker.stop();
+    let (service, span) = process;
+    assert_eq!(service, "otel-process-test");
+    assert_eq!(span["name"], "process default", "{span}");
+    assert_eq!(span["kind"], 5, "consumer: {span}");
+    assert_eq!(
+        span["traceId"],
+        send.span_context.trace_id().to_string(),
+        "{span}"
+    );
+    assert_eq!(
+        span["parentSpanId"],
+        send.span_context.span_id().to_string(),
+        "{span}"
+    );
+    for (key, want) in [
+        ("messaging.system", "sidekiq"),
+        ("messaging.destination.name", "default"),
+        ("messaging.sidekiq.job_class", "RecordJob"),
+        ("fairjob.tenant", "acme"),
+        ("fairjob.outcome", "success"),
+    ] {
+        assert_eq!(
+            json_attr(&span, key).and_then(|v| v["stringValue"].as_str()),
+            Some(want),
+            "{key}: {span}"
+        );
+    }
 }

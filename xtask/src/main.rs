@@ -28,7 +28,7 @@ USAGE:
     cargo xtask test [ARGS…]        install redis-server, Ruby Sidekiq and ActiveJob,
                                     chromium and postgresql if missing, then run the
                                     whole suite
-                                    (cargo test --workspace ARGS…)
+                                    (cargo test --workspace --features fairjob-tests/otel ARGS…)
     cargo xtask check-package       check that each published crate's `cargo package --list`
                                     holds every file it reads at build time (no build)
     cargo xtask prereqs [--dry-run] install what `test` needs; with --dry-run only say
@@ -88,10 +88,13 @@ fn demo(args: &[String]) -> Result<ExitCode, String> {
     run_cargo(&cargo_args)
 }
 
-/// `cargo xtask test`: everything the suite starts, then `cargo test --workspace`.
+/// `cargo xtask test`: everything the suite starts, then `cargo test
+/// --workspace` with the OpenTelemetry tests' feature.
 fn test(args: &[String]) -> Result<ExitCode, String> {
     ensure("the test suite", prereq::TEST, false)?;
-    let mut cargo_args = ["test", "--workspace"].map(String::from).to_vec();
+    let mut cargo_args = ["test", "--workspace", "--features", "fairjob-tests/otel"]
+        .map(String::from)
+        .to_vec();
     cargo_args.extend_from_slice(args);
     run_cargo(&cargo_args)
 }

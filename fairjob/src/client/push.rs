@@ -207,21 +207,41 @@ impl Client {
         &self,
         jobs: impl IntoIterator<Item = I>,
     ) -> Result<Vec<Bulk>> {
-        let mut out = Vec::new();
-        let mut batch: Vec<(usize, PushJob)> = Vec::new();
-        for job in jobs {
-            let push = job.into_push()?;
-            let idx = out.len();
-            out.push(Bulk::Stopped);
-            if let Some(push) = self.run_chain(push).await? {
-                batch.push((idx, push));
+        // One producer span for the batch; each job carries its context.
+        let span = tracing::info_span!(
+            "fairjob.enqueue_bulk",
+            jobs = tracing::field::Empty,
+            otel.name = tracing::field::Empty,
+            otel.kind = tracing::field::Empty,
+        );
+        crate::otel::bulk_span(&span);
+        async move {
+            let span = tracing::Span::current();
+            let mut out = Vec::new();
+            let mut batch: Vec<(usize, PushJob)> = Vec::new();
+            let mut queues = std::collections::BTreeSet::new();
+            for job in jobs {
+                let push = job.into_push()?;
+                let idx = out.len();
+                out.push(Bulk::Stopped);
+                if let Some(mut push) = self.run_chain(push).await? {
+                    crate::otel::on_bulk_job(&span, &mut push.payload);
+                    queues.insert(push.payload.queue());
+                    batch.push((idx, push));
+                }
+                if batch.len() >= BULK_BATCH {
+                    self.push_many(std::mem::take(&mut batch), &mut out).await?;
+                }
             }
-            if batch.len() >= BULK_BATCH {
-                self.push_many(std::mem::take(&mut batch), &mut out).await?;
-            }
+            self.push_many(batch, &mut out).await?;
+            let pushed = out.iter().filter(|b| matches!(b, Bulk::Pushed(_))).count();
+            span.record("jobs", pushed);
+            let queue = (queues.len() == 1).then(|| queues.first()).flatten();
+            crate::otel::on_bulk_end(&span, pushed, queue.map(String::as_str));
+            Ok(out)
         }
-        self.push_many(batch, &mut out).await?;
-        Ok(out)
+        .instrument(span)
+        .await
     }
 
     async fn push_many(&self, batch: Vec<(usize, PushJob)>, out: &mut [Bulk]) -> Result<()> {

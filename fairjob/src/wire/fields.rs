@@ -13,6 +13,11 @@ pub const INTERRUPTED_COUNT: &str = "interrupted_count";
 /// Marks a parked job of a sharded queue, so that when a slot frees it goes to
 /// the front of its tenant's list (read by the shard scripts).
 pub const SLOT_RELEASED: &str = "fairjob_slot_released";
+/// Why a waiting job was parked (`"slot"` or `"rate_limit"`), written with
+/// it when a limiter parks it; the perform span's wait reason reads it.
+pub const PARKED: &str = "fairjob_parked";
+/// When that job was parked (float epoch seconds).
+pub const PARKED_AT: &str = "fairjob_parked_at";
 /// The periodic schedule that enqueued this job (its name).
 pub const CRON: &str = "fairjob_cron";
 /// The fire time (Unix seconds) of the schedule that enqueued this job.

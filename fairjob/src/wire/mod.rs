@@ -4,7 +4,7 @@
 //! ActiveJob's payloads on Sidekiq ([`active_job`]),
 //! the published declaration of a job class ([`ClassInfo`]), the pure
 //! reroute rule (which rule matches and where a job goes), the [`unique`]
-//! job key, and the text form
+//! job key, the [`wait`] before a run and its reason, and the text form
 //! of a [`duration`] in settings.
 //!
 //! Layer 1: it names only [`crate::error`] below it, and nothing of Redis.
@@ -19,6 +19,7 @@ pub mod options;
 pub mod payload;
 pub mod trace_context;
 pub mod unique;
+pub mod wait;
 
 pub use classes::ClassInfo;
 pub use date::{utc_date, utc_day};
@@ -29,3 +30,4 @@ pub use options::{
 pub use payload::{Malformed, Payload, malformed_entry, new_jid, now_f64};
 pub use trace_context::Propagation;
 pub use unique::{OnConflict, UniqueOptions, UniqueSpec, UniqueUntil, unique_digest};
+pub use wait::{Wait, WaitReason};

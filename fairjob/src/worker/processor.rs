@@ -55,7 +55,13 @@ pub(crate) async fn process(shared: Arc<Shared>, reserved: Reserved, permit: Per
     };
     drop(raw);
     let span = span(&token, &payload);
-    crate::otel::on_perform(&span, &token.queue, &payload, shared.config.propagation);
+    crate::otel::on_perform(
+        &span,
+        &token.queue,
+        token.is_sharded(),
+        &payload,
+        shared.config.propagation,
+    );
     run(&shared, token, payload, permit).instrument(span).await;
 }
 
