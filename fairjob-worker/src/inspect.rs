@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use fairjob::config::WorkerConfig;
 use fairjob::fair::DEFAULT_MAX_WINDOW;
 use fairjob::inspect::encode_key as encode;
-use fairjob::inspect::{Inspector, Setting, ShardPolicy};
+use fairjob::inspect::{Inspector, Setting, ShardPolicy, YieldPolicy};
 use fairjob::inspect::{MAX_READ_ROWS, Page};
 use fairjob::wire::{WireRule, reroute_window, rule_window};
 use fairjob::{Registry, Retry};
@@ -270,16 +270,33 @@ impl Inspect {
         queue: &str,
         tenant: Option<&str>,
         policy: ShardPolicy,
+        yields: YieldPolicy,
     ) -> Result<()> {
+        self.inspector.set_yield_policy(queue, yields).await?;
         self.inspector
             .set_shard_policy(queue, tenant, policy)
             .await?;
         let show = |s: &str, v: String| format!("{s} {v}");
         let mut changed = Vec::new();
+        let secs = |s: Setting<std::time::Duration>| match s {
+            Setting::Keep => Setting::Keep,
+            Setting::Clear => Setting::Clear,
+            Setting::Set(d) => Setting::Set(format!("{}ms", d.as_millis())),
+        };
+        let on = match yields.enabled {
+            Setting::Keep => Setting::Keep,
+            Setting::Clear => Setting::Set("on"),
+            Setting::Set(b) => Setting::Set(if b { "on" } else { "off" }),
+        };
         for (name, v) in [
             ("weight", describe(policy.weight)),
             ("floor", describe(policy.floor)),
             ("cap", describe(policy.cap)),
+            ("burst", describe(policy.burst)),
+            ("queue-wide yield grace", describe(secs(yields.grace))),
+            ("queue-wide yield min run", describe(secs(yields.min_run))),
+            ("queue-wide yield cool-down", describe(secs(yields.cooldown))),
+            ("fair yield", describe(on)),
         ] {
             if let Some(v) = v {
                 changed.push(show(name, v));

@@ -156,7 +156,7 @@ mod imp {
         if let Some(declared) = payload.get_str(fields::ORIGINAL_QUEUE) {
             span.set_attribute("fairjob.declared_queue", declared);
         }
-        if let Some(at) = payload.timestamp("enqueued_at") {
+        if let Some(at) = payload.wait_started() {
             let waited = ((now_f64() - at) * 1000.0).max(0.0);
             span.set_attribute("fairjob.waited_ms", waited as i64);
         }

@@ -335,6 +335,10 @@ impl Keys {
             served_prefix: format!("{tag}:served:"),
             wake: format!("{tag}:wake"),
             fetchers: format!("{tag}:fetchers"),
+            runs: format!("{tag}:runs"),
+            waits: format!("{tag}:waits"),
+            yields: format!("{tag}:yields"),
+            decide: format!("{tag}:decide"),
             inbox,
         }
     }
@@ -511,6 +515,16 @@ pub struct ShardKeys {
     /// in-progress records of it the reconciler counts. A worker joins in the
     /// fetch that gives it its first job here and leaves when it is forgotten.
     pub fetchers: String,
+    /// Running iterable jobs for fair yield (HASH jid →
+    /// `tenant|worker|started|asked|ignored|seen`, see `shard_yield.lua`).
+    pub runs: String,
+    /// Tenants waiting in the dispatch order (HASH tenant → `since|running`).
+    pub waits: String,
+    /// Fair-yield counts per tenant (HASH `r:<t>` requested, `h:<t>`
+    /// honoured, `i:<t>` ignored).
+    pub yields: String,
+    /// The fair-yield decision lock (one worker decides per tick).
+    pub decide: String,
 }
 
 impl ShardKeys {
@@ -639,6 +653,7 @@ mod tests {
             let slot = hash_part(&s.inbox);
             let served = s.served(29_000_000);
             for key in s.state().into_iter().chain([s.wake.as_str(), &s.fetchers, &served,
+                        &s.runs, &s.waits, &s.yields, &s.decide,
                         &s.tenant_list(Some(&t)), &s.tenant_list(None), &s.inflight(&w)]) {
                 prop_assert_eq!(hash_part(key), slot, "{}", key);
             }

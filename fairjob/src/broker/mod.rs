@@ -49,7 +49,13 @@
 //! | `set_rate_limit` | a key's runtime limit, period, burst (0 pauses); schedules a release | `rate_set.lua` | waiting `u64` |
 //! | **tenant shards** (`shards.rs`) | | | |
 //! | `set_shard_policy`, `set_shard_limit` | a tenant's (or the default) weight, floor, cap; re-checks runnability | `shard_policy.lua` | `()` |
+//! | `set_shard_policy`'s `burst` | a tenant's (or the default) burst: its running limit while no other tenant is in the dispatch order (dispatch and runnability use it; `lib_shard.lua`'s `shard_limit`) | `shard_policy.lua` | `()` |
 //! | `migrate_shard_ring` | moves a 0.1 round-robin ring to fair-share structures | `shard_policy.lua` | `u64` |
+//! | **fair yield** (`yields.rs`) | | | |
+//! | `yield_tick` | a worker's tick on a sharded queue: records its running iterable jobs in `runs`, drops its finished and dead workers' records (counting honoured requests), returns its jobs' requests (counting ignored ones); with the decision lock, keeps `waits` (returns slot waits), re-admits a tenant that may burst again, and returns the decision snapshot | `shard_yield.lua` | `Tick` |
+//! | `yield_ask` | marks running iterable jobs asked to yield (not within the cool-down), counts requests per tenant | `shard_yield_ask.lua` | jids |
+//! | `set_yield_policy`, `yield_policy` | a queue's grace, minimum run, cool-down, on/off | `HSET`/`HDEL`, `HMGET` on `policy` | `()`, `StoredYield` |
+//! | `yield_counts` | requested / honoured / ignored per tenant | `HMGET` | `Vec<YieldCounts>` |
 //! | **processes and leases** (`process.rs`) | | | |
 //! | `register_worker`, `forget_worker`, `leave_processes` | fairjob's worker record; Sidekiq's `processes` | `SADD`/`SREM`/`DEL` | `()` |
 //! | `renew_lease`, `try_reaper_lock`, `sampler_lease` | the process lease; the reaper's and the sampler's locks | `lease.lua`, `SET NX PX`, `sampler_lease.lua` | `bool` |
@@ -113,6 +119,7 @@ mod slots;
 pub mod stats;
 mod token;
 mod unique;
+mod yields;
 
 use std::fmt;
 #[cfg(feature = "testing")]
@@ -142,6 +149,9 @@ pub use rates::{RATE_RESERVATION_TTL, RateAcquired, RateReleased, RateRequest};
 pub use reconcile::Healed;
 pub use scripts::{SCRIPT_SOURCES, script_hashes};
 pub use shards::{Setting, ShardPolicy};
+pub use yields::{
+    MyRun, RunRow, Snapshot, StoredYield, TenantRow, Tick, YieldCounts, YieldPolicy,
+};
 pub use slots::{Acquired, RESERVATION_TTL, SlotRequest};
 pub use token::{SlotHold, Src, Token};
 pub(crate) use unique::{UniqueHold, UniqueLock};

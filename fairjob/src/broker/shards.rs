@@ -1,5 +1,6 @@
 //! Tenant-sharded queues' fair-share settings in Redis: a tenant's (or the
-//! default) weight, floor and cap (`shard_policy.lua`), re-checking tenants in
+//! default) weight, floor, cap and burst (`shard_policy.lua`), the queue's
+//! fair-yield settings, re-checking tenants in
 //! bounded batches so a change applies to the very next dispatch; and the
 //! migration of a 0.1 round-robin ring into the fair-share order.
 
@@ -32,6 +33,9 @@ pub struct ShardPolicy {
     pub floor: Setting<u32>,
     /// The running limit (default none; 0 pauses).
     pub cap: Setting<u32>,
+    /// The running limit instead of the cap while no other tenant of the
+    /// queue has pending work (counts only above a cap; default none).
+    pub burst: Setting<u32>,
 }
 
 impl ShardPolicy {
@@ -99,9 +103,10 @@ impl RedisBroker {
             if first {
                 inv.arg(arg(policy.weight))
                     .arg(arg(policy.floor))
-                    .arg(arg(policy.cap));
+                    .arg(arg(policy.cap))
+                    .arg(arg(policy.burst));
             } else {
-                inv.arg("-").arg("-").arg("-");
+                inv.arg("-").arg("-").arg("-").arg("-");
             }
             inv.arg(BATCH);
             for t in &batch {
@@ -163,6 +168,7 @@ impl RedisBroker {
             inv.key(&sk.wake);
             inv.arg(&sk.shard_prefix)
                 .arg("*")
+                .arg("-")
                 .arg("-")
                 .arg("-")
                 .arg("-")

@@ -168,6 +168,7 @@ impl Worker {
         tasks.spawn(reaper::run(shared.clone(), background.clone()));
         tasks.spawn(sampler::run(shared.clone(), background.clone()));
         tasks.spawn(releaser::run(shared.clone(), background.clone()));
+        tasks.spawn(super::fair_yield::run(shared.clone(), background.clone()));
         // Runs through the shutdown (jobs still finishing hand it their acks)
         // and stops when Redis work is abandoned, at its end.
         tasks.spawn(acks::run(shared.clone(), ack_rx));

@@ -18,7 +18,10 @@
 -- equal weights are exactly round robin, a tenant that arrives (or returns)
 -- joins the back of the round, and a tenant's name never decides. Per tenant, live in Redis, one HASH `policy`: `c:<tenant>` (cap, the
 -- running limit; 0 pauses), `w:<tenant>` (weight, default 1), `f:<tenant>`
--- (floor, default 0); `<tenant>` `*` holds the queue's defaults. `lastpass`
+-- (floor, default 0), `b:<tenant>` (burst: the running limit instead of the
+-- cap while no other tenant is in the order); `<tenant>` `*` holds the
+-- queue's defaults, `y:grace`, `y:minrun`, `y:cooldown` (ms) and `y:off`
+-- the queue's fair-yield settings (see shard_yield.lua). `lastpass`
 -- (ZSET) keeps a tenant's pass while it is out of the order and ahead of vt;
 -- entries at or below vt can never matter and are trimmed. State is
 -- O(active tenants).
@@ -59,14 +62,18 @@ end
 -- Per-call memory (one script call is atomic).
 local shard_memo = { settings = {}, counts = {}, clock = nil, clock_dirty = false, floor_any = nil }
 
--- A tenant's settings: cap (nil = none), weight (default 1), floor (default 0).
+-- A tenant's settings: cap (nil = none), weight (default 1), floor (default
+-- 0), burst (nil = none: the running limit while no other tenant of the queue
+-- has pending work, when above the cap).
 local function shard_policy_of(sk, t)
   local p = shard_memo.settings[t]
   if p then return p end
-  local v = redis.call('HMGET', sk.policy, 'c:' .. t, 'w:' .. t, 'f:' .. t, 'c:*', 'w:*', 'f:*')
-  local weight = tonumber(v[2] or v[5]) or 1
+  local v = redis.call('HMGET', sk.policy, 'c:' .. t, 'w:' .. t, 'f:' .. t, 'b:' .. t,
+    'c:*', 'w:*', 'f:*', 'b:*')
+  local weight = tonumber(v[2] or v[6]) or 1
   if weight <= 0 then weight = 1 end
-  p = { cap = tonumber(v[1] or v[4]), weight = weight, floor = tonumber(v[3] or v[6]) or 0 }
+  p = { cap = tonumber(v[1] or v[5]), weight = weight, floor = tonumber(v[3] or v[7]) or 0,
+    burst = tonumber(v[4] or v[8]) }
   shard_memo.settings[t] = p
   return p
 end
@@ -106,9 +113,27 @@ local function shard_flush(sk)
   end
 end
 
--- Pending jobs and under its cap (0 pauses).
+-- Another tenant than `t` is in the dispatch order (has pending work it may run).
+local function shard_others_ready(sk, t)
+  local n = redis.call('ZCARD', sk.ready)
+  if n == 0 then return false end
+  if redis.call('HEXISTS', sk.rmember, t) == 1 then n = n - 1 end
+  return n > 0
+end
+
+-- `t`'s running limit now: its cap, or its burst (when above the cap) while
+-- no other tenant is in the dispatch order. nil = none.
+local function shard_limit(sk, t)
+  local p = shard_policy_of(sk, t)
+  if p.cap ~= nil and p.burst ~= nil and p.burst > p.cap and not shard_others_ready(sk, t) then
+    return p.burst
+  end
+  return p.cap
+end
+
+-- Pending jobs and under its running limit (a cap of 0 pauses).
 local function shard_runnable(sk, t)
-  local cap = shard_policy_of(sk, t).cap
+  local cap = shard_limit(sk, t)
   if cap ~= nil and shard_running(sk, t) >= cap then return false end
   return redis.call('LLEN', sk.prefix .. t) > 0
 end
@@ -262,7 +287,8 @@ local function shard_reserve(sk, served)
     local t = string.sub(top[1], 16)
     local pass = tonumber(top[2])
     local p = shard_policy_of(sk, t)
-    if p.cap ~= nil and shard_running(sk, t) >= p.cap then
+    local limit = shard_limit(sk, t)
+    if limit ~= nil and shard_running(sk, t) >= limit then
       shard_remember(sk, t, shard_unready(sk, t, top[1]))
     else
       local job = redis.call('RPOP', sk.prefix .. t)
@@ -275,7 +301,7 @@ local function shard_reserve(sk, served)
           shard_memo.clock_dirty = true
         end
         local next_pass = pass + 1 / p.weight
-        if (p.cap == nil or running < p.cap) and redis.call('LLEN', sk.prefix .. t) > 0 then
+        if (limit == nil or running < limit) and redis.call('LLEN', sk.prefix .. t) > 0 then
           -- Still runnable: same member, later pass (its place in ties is kept).
           local m = top[1]
           redis.call('ZADD', sk.ready, fj_num(next_pass), m)
@@ -305,4 +331,19 @@ local function bury(dead, now, entry)
   redis.call('ZADD', dead, string.format('%.6f', now), entry)
   redis.call('ZREMRANGEBYSCORE', dead, '-inf', string.format('(%.6f', now - 15552000))
   redis.call('ZREMRANGEBYRANK', dead, 0, -10001)
+end
+
+-- Fair yield's record of one running iterable job (HASH `runs`, jid ->
+-- `tenant|worker|started|asked|ignored|seen`, tenant and worker encoded, times
+-- in epoch seconds; asked 0 = not asked).
+local function yield_parse(v)
+  local t, w, s, a, ig, seen = string.match(v or '', '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  if t == nil then return nil end
+  return { t = t, w = w, started = tonumber(s) or 0, asked = tonumber(a) or 0,
+    ignored = ig == '1', seen = tonumber(seen) or 0 }
+end
+
+local function yield_format(e)
+  return e.t .. '|' .. e.w .. '|' .. fj_num(e.started) .. '|' .. fj_num(e.asked) .. '|'
+    .. (e.ignored and '1' or '0') .. '|' .. fj_num(e.seen)
 end
