@@ -337,6 +337,7 @@ impl Keys {
             fetchers: format!("{tag}:fetchers"),
             runs: format!("{tag}:runs"),
             waits: format!("{tag}:waits"),
+            slot_waits: format!("{tag}:slotwaits"),
             yields: format!("{tag}:yields"),
             decide: format!("{tag}:decide"),
             inbox,
@@ -518,8 +519,12 @@ pub struct ShardKeys {
     /// Running iterable jobs for fair yield (HASH jid →
     /// `tenant|worker|started|asked|ignored|seen`, see `shard_yield.lua`).
     pub runs: String,
-    /// Tenants waiting in the dispatch order (HASH tenant → `since|running`).
+    /// Tenants seen waiting in the dispatch order by fair yield's tick (HASH
+    /// tenant → since, epoch seconds); a dispatch of the tenant takes its entry.
     pub waits: String,
+    /// How long tenants waited for the slots they got (LIST of seconds, the
+    /// last 256; drained by fair yield's deciding tick into the metric).
+    pub slot_waits: String,
     /// Fair-yield counts per tenant (HASH `r:<t>` requested, `h:<t>`
     /// honoured, `i:<t>` ignored).
     pub yields: String,
@@ -653,7 +658,7 @@ mod tests {
             let slot = hash_part(&s.inbox);
             let served = s.served(29_000_000);
             for key in s.state().into_iter().chain([s.wake.as_str(), &s.fetchers, &served,
-                        &s.runs, &s.waits, &s.yields, &s.decide,
+                        &s.runs, &s.waits, &s.slot_waits, &s.yields, &s.decide,
                         &s.tenant_list(Some(&t)), &s.tenant_list(None), &s.inflight(&w)]) {
                 prop_assert_eq!(hash_part(key), slot, "{}", key);
             }

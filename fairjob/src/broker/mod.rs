@@ -30,7 +30,7 @@
 //! | `remember_rejections` | the last 1,000 refused duplicates, for explain | `LPUSH`+`LTRIM` | `()` |
 //! | **fetch** (`fetch.rs`) | | | |
 //! | `fetch_plain`, `fetch_plain_alone`, `fetch_plain_after_wait` | moves jobs from plain queues into the worker's in-progress record | `fetch.lua` (behind `BLPOP`) | `Vec<(usize, Reserved)>` |
-//! | `fetch_shard` | sorts a sharded queue's inbox, dispatches by stride order, records running counts | `shard_fetch.lua` | `Vec<Reserved>` |
+//! | `fetch_shard` | sorts a sharded queue's inbox, dispatches by stride order (a tenant's burst while no other is in the order), records running counts; a dispatched tenant fair yield saw waiting leaves `waits` and its wait goes to `slotwaits` | `shard_fetch.lua` | `Vec<Reserved>` |
 //! | **end of a job** (`finish.rs`) | | | |
 //! | `finish` | ack, retry, dead, requeue (front) or yield (back: queue's or tenant shard's tail) of one job, fenced by its token; an ack or a burial releases its unique lock in the same step | `finish.lua`, `shard_finish.lua`, `front.lua` (on a cluster, a plain queue's lock: `unique_release.lua` after) | `FinishReply` |
 //! | `ack_many` | acks a batch of one sharded queue's jobs | `shard_ack_many.lua` | `Vec<bool>` |
@@ -52,7 +52,7 @@
 //! | `set_shard_policy`'s `burst` | a tenant's (or the default) burst: its running limit while no other tenant is in the dispatch order (dispatch and runnability use it; `lib_shard.lua`'s `shard_limit`) | `shard_policy.lua` | `()` |
 //! | `migrate_shard_ring` | moves a 0.1 round-robin ring to fair-share structures | `shard_policy.lua` | `u64` |
 //! | **fair yield** (`yields.rs`) | | | |
-//! | `yield_tick` | a worker's tick on a sharded queue: records its running iterable jobs in `runs`, drops its finished and dead workers' records (counting honoured requests), returns its jobs' requests (counting ignored ones); with the decision lock, keeps `waits` (returns slot waits), re-admits a tenant that may burst again, and returns the decision snapshot | `shard_yield.lua` | `Tick` |
+//! | `yield_tick` | a worker's tick on a sharded queue: records its running iterable jobs in `runs`, drops its finished and dead workers' records (counting honoured requests), returns its jobs' requests (counting ignored ones); with the decision lock, keeps `waits`, drains `slotwaits`, re-admits a tenant that may burst again, and returns the decision snapshot | `shard_yield.lua` | `Tick` |
 //! | `yield_ask` | marks running iterable jobs asked to yield (not within the cool-down), counts requests per tenant | `shard_yield_ask.lua` | jids |
 //! | `set_yield_policy`, `yield_policy` | a queue's grace, minimum run, cool-down, on/off | `HSET`/`HDEL`, `HMGET` on `policy` | `()`, `StoredYield` |
 //! | `yield_counts` | requested / honoured / ignored per tenant | `HMGET` | `Vec<YieldCounts>` |

@@ -56,6 +56,8 @@ pub struct RunRow {
     pub ran: f64,
     /// Seconds since it was asked, if it was.
     pub asked: Option<f64>,
+    /// When its run started (epoch seconds, as recorded): names the run.
+    pub started: String,
 }
 
 /// A queue's fair-yield settings as stored (`None`: the default).
@@ -80,9 +82,9 @@ pub struct Snapshot {
     pub tenants: Vec<TenantRow>,
     /// Recorded runs.
     pub runs: Vec<RunRow>,
-    /// Tenants whose running count rose since they were seen waiting, and
-    /// how long they waited (seconds).
-    pub slot_waits: Vec<(String, f64)>,
+    /// How long tenants seen waiting waited for the slots they got since
+    /// the last deciding tick (seconds).
+    pub slot_waits: Vec<f64>,
 }
 
 /// The reply of one tick.
@@ -160,7 +162,8 @@ impl RedisBroker {
             .key(&sk.runs)
             .key(&sk.waits)
             .key(&sk.yields)
-            .key(&sk.decide);
+            .key(&sk.decide)
+            .key(&sk.slot_waits);
         inv.arg(&sk.shard_prefix)
             .arg(keys::encode(identity))
             .arg(lock.as_millis().max(1) as u64)
@@ -194,18 +197,16 @@ impl RedisBroker {
                     })
                     .collect(),
                 runs: runs
-                    .chunks_exact(4)
+                    .chunks_exact(5)
                     .map(|c| RunRow {
                         jid: c[0].clone(),
                         tenant: c[1].clone(),
                         ran: num(&c[2]).unwrap_or(0.0),
                         asked: num(&c[3]),
+                        started: c[4].clone(),
                     })
                     .collect(),
-                slot_waits: waits
-                    .chunks_exact(2)
-                    .map(|c| (c[0].clone(), num(&c[1]).unwrap_or(0.0)))
-                    .collect(),
+                slot_waits: waits.iter().filter_map(|w| num(w)).collect(),
             }
         });
         Ok(Tick {
@@ -215,22 +216,23 @@ impl RedisBroker {
         })
     }
 
-    /// Asks these running iterable jobs of a sharded queue to yield (those
-    /// not asked within `cooldown`); returns the jids marked.
+    /// Asks these runs (jid, run start as the snapshot gave it) of running
+    /// iterable jobs of a sharded queue to yield (those still running that
+    /// run and not asked within `cooldown`); returns the jids marked.
     pub async fn yield_ask(
         &self,
         queue: &str,
         cooldown: Duration,
-        jids: &[&str],
+        runs: &[(&str, &str)],
     ) -> Result<Vec<String>> {
-        if jids.is_empty() {
+        if runs.is_empty() {
             return Ok(Vec::new());
         }
         let sk = self.keys.shard(queue);
         let mut inv = SHARD_YIELD_ASK.call();
         inv.key(&sk.runs).key(&sk.yields).arg(cooldown.as_secs_f64());
-        for j in jids {
-            inv.arg(*j);
+        for (jid, started) in runs {
+            inv.arg(*jid).arg(*started);
         }
         self.invoke(&inv).await
     }

@@ -80,17 +80,22 @@ async fn tick(shared: &Shared, queue: &str) -> crate::Result<()> {
     let Some(snap) = tick.snapshot else {
         return Ok(());
     };
-    for (tenant, secs) in &snap.slot_waits {
+    for secs in &snap.slot_waits {
         ::metrics::histogram!(metrics::SLOT_WAIT_SECONDS, "queue" => queue.to_owned()).record(*secs);
-        tracing::debug!(job.queue = queue, tenant = %tenant, waited = secs, "a waiting tenant got a slot");
     }
     let (tenants, jobs, settings) = decision_input(&snap);
     let asks = preempt::decide(&tenants, &jobs, &settings);
     if asks.is_empty() {
         return Ok(());
     }
-    let jids: Vec<&str> = asks.iter().map(|a| a.jid.as_str()).collect();
-    let marked = broker.yield_ask(queue, settings.cooldown, &jids).await?;
+    let runs: Vec<(&str, &str)> = asks
+        .iter()
+        .filter_map(|a| {
+            let run = snap.runs.iter().find(|r| r.jid == a.jid)?;
+            Some((a.jid.as_str(), run.started.as_str()))
+        })
+        .collect();
+    let marked = broker.yield_ask(queue, settings.cooldown, &runs).await?;
     for a in asks.iter().filter(|a| marked.contains(&a.jid)) {
         ::metrics::counter!(
             metrics::YIELD_REQUESTS_TOTAL,

@@ -29,6 +29,8 @@ pub struct ShardView {
     pub default_floor: Option<u32>,
     /// The default cap (running limit), if set.
     pub default_limit: Option<u32>,
+    /// The default burst, if set.
+    pub default_burst: Option<u32>,
     /// The queue's virtual time (the pass of the last tenant served in share order).
     pub virtual_time: f64,
     /// Jobs in the inbox, not yet sorted into shards.
@@ -67,6 +69,14 @@ pub struct ShardRow {
     pub under_floor: bool,
     /// Jobs dispatched over the last [`SHARE_MINUTES`] minutes.
     pub dispatched: u64,
+    /// Its own burst, if set.
+    pub burst: Option<u32>,
+    /// Fair-yield requests sent to its running jobs.
+    pub yields_requested: u64,
+    /// Of those, honoured (the job left its slot).
+    pub yields_honoured: u64,
+    /// Of those, unhonoured past the cool-down (the job kept running).
+    pub yields_ignored: u64,
 }
 
 /// A tenant as its shard key encodes it (`None`: the shard of jobs without one).
@@ -88,6 +98,7 @@ impl RedisBroker {
             .hget(&sk.policy, "w:*")
             .hget(&sk.policy, "f:*")
             .hget(&sk.policy, "c:*")
+            .hget(&sk.policy, "b:*")
             .get(&sk.vt)
             .llen(&sk.inbox)
             .zrange(&sk.floorq, 0, 9)
@@ -106,19 +117,20 @@ impl RedisBroker {
             Option<f64>,
             Option<u32>,
             Option<u32>,
+            Option<u32>,
             Option<f64>,
             u64,
             Vec<String>,
             Vec<String>,
         );
         let values: Vec<redis::Value> = self.pipe(&pipe).await?;
-        let n_head = 9;
+        let n_head = 10;
         let (head, rest) = values.split_at(n_head);
         let (served, scan) = rest.split_at(buckets.len());
         let head: Head =
             redis::FromRedisValue::from_redis_value(redis::Value::Array(head.to_vec()))
                 .map_err(redis::RedisError::from)?;
-        let (tenants, runnable, dw, df, dc, vt, inbox, floor_next, share_next) = head;
+        let (tenants, runnable, dw, df, dc, db, vt, inbox, floor_next, share_next) = head;
         let dispatched: u64 = served
             .iter()
             .map(|v| {
@@ -148,6 +160,7 @@ impl RedisBroker {
             default_weight: dw,
             default_floor: df,
             default_limit: dc,
+            default_burst: db,
             virtual_time: vt.unwrap_or(0.0),
             inbox,
             next_up,
@@ -176,12 +189,16 @@ impl RedisBroker {
                     .hget(&sk.policy, format!("f:{t}"))
                     .hget(&sk.policy, format!("c:{t}"))
                     .hget(&sk.rmember, t)
-                    .zscore(&sk.lastpass, t);
+                    .zscore(&sk.lastpass, t)
+                    .hget(&sk.policy, format!("b:{t}"))
+                    .hget(&sk.yields, format!("r:{t}"))
+                    .hget(&sk.yields, format!("h:{t}"))
+                    .hget(&sk.yields, format!("i:{t}"));
                 for b in buckets {
                     pipe.hget(b, t);
                 }
             }
-            let per = 7 + buckets.len();
+            let per = 11 + buckets.len();
             let found: Vec<redis::Value> = self.pipe(&pipe).await?;
             let mut members = Vec::new();
             for (t, v) in batch.iter().zip(found.chunks(per)) {
@@ -197,7 +214,11 @@ impl RedisBroker {
                 let (pending, running, weight, floor, limit, member, last): Row =
                     redis::FromRedisValue::from_redis_value(redis::Value::Array(v[..7].to_vec()))
                         .map_err(redis::RedisError::from)?;
-                let dispatched = v[7..]
+                type Yields = (Option<u32>, Option<u64>, Option<u64>, Option<u64>);
+                let (burst, requested, honoured, ignored): Yields =
+                    redis::FromRedisValue::from_redis_value(redis::Value::Array(v[7..11].to_vec()))
+                        .map_err(redis::RedisError::from)?;
+                let dispatched = v[11..]
                     .iter()
                     .map(|x| {
                         redis::FromRedisValue::from_redis_value_ref(x)
@@ -218,6 +239,10 @@ impl RedisBroker {
                     rotation: None,
                     under_floor: false,
                     dispatched,
+                    burst,
+                    yields_requested: requested.unwrap_or(0),
+                    yields_honoured: honoured.unwrap_or(0),
+                    yields_ignored: ignored.unwrap_or(0),
                 });
             }
             // Place in the order: the pass and rank of each runnable tenant.

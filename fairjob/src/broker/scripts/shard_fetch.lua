@@ -6,7 +6,9 @@
 --
 -- KEYS[1] = inbox, KEYS[2..12] = the shard state (ShardKeys::state()),
 --   KEYS[13] = in-progress hash, KEYS[14] = this minute's dispatch counts,
---   KEYS[15] = the queue's fetchers (workers that may hold in-progress records).
+--   KEYS[15] = the queue's fetchers (workers that may hold in-progress records),
+--   KEYS[16] = fair yield's waiting tenants, KEYS[17] = their slot waits
+--   (a tenant seen waiting that gets a slot: how long it waited).
 -- ARGV[1] = n, ARGV[2] = first token sequence number,
 --   ARGV[3] = token suffix ('|<encoded queue>'), ARGV[4] = shard prefix,
 --   ARGV[5] = inbox entries to move at most, ARGV[6] = this worker's identity.
@@ -20,6 +22,12 @@ local out = {}
 for _ = 1, n do
   local t, job = shard_reserve(sk, served_key)
   if not job then break end
+  local since = redis.call('HGET', KEYS[16], t)
+  if since then
+    redis.call('HDEL', KEYS[16], t)
+    redis.call('LPUSH', KEYS[17], fj_num(math.max(0, redis_now() - tonumber(since))))
+    redis.call('LTRIM', KEYS[17], 0, 255)
+  end
   local token = seq .. ARGV[3] .. '|' .. t
   redis.call('HSET', inflight, token, job)
   out[#out + 1] = token

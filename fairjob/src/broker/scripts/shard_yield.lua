@@ -1,8 +1,9 @@
 -- One fair-yield tick of a worker on a tenant-sharded queue (every few
 -- hundred ms, see worker/fair_yield.rs). In one step:
 -- 1. This worker's running iterable jobs of the queue are recorded in `runs`
---    (seen now); its records of jobs it no longer runs are removed (one that
---    had been asked counts as honoured for its tenant), and other workers'
+--    (seen now); its records of jobs it no longer runs (or runs again, a
+--    new run) are removed (one that had been asked counts as honoured for
+--    its tenant), and other workers'
 --    records not seen for `stale` seconds (a dead worker) are dropped.
 -- 2. It returns the jids of this worker's jobs that were asked to yield (the
 --    delivery channel: each worker reads its own jobs' requests here at its
@@ -13,26 +14,27 @@
 --    `preempt::decide`): the tenants running and the first `topk` of the
 --    dispatch order with their settings, running and pending jobs and how
 --    long they have been waiting (`waits`, kept here: a tenant enters when it
---    is seen in the order, leaves when it is not; a tenant whose running
---    count rose got a slot, and how long it took is returned), every
---    recorded run, and the queue's fair-yield settings. It also puts back in
+--    is seen in the order, leaves when it is not or when it is dispatched),
+--    every recorded run, the queue's fair-yield settings, and the slot waits
+--    the dispatches recorded since (drained). It also puts back in
 --    the order a running tenant that left it at its cap while others waited
 --    and may burst again now.
 -- Cost: the jobs in flight on the queue plus `topk` tenants.
 --
 -- KEYS[1..11] = the shard state, KEYS[12] = wake, KEYS[13] = runs,
---   KEYS[14] = waits, KEYS[15] = yield stats, KEYS[16] = decision lock.
+--   KEYS[14] = waits, KEYS[15] = yield stats, KEYS[16] = decision lock,
+--   KEYS[17] = slot waits.
 -- ARGV[1] = shard prefix, ARGV[2] = this worker (encoded), ARGV[3] = lock ms,
 --   ARGV[4] = topk, ARGV[5] = stale seconds, then (jid, encoded tenant,
 --   run start epoch seconds) per running iterable job of this worker.
 -- Returns { asked jids, ignored now (count), decider (0|1), settings
 --   {grace ms, min run ms, cool-down ms, off}, tenants (flat: tenant, running,
 --   pending, weight, floor, cap, burst, waited), runs (flat: jid, tenant, ran,
---   asked ago), slot waits (flat: tenant, seconds) }; numbers as strings, ''
+--   asked ago, started), slot waits (seconds) }; numbers as strings, ''
 --   for none.
 
 local sk = shard_keys(1, ARGV[1])
-local runs, waits, ystats, ylock = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
+local runs, waits, ystats, ylock, slotwaits = KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17]
 local me, lock_ms, topk, stale = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = redis_now()
 local conf = redis.call('HMGET', sk.policy, 'y:grace', 'y:minrun', 'y:cooldown', 'y:off')
@@ -60,6 +62,11 @@ end
 local asked, ignored = {}, 0
 for jid, m in pairs(mine) do
   local e = entries[jid]
+  if e ~= nil and e.w == me and math.abs(e.started - m.started) > 0.001 then
+    -- A new run of the job here: the one asked before left its slot.
+    if e.asked > 0 then redis.call('HINCRBY', ystats, 'h:' .. e.t, 1) end
+    e = nil
+  end
   if e == nil or e.w ~= me then
     e = { t = m.t, w = me, started = m.started, asked = 0, ignored = false }
     entries[jid] = e
@@ -102,39 +109,26 @@ for _, m in ipairs(redis.call('ZRANGE', sk.ready, 0, topk - 1)) do
   add(t)
 end
 
--- Waiting since, and slots got.
-local waited, slot_waits, seen_wait = {}, {}, {}
+-- Waiting since (a dispatch of the tenant takes its entry, see
+-- shard_fetch.lua, and records how long it waited in `slotwaits`).
+local waited = {}
 local w_all = redis.call('HGETALL', waits)
 for i = 1, #w_all, 2 do
-  local t = w_all[i]
-  local since, r0 = string.match(w_all[i + 1], '^([^|]*)|(.*)$')
-  since, r0 = tonumber(since), tonumber(r0)
-  seen_wait[t] = true
-  local r = shard_running(sk, t)
-  if since == nil or r0 == nil then
-    redis.call('HDEL', waits, t)
-  elseif r > r0 then
-    slot_waits[#slot_waits + 1] = t
-    slot_waits[#slot_waits + 1] = fj_num(now - since)
-    if in_ready[t] then
-      redis.call('HSET', waits, t, fj_num(now) .. '|' .. r)
-      waited[t] = 0
-    else
-      redis.call('HDEL', waits, t)
-    end
-  elseif not in_ready[t] then
+  local t, since = w_all[i], tonumber(w_all[i + 1])
+  if since == nil or not in_ready[t] then
     redis.call('HDEL', waits, t)
   else
-    if r < r0 then redis.call('HSET', waits, t, fj_num(since) .. '|' .. r) end
     waited[t] = now - since
   end
 end
 for t in pairs(in_ready) do
-  if not seen_wait[t] then
-    redis.call('HSET', waits, t, fj_num(now) .. '|' .. shard_running(sk, t))
+  if waited[t] == nil then
+    redis.call('HSET', waits, t, fj_num(now))
     waited[t] = 0
   end
 end
+local slot_waits = redis.call('LRANGE', slotwaits, 0, -1)
+redis.call('DEL', slotwaits)
 redis.call('EXPIRE', waits, 3600)
 
 local rows = {}
@@ -162,6 +156,7 @@ for jid, e in pairs(entries) do
   jobs[#jobs + 1] = e.t
   jobs[#jobs + 1] = fj_num(now - e.started)
   jobs[#jobs + 1] = e.asked > 0 and fj_num(now - e.asked) or ''
+  jobs[#jobs + 1] = fj_num(e.started)
 end
 local settings = { conf[1] or '', conf[2] or '', conf[3] or '', conf[4] or '' }
 return { asked, ignored, 1, settings, rows, jobs, slot_waits }
