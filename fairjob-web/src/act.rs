@@ -136,9 +136,11 @@ pub(crate) async fn on_shards(
     let weight: Setting<f64> = setting(form, "weight")?;
     let floor: Setting<u32> = setting(form, "floor")?;
     let cap: Setting<u32> = setting(form, "cap")?;
+    let burst: Setting<u32> = setting(form, "burst")?;
     let clear = matches!(weight, Setting::Clear)
         && matches!(floor, Setting::Clear)
-        && matches!(cap, Setting::Clear);
+        && matches!(cap, Setting::Clear)
+        && matches!(burst, Setting::Clear | Setting::Keep);
     if clear {
         change = change.reset();
     } else {
@@ -151,6 +153,11 @@ pub(crate) async fn on_shards(
         match cap {
             Setting::Set(c) => change = change.cap(c),
             Setting::Clear => change = change.no_cap(),
+            Setting::Keep => {}
+        }
+        match burst {
+            Setting::Set(b) => change = change.burst(b),
+            Setting::Clear => change = change.no_burst(),
             Setting::Keep => {}
         }
     }

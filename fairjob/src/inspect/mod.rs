@@ -243,6 +243,12 @@ impl Inspector {
         self.broker.set_shard_policy(queue, tenant, policy).await
     }
 
+    /// A sharded queue's fair-yield settings as stored (`None`: the default,
+    /// [`crate::preempt::YieldSettings::DEFAULT`]).
+    pub async fn yield_policy(&self, queue: &str) -> Result<StoredYield> {
+        self.broker.yield_policy(queue).await
+    }
+
     /// Changes a sharded queue's fair-yield settings (grace, minimum run,
     /// cool-down, on/off; queue-wide).
     pub async fn set_yield_policy(&self, queue: &str, policy: YieldPolicy) -> Result<()> {
