@@ -192,7 +192,7 @@ impl Inspect {
             if first {
                 println!(
                     "sharded queue {queue}: {} tenant(s), {} runnable, inbox {}; defaults: weight {}, \
-                     floor {}, cap {}; virtual time {:.3}",
+                     floor {}, cap {}; virtual time {:.3}; default burst {}",
                     view.tenants,
                     view.runnable,
                     view.inbox,
@@ -201,7 +201,9 @@ impl Inspect {
                     view.default_floor.unwrap_or(0),
                     view.default_limit
                         .map_or_else(|| "unlimited".to_owned(), |l| l.to_string()),
-                    view.virtual_time
+                    view.virtual_time,
+                    view.default_burst
+                        .map_or_else(|| "none".to_owned(), |b| b.to_string()),
                 );
                 let next: Vec<&str> = view
                     .next_up
@@ -251,6 +253,21 @@ impl Inspect {
                     share
                 );
             }
+            for row in &view.rows {
+                if row.burst.is_none() && row.yields_requested == 0 && row.yields_ignored == 0 {
+                    continue;
+                }
+                println!(
+                    "  {}: burst {}; fair yield asked {}, honoured {}, ignored {}",
+                    row.tenant.as_deref().unwrap_or("(no tenant)"),
+                    row.burst
+                        .or(view.default_burst)
+                        .map_or_else(|| "none".to_owned(), |b| b.to_string()),
+                    row.yields_requested,
+                    row.yields_honoured,
+                    row.yields_ignored
+                );
+            }
             match view.next {
                 Some(cursor) => page.cursor = cursor,
                 None => {
@@ -295,7 +312,10 @@ impl Inspect {
             ("burst", describe(policy.burst)),
             ("queue-wide yield grace", describe(secs(yields.grace))),
             ("queue-wide yield min run", describe(secs(yields.min_run))),
-            ("queue-wide yield cool-down", describe(secs(yields.cooldown))),
+            (
+                "queue-wide yield cool-down",
+                describe(secs(yields.cooldown)),
+            ),
             ("fair yield", describe(on)),
         ] {
             if let Some(v) = v {

@@ -246,7 +246,8 @@ pub fn decide(tenants: &[TenantLoad], jobs: &[RunningJob], s: &YieldSettings) ->
         if !others_wait || t.running <= cap {
             continue;
         }
-        let excess = (t.running - cap).saturating_sub(asked_of.get(t.tenant.as_str()).copied().unwrap_or(0));
+        let excess =
+            (t.running - cap).saturating_sub(asked_of.get(t.tenant.as_str()).copied().unwrap_or(0));
         for _ in 0..excess {
             if !take(&mut candidates, &t.tenant, AskReason::Burst, &mut out) {
                 break;
@@ -268,7 +269,9 @@ pub fn decide(tenants: &[TenantLoad], jobs: &[RunningJob], s: &YieldSettings) ->
             continue;
         }
         let whole = (a + 1e-9).floor() as u32;
-        let floor_need = t.floor.min(t.running + t.pending.min(u64::from(u32::MAX)) as u32);
+        let floor_need = t
+            .floor
+            .min(t.running + t.pending.min(u64::from(u32::MAX)) as u32);
         let need = whole.max(floor_need).saturating_sub(t.running);
         if t.running < floor_need {
             floor_deficit = true;
@@ -282,10 +285,7 @@ pub fn decide(tenants: &[TenantLoad], jobs: &[RunningJob], s: &YieldSettings) ->
             let whole = (a - 1e-9).ceil().max(0.0) as u32;
             let pending_asks = asked_of.get(t.tenant.as_str()).copied().unwrap_or(0)
                 + burst_asked.get(t.tenant.as_str()).copied().unwrap_or(0);
-            let over = t
-                .running
-                .saturating_sub(whole)
-                .saturating_sub(pending_asks);
+            let over = t.running.saturating_sub(whole).saturating_sub(pending_asks);
             (over > 0).then_some((over, t.tenant.as_str()))
         })
         .collect();
@@ -300,7 +300,10 @@ pub fn decide(tenants: &[TenantLoad], jobs: &[RunningJob], s: &YieldSettings) ->
     while wanted > 0 {
         // The tenant with the largest excess left (ties: by name).
         excess.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-        let Some(pos) = excess.iter().position(|(e, t)| *e > 0 && candidates.get(t).is_some_and(|l| !l.is_empty())) else {
+        let Some(pos) = excess
+            .iter()
+            .position(|(e, t)| *e > 0 && candidates.get(t).is_some_and(|l| !l.is_empty()))
+        else {
             break;
         };
         let tenant = excess[pos].1;
@@ -338,7 +341,9 @@ mod tests {
     }
 
     fn a_jobs(n: usize) -> Vec<RunningJob> {
-        (0..n).map(|i| job(&format!("a{i}"), "a", 10.0 + i as f64)).collect()
+        (0..n)
+            .map(|i| job(&format!("a{i}"), "a", 10.0 + i as f64))
+            .collect()
     }
 
     const S: YieldSettings = YieldSettings::DEFAULT;

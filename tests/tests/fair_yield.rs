@@ -37,9 +37,7 @@ fn exactly_once_in_order(seen: &[(u64, String)], n: u64) {
 
 async fn running(redis: &Redis, tenant: &str) -> u32 {
     let key = redis.keys().shard("thron").running;
-    let v: Option<u32> = redis
-        .query(redis::cmd("HGET").arg(key).arg(tenant))
-        .await;
+    let v: Option<u32> = redis.query(redis::cmd("HGET").arg(key).arg(tenant)).await;
     v.unwrap_or(0)
 }
 
@@ -113,8 +111,14 @@ async fn thron_a_newcomer_tenant_starts_while_another_holds_every_slot() {
         exactly_once_in_order(&all[jid], STEPS);
     }
     exactly_once_in_order(&all[&b], 5);
-    let runs: BTreeSet<&String> = a.iter().flat_map(|j| all[j].iter().map(|(_, r)| r)).collect();
-    assert!(runs.len() > 4, "one of A's jobs yielded and resumed: runs {runs:?}");
+    let runs: BTreeSet<&String> = a
+        .iter()
+        .flat_map(|j| all[j].iter().map(|(_, r)| r))
+        .collect();
+    assert!(
+        runs.len() > 4,
+        "one of A's jobs yielded and resumed: runs {runs:?}"
+    );
 
     let scrape = w.scrape();
     let asked = scrape.value("fairjob_yield_requests_total", &[("reason", "share")]);

@@ -149,12 +149,10 @@ pub use rates::{RATE_RESERVATION_TTL, RateAcquired, RateReleased, RateRequest};
 pub use reconcile::Healed;
 pub use scripts::{SCRIPT_SOURCES, script_hashes};
 pub use shards::{Setting, ShardPolicy};
-pub use yields::{
-    MyRun, RunRow, Snapshot, StoredYield, TenantRow, Tick, YieldCounts, YieldPolicy,
-};
 pub use slots::{Acquired, RESERVATION_TTL, SlotRequest};
 pub use token::{SlotHold, Src, Token};
 pub(crate) use unique::{UniqueHold, UniqueLock};
+pub use yields::{MyRun, RunRow, Snapshot, StoredYield, TenantRow, Tick, YieldCounts, YieldPolicy};
 
 use crate::error::{Error, Result};
 

@@ -230,7 +230,9 @@ impl RedisBroker {
         }
         let sk = self.keys.shard(queue);
         let mut inv = SHARD_YIELD_ASK.call();
-        inv.key(&sk.runs).key(&sk.yields).arg(cooldown.as_secs_f64());
+        inv.key(&sk.runs)
+            .key(&sk.yields)
+            .arg(cooldown.as_secs_f64());
         for (jid, started) in runs {
             inv.arg(*jid).arg(*started);
         }

@@ -81,7 +81,8 @@ async fn tick(shared: &Shared, queue: &str) -> crate::Result<()> {
         return Ok(());
     };
     for secs in &snap.slot_waits {
-        ::metrics::histogram!(metrics::SLOT_WAIT_SECONDS, "queue" => queue.to_owned()).record(*secs);
+        ::metrics::histogram!(metrics::SLOT_WAIT_SECONDS, "queue" => queue.to_owned())
+            .record(*secs);
     }
     let (tenants, jobs, settings) = decision_input(&snap);
     let asks = preempt::decide(&tenants, &jobs, &settings);
@@ -160,7 +161,11 @@ fn deliver(shared: &Shared, queue: &str, jids: &[String]) {
     for r in running.values() {
         if r.iterable && r.cx.queue() == queue && jids.iter().any(|j| j == r.cx.jid()) {
             if !r.cx.should_yield() {
-                tracing::debug!(job.queue = queue, job.jid = r.cx.jid(), "fair yield: asked to yield");
+                tracing::debug!(
+                    job.queue = queue,
+                    job.jid = r.cx.jid(),
+                    "fair yield: asked to yield"
+                );
             }
             r.cx.ask_to_yield();
         }
