@@ -55,7 +55,7 @@
 //! | `yield_tick` | a worker's tick on a sharded queue: records its running iterable jobs in `runs`, drops its finished and dead workers' records (counting honoured requests), returns its jobs' requests (counting ignored ones); with the decision lock, keeps `waits`, drains `slotwaits`, re-admits a tenant that may burst again, and returns the decision snapshot | `shard_yield.lua` | `Tick` |
 //! | `yield_ask` | marks running iterable jobs asked to yield (not within the cool-down), counts requests per tenant | `shard_yield_ask.lua` | jids |
 //! | `set_yield_policy`, `yield_policy` | a queue's grace, minimum run, cool-down, on/off | `HSET`/`HDEL`, `HMGET` on `policy` | `()`, `StoredYield` |
-//! | `yield_counts` | requested / honoured / ignored per tenant | `HMGET` | `Vec<YieldCounts>` |
+//! | `yield_counts`, `yield_request` | requested / honoured / ignored per tenant; one running job's request (asked at, ignored) for busy | `HMGET`, `HGET` on `runs` | `Vec<YieldCounts>`, `Option<(f64, bool)>` |
 //! | **processes and leases** (`process.rs`) | | | |
 //! | `register_worker`, `forget_worker`, `leave_processes` | fairjob's worker record; Sidekiq's `processes` | `SADD`/`SREM`/`DEL` | `()` |
 //! | `renew_lease`, `try_reaper_lock`, `sampler_lease` | the process lease; the reaper's and the sampler's locks | `lease.lua`, `SET NX PX`, `sampler_lease.lua` | `bool` |

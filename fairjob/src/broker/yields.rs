@@ -301,6 +301,21 @@ impl RedisBroker {
         })
     }
 
+    /// The fair-yield request of a running iterable job of a sharded queue,
+    /// if it was asked: (asked at, epoch seconds; unhonoured past the
+    /// cool-down).
+    pub async fn yield_request(&self, queue: &str, jid: &str) -> Result<Option<(f64, bool)>> {
+        let sk = self.keys.shard(queue);
+        let v: Option<String> = self
+            .query(redis::cmd("HGET").arg(&sk.runs).arg(jid))
+            .await?;
+        Ok(v.and_then(|v| {
+            let parts: Vec<&str> = v.split('|').collect();
+            let asked: f64 = parts.get(3)?.parse().ok()?;
+            (asked > 0.0).then(|| (asked, parts.get(4) == Some(&"1")))
+        }))
+    }
+
     /// Fair-yield counts of the given encoded tenants of a sharded queue.
     pub async fn yield_counts(&self, queue: &str, encoded: &[String]) -> Result<Vec<YieldCounts>> {
         if encoded.is_empty() {

@@ -346,3 +346,43 @@ async fn the_reconciler_counts_the_jobs_of_a_worker_it_was_not_told_about() {
     sim.broker().forget_worker("sim", false).await.unwrap();
     assert_eq!(sim.card(&sk.fetchers).await, 0);
 }
+
+#[tokio::test]
+async fn a_burst_holds_while_alone_and_the_cap_binds_when_another_waits() {
+    let mut sim = Sim::new().await;
+    sim.push("a", 50).await;
+    sim.policy(
+        Some("a"),
+        ShardPolicy {
+            cap: Setting::Set(1),
+            burst: Setting::Set(3),
+            ..ShardPolicy::default()
+        },
+    )
+    .await;
+    // Alone: up to its burst, not beyond.
+    for _ in 0..3 {
+        assert_eq!(sim.dispatch().await.as_deref(), Some("a"));
+    }
+    assert_eq!(sim.dispatch().await, None, "no further than the burst");
+    // Another tenant waits: the freed slots go to b, and a (above its cap
+    // of 1) gets none while b has pending work.
+    sim.finish(0).await;
+    sim.push("b", 2).await;
+    assert_eq!(sim.dispatch().await.as_deref(), Some("b"));
+    sim.finish(0).await; // one of a's
+    assert_eq!(sim.running_of("a"), 1);
+    assert_eq!(
+        sim.dispatch().await.as_deref(),
+        Some("b"),
+        "a is at its cap"
+    );
+    // b drained (its two jobs run): a may burst again once one of its jobs ends.
+    sim.finish(0).await; // a's last
+    for _ in 0..3 {
+        assert_eq!(sim.dispatch().await.as_deref(), Some("a"));
+    }
+    assert_eq!(sim.running_of("a"), 3);
+    assert_eq!(sim.running_of("b"), 2);
+    assert_eq!(sim.dispatch().await, None, "a at its burst again");
+}
