@@ -6,7 +6,8 @@
 //! Concurrency 4 (one `test-worker` process); tenant A enqueues 4
 //! `ThronStepJob`s of `--steps` steps of 20 ms (slice 1 h); once all four run,
 //! tenant B enqueues one job of 5 steps; the figure is B's enqueue → its first
-//! step, read from the ledger. Prints one line per run and the medians.
+//! step, read from the ledger. Prints one line per run (with Redis's SLOWLOG
+//! over 1 ms for the run: fairjob's scripts must stay under it) and the medians.
 //!
 //! `cargo run -p fairjob-tests --bin long_jobs -- [--reps 3] [--steps 500]`
 
@@ -14,10 +15,12 @@ use std::time::{Duration, Instant};
 
 use fairjob::Job;
 use fairjob_tests::jobs::ThronStepJob;
+use fairjob_tests::slowlog::{SlowLog, SlowReport};
 use fairjob_tests::{Redis, flag, ledger_dir, step_ledger};
 
-async fn first_slot(fair_yield: bool, steps: u64) -> Duration {
+async fn first_slot(fair_yield: bool, steps: u64) -> (Duration, SlowReport) {
     let redis = Redis::start().await;
+    let mut slow = SlowLog::start(redis.url(), 1000).await.expect("slowlog");
     let dir = ledger_dir("long-jobs");
     let c = redis.client().await;
     c.shard_policy("thron")
@@ -64,9 +67,12 @@ async fn first_slot(fair_yield: bool, steps: u64) -> Duration {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let waited = enqueued.elapsed();
+    // Two more seconds of ticks with both tenants running.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let report = slow.report().await.expect("slowlog");
     w.signal("KILL");
     w.wait_timeout(Duration::from_secs(5));
-    waited
+    (waited, report)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -88,9 +94,10 @@ async fn main() {
             [true, false]
         };
         for fy in order {
-            let w = first_slot(fy, steps).await.as_secs_f64();
+            let (w, slow) = first_slot(fy, steps).await;
+            let w = w.as_secs_f64();
             println!(
-                "rep {rep}: fair yield {:<3}: newcomer's first slot after {w:.2} s",
+                "rep {rep}: fair yield {:<3}: newcomer's first slot after {w:.2} s; commands over 1 ms: {slow}",
                 if fy { "on" } else { "off" }
             );
             if fy { on.push(w) } else { off.push(w) }
