@@ -14,6 +14,10 @@
 //! - A tenant *waits* when it has pending work and has waited at least the
 //!   grace; its *deficit* is what it would get (whole slots) minus what it
 //!   runs. A tenant above what it would get (rounded up) is *over share*.
+//! - With fewer slots than tenants (a share under one slot), a waiting tenant
+//!   that runs nothing is still owed one slot, taken from a tenant running
+//!   more than its (fractional) share: tenants take turns, each at least the
+//!   grace plus the minimum run long, so nobody waits for a whole long job.
 //! - One request per missing slot: `min(sum of deficits, sum of excesses)`,
 //!   minus requests still outstanding (asked within the cool-down), each to
 //!   the over-share tenant with the largest excess left, to its job that ran
@@ -272,7 +276,13 @@ pub fn decide(tenants: &[TenantLoad], jobs: &[RunningJob], s: &YieldSettings) ->
         let floor_need = t
             .floor
             .min(t.running + t.pending.min(u64::from(u32::MAX)) as u32);
-        let need = whole.max(floor_need).saturating_sub(t.running);
+        let mut need = whole.max(floor_need).saturating_sub(t.running);
+        if need == 0 && t.running == 0 && *a > 1e-9 {
+            // Fewer slots than tenants: a share under one slot still earns a
+            // turn, so nobody waits for a whole long job (tenants take turns
+            // of at least the grace plus the minimum run).
+            need = 1;
+        }
         if t.running < floor_need {
             floor_deficit = true;
         }
@@ -285,7 +295,12 @@ pub fn decide(tenants: &[TenantLoad], jobs: &[RunningJob], s: &YieldSettings) ->
             let whole = (a - 1e-9).ceil().max(0.0) as u32;
             let pending_asks = asked_of.get(t.tenant.as_str()).copied().unwrap_or(0)
                 + burst_asked.get(t.tenant.as_str()).copied().unwrap_or(0);
-            let over = t.running.saturating_sub(whole).saturating_sub(pending_asks);
+            let mut over = t.running.saturating_sub(whole);
+            if over == 0 && f64::from(t.running) > a + 1e-9 {
+                // Above a share of under one slot: may give a turn.
+                over = 1;
+            }
+            let over = over.saturating_sub(pending_asks);
             (over > 0).then_some((over, t.tenant.as_str()))
         })
         .collect();
@@ -462,6 +477,36 @@ mod tests {
         t[0].burst = None;
         t[0].cap = None;
         assert!(decide(&t, &a_jobs(4), &off).is_empty());
+    }
+
+    #[test]
+    fn with_fewer_slots_than_tenants_they_take_turns() {
+        // One slot: b's share is half a slot; it still gets a turn.
+        let t = [tenant("a", 1, 0, None), tenant("b", 0, 1, Some(1.0))];
+        let asks = decide(&t, &a_jobs(1), &S);
+        assert_eq!(asks.len(), 1);
+        assert_eq!(asks[0].jid, "a0");
+        // Five tenants on four slots: the one running nothing gets a turn
+        // from one of the others.
+        let mut t: Vec<TenantLoad> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|n| tenant(n, 1, 10, None))
+            .collect();
+        t.push(tenant("e", 0, 10, Some(2.0)));
+        let mut jobs: Vec<RunningJob> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|n| job(&format!("{n}0"), n, 5.0))
+            .collect();
+        assert_eq!(decide(&t, &jobs, &S).len(), 1);
+        // Next turn: a waits, e's young run is left alone.
+        t[4].running = 1;
+        t[4].waited = None;
+        t[0].running = 0;
+        t[0].waited = Some(2.0);
+        jobs[0] = job("e0", "e", 0.5);
+        let asks = decide(&t, &jobs, &S);
+        assert_eq!(asks.len(), 1);
+        assert_ne!(asks[0].tenant, "e", "{asks:?}");
     }
 
     #[test]

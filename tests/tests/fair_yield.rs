@@ -271,3 +271,66 @@ async fn a_bursting_tenant_comes_back_to_its_cap_when_another_arrives() {
         assert!(again > first + 1.0, "{p}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_not_honoured_in_time_is_counted_and_the_job_is_not_killed() {
+    let redis = Redis::start().await;
+    let dir = ledger_dir("fy-ignored");
+    let c = redis.client().await;
+    c.shard_policy("thron")
+        .yield_cooldown(Duration::from_millis(1000))
+        .apply()
+        .await
+        .unwrap();
+    // Steps of 5 s: the job can only yield between them.
+    let a = ThronStepJob {
+        tenant: "a".into(),
+        steps: 2,
+        ms: 5000,
+    }
+    .perform_async(&c)
+    .await
+    .unwrap();
+    let w = MetricsWorker::start(
+        &redis
+            .worker_process()
+            .queues(["thron"])
+            .concurrency(1)
+            .ledger(&dir),
+    );
+    eventually!(running(&redis, "a").await == 1, "A's job runs");
+    let b = ThronStepJob {
+        tenant: "b".into(),
+        steps: 1,
+        ms: 10,
+    }
+    .perform_async(&c)
+    .await
+    .unwrap();
+    eventually!(
+        within Duration::from_secs(15),
+        let counts = yield_counts(&redis).await;
+        counts.iter().any(|(k, v)| k == "i:a" && v != "0"),
+        "the request A's job left unhonoured past the cool-down is counted"
+    );
+    assert!(
+        w.scrape().value("fairjob_yield_ignored_total", &[]) >= 1.0,
+        "and in the metric"
+    );
+    let view = c
+        .inspector()
+        .shard_tenants("thron", &[Some("a")])
+        .await
+        .unwrap();
+    assert!(view.rows[0].yields_ignored >= 1, "{:?}", view.rows[0]);
+    // Not killed: it yields after its step, B runs, then A finishes, each step once.
+    eventually!(
+        within Duration::from_secs(30),
+        step_count(&dir, &b) == 1 && step_count(&dir, &a) == 2,
+        "B ran and A finished"
+    );
+    let all = step_ledger(&dir);
+    exactly_once_in_order(&all[&a], 2);
+    let mut w = w.process;
+    assert!(w.stop().is_some());
+}
