@@ -8,7 +8,10 @@
 //!   printed; the bound is generous, no timed assertion), A's jobs all
 //!   finish, and every step of A ran exactly once.
 //! - A lone tenant is never asked to yield.
-//! - Bursting: A alone runs `burst` jobs; B arrives → A is back at its `cap`.
+//! - Bursting: A alone runs `burst` jobs; B arrives → A is back at its `cap`
+//!   (and a yielded job keeps its `enqueued_at` and records its requeue).
+//! - A request a job can't honour within the cool-down (its step is longer)
+//!   is counted as ignored; the job is not killed and yields after its step.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
