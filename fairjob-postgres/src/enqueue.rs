@@ -69,6 +69,45 @@ pub trait EnqueueTx: IntoPush + Send + Sized {
 
 impl<T: IntoPush + Send> EnqueueTx for T {}
 
+/// A job kept in PostgreSQL until it ends ("Postgres stays the truth"):
+/// `job.keep_until_done().perform_async_tx(&mut *tx)`. Its row stays after
+/// Redis has the job; the worker records its end (done or dead), the pump
+/// writes that back, and if Redis loses the job before it ends, the pump
+/// pushes it again. See [`crate::Pump::keep_queues`] for whole queues.
+#[derive(Debug, Clone)]
+pub struct KeepUntilDone<T>(pub T);
+
+impl<T: IntoPush> IntoPush for KeepUntilDone<T> {
+    fn into_push(self) -> fairjob::Result<PushJob> {
+        let mut push = self.0.into_push()?;
+        mark_kept(&mut push);
+        Ok(push)
+    }
+}
+
+/// Marks a push as kept until done (the payload field the worker reads).
+pub(crate) fn mark_kept(push: &mut PushJob) {
+    push.payload_mut()
+        .set(fairjob::wire::fields::PG_TRUTH, true);
+}
+
+/// Whether a payload is marked as kept until done.
+pub(crate) fn is_kept(payload: &fairjob::Payload) -> bool {
+    payload
+        .get::<bool>(fairjob::wire::fields::PG_TRUTH)
+        .unwrap_or(false)
+}
+
+/// `.keep_until_done()` on any job or push.
+pub trait KeepExt: IntoPush + Sized {
+    /// Keeps this job's row until the job ends (see [`KeepUntilDone`]).
+    fn keep_until_done(self) -> KeepUntilDone<Self> {
+        KeepUntilDone(self)
+    }
+}
+
+impl<T: IntoPush> KeepExt for T {}
+
 /// Enqueues many jobs in the caller's transaction with one `INSERT`; returns
 /// their jids in order.
 pub async fn perform_bulk_tx<'c, I: IntoPush>(
@@ -96,6 +135,7 @@ async fn insert<'c>(
         return Ok(Vec::new());
     }
     let n = jobs.len();
+    let mut keeps = Vec::with_capacity(n);
     let (mut jids, mut tenants, mut defaults, mut payloads, mut run_ats) = (
         Vec::with_capacity(n),
         Vec::with_capacity(n),
@@ -114,19 +154,37 @@ async fn insert<'c>(
                 .unwrap_or_default(),
         );
         defaults.push(default);
+        keeps.push(is_kept(payload));
         payloads.push(payload.to_json());
         run_ats.push(at);
     }
     sqlx::query(
-        "INSERT INTO fairjob.outbox (jid, tenant, default_tenant, payload, run_at)
-         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::float8[])",
+        "INSERT INTO fairjob.outbox (jid, tenant, default_tenant, payload, run_at, keep)
+         SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::bool[])",
     )
     .bind(&jids)
     .bind(&tenants)
     .bind(&defaults)
     .bind(&payloads)
     .bind(&run_ats)
+    .bind(&keeps)
     .execute(conn)
     .await?;
     Ok(jids)
+}
+
+/// The channel [`notify_pumps`] notifies and a listening pump
+/// ([`crate::Pump::listen`]) waits on.
+pub const CHANNEL: &str = "fairjob_outbox";
+
+/// Wakes listening pumps ([`crate::Pump::listen`]): `NOTIFY fairjob_outbox`.
+/// Call it **after** the commit, with the pool, not inside the transaction
+/// that enqueued: a `NOTIFY` inside a transaction takes a lock at commit
+/// that serialises every committing transaction of the database.
+pub async fn notify_pumps<'c>(conn: impl PgExecutor<'c>) -> Result<()> {
+    sqlx::query("SELECT pg_notify($1, '')")
+        .bind(CHANNEL)
+        .execute(conn)
+        .await?;
+    Ok(())
 }

@@ -13,6 +13,10 @@ pub enum Error {
     /// fairjob (building a payload, or Redis).
     #[error(transparent)]
     Fairjob(#[from] fairjob::Error),
+    /// A pump step took longer than half the lease and was abandoned (it is
+    /// retried; nothing is lost).
+    #[error("a pump step took longer than {0:?} and was abandoned")]
+    Stalled(std::time::Duration),
     /// The database's fairjob schema is older than this crate's.
     #[error(
         "the fairjob schema in PostgreSQL is at version {found}, this crate needs {wanted}: run `fairjob-worker postgres migrate --postgres URL` (or call fairjob_postgres::migrate(&pool)) first"

@@ -29,18 +29,32 @@
 //! - [`Pump`] moves committed rows into Redis, fairly between tenants (see
 //!   its docs for the claim protocol and the once-only publishing).
 //!
-//! This is the outbox mode: a row is deleted as soon as Redis has its job.
-//! What happens in Redis afterwards (a failover or `FLUSHALL` that loses the
-//! job) is not covered: Postgres no longer knows the job.
+//! Two modes, per job or per queue:
+//!
+//! - **Outbox** (the default): a row is deleted as soon as Redis has its
+//!   job. What happens in Redis afterwards (a failover or `FLUSHALL` that
+//!   loses the job) is not covered: Postgres no longer knows the job.
+//! - **Postgres stays the truth** ([`KeepExt::keep_until_done`],
+//!   [`Pump::keep_queues`]): the row stays until the job ends; workers record
+//!   ends in Redis, the pump writes them back in batches, finds Redis losing
+//!   data by the relay epoch and publishes every kept job that is not done
+//!   again (see [`Pump`]).
 
 mod enqueue;
 mod error;
+pub mod metrics;
 mod pump;
 mod schema;
+mod status;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod worker;
 
-pub use enqueue::{EnqueueTx, perform_bulk_tx};
+pub use enqueue::{CHANNEL, EnqueueTx, KeepExt, KeepUntilDone, notify_pumps, perform_bulk_tx};
 pub use error::{Error, Result};
-pub use pump::{Pump, PumpStats};
+pub use pump::{CheckStats, HANG_AFTER_PUSH_ENV, Pump, PumpStats};
 pub use schema::{SCHEMA_VERSION, check_schema, migrate};
+pub use status::{
+    JobRow, LAST_EVENTS, PumpRow, RepublishEvent, Status, TOP_TENANTS, find_job, status,
+};
+pub use worker::{WorkerBuilderExt, configured};

@@ -31,13 +31,65 @@
 //!
 //! A job that cannot be pushed (too large, undecodable, a bad queue name)
 //! keeps its row with `failed_at` and `error` set, and is not retried.
+//!
+//! # Postgres stays the truth (kept jobs)
+//!
+//! A job enqueued with [`crate::KeepExt::keep_until_done`], or to one of
+//! [`Pump::keep_queues`], is *kept*: step 4 marks its row `published_at`
+//! (with the relay epoch it was staged in) instead of deleting it. The
+//! worker that acks or buries it records `done`/`dead` and its jid in
+//! Redis's completion list; the pump drains that list into the rows
+//! (`done_at`, `state`) every [`Pump::check_interval`]. Finished rows are
+//! deleted after [`Pump::retention`].
+//!
+//! **Redis losing data** is found by the relay epoch: a random token the
+//! first pump writes in Redis (`SET NX`) and PostgreSQL remembers
+//! (`fairjob.relay`). Every check interval each pump reads it; when Redis's
+//! epoch is gone (a `FLUSHALL`, a restart without persistence, a failover
+//! to a replica that never had the key) a new one is written, and the pump
+//! that sees PostgreSQL's epoch differ drains the completion list, then
+//! in one transaction adopts Redis's epoch and makes every kept row that is
+//! published and not done pending again (`fairjob.republished` records it).
+//! Rows marked done are never republished. Staging is fenced by the epoch
+//! (`relay_stage.lua`): a batch staged after Redis lost data stages nothing
+//! and is re-checked first; a row published in an older epoch (a pump that
+//! was mid-batch while another found the loss) is republished at the next
+//! check.
+//!
+//! **A job lost without the epoch** (a failover that kept the epoch key but
+//! dropped the last writes): after its push, a kept job's jid joins Redis's
+//! live set; the worker removes it with the end's record. Each check takes
+//! the oldest kept rows published longer than [`Pump::lost_grace`] ago and
+//! not done, asks which are not live, drains the completions, and makes the
+//! missing ones that are still not done pending again.
+//!
+//! Not covered: a job that ended in the interval between its end and the
+//! drain of its completion (at most one check interval) when Redis loses
+//! data then runs again (at least once, never lost); a job an operator
+//! deletes from Redis's `retry` or `schedule` set stays `published` in
+//! PostgreSQL until Redis next loses data, and is then republished.
 
-use std::time::Duration;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use fairjob::{Client, Payload, PushJob, StagedPush};
 use sqlx::{PgPool, Row};
 
+use crate::enqueue::{CHANNEL, is_kept, mark_kept};
 use crate::error::Result;
+use crate::metrics as m;
+
+/// Set in a pump's environment (tests only): after pushing a batch into
+/// Redis, the pump hangs before writing anything back to PostgreSQL, so a
+/// test can kill it exactly there.
+pub const HANG_AFTER_PUSH_ENV: &str = "FAIRJOB_PUMP_TEST_HANG_AFTER_PUSH";
+
+/// Completions taken off Redis's list per round trip.
+const DRAIN_BATCH: usize = 1000;
+/// How often a running pump records itself alive, applies the retention and
+/// samples its gauges.
+const HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// The pump (see the module docs).
 #[derive(Debug, Clone)]
@@ -48,6 +100,29 @@ pub struct Pump {
     poll: Duration,
     max_idle: Duration,
     lease: Duration,
+    keep_queues: Arc<HashSet<String>>,
+    check_every: Duration,
+    retention: Duration,
+    grace: Duration,
+    listen: bool,
+    id: Arc<str>,
+    /// The relay epoch this pump last confirmed (`None`: check first).
+    epoch: Arc<Mutex<Option<String>>>,
+}
+
+/// What one check did (see [`Pump::check`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CheckStats {
+    /// Completions drained from Redis into PostgreSQL.
+    pub completions: usize,
+    /// Kept jobs made pending again because Redis lost data (this pump's doing).
+    pub republished: u64,
+    /// True when this check found that Redis lost data.
+    pub lost: bool,
+    /// Kept jobs published longer than the grace and missing from Redis,
+    /// made pending again (the epoch unchanged).
+    pub missing: u64,
 }
 
 /// What one batch did.
@@ -64,6 +139,8 @@ pub struct PumpStats {
     pub stopped: usize,
     /// Rows kept as failed.
     pub failed: usize,
+    /// Kept rows marked published (they stay until their job ends).
+    pub kept: usize,
 }
 
 impl Pump {
@@ -78,7 +155,59 @@ impl Pump {
             poll: Duration::from_millis(100),
             max_idle: Duration::from_secs(2),
             lease: Duration::from_secs(30),
+            keep_queues: Arc::new(HashSet::new()),
+            check_every: Duration::from_secs(1),
+            retention: Duration::from_secs(7 * 24 * 3600),
+            grace: Duration::from_secs(60),
+            listen: false,
+            id: pump_id().into(),
+            epoch: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// Queues whose jobs are kept until done ("Postgres stays the truth"),
+    /// besides jobs enqueued with [`crate::KeepExt::keep_until_done`]. The
+    /// queue is the one the job was enqueued for (before reroute rules).
+    /// Every pump of a database should be given the same list.
+    pub fn keep_queues<I, S>(mut self, queues: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.keep_queues = Arc::new(queues.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// How often the pump checks Redis's epoch (a loss of data) and drains
+    /// kept jobs' completions into PostgreSQL (default 1 s).
+    pub fn check_interval(mut self, d: Duration) -> Self {
+        self.check_every = d.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How long a finished kept row stays before it is deleted (default 7 days).
+    pub fn retention(mut self, d: Duration) -> Self {
+        self.retention = d;
+        self
+    }
+
+    /// How long a kept job may be published and missing from Redis's live
+    /// set before it counts as lost and is published again (default 60 s).
+    pub fn lost_grace(mut self, d: Duration) -> Self {
+        self.grace = d;
+        self
+    }
+
+    /// Also wake on `NOTIFY fairjob_outbox` ([`crate::notify_pumps`]) between
+    /// polls (default off: polling only).
+    pub fn listen(mut self, on: bool) -> Self {
+        self.listen = on;
+        self
+    }
+
+    /// This pump's id in `fairjob.pumps` (host, pid and a random part).
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// Rows claimed per batch (at least 1).
@@ -108,15 +237,35 @@ impl Pump {
     }
 
     /// Runs batches until `stop` completes: at once while there is work,
-    /// polling with back-off when idle. Checks the schema first. Errors
+    /// polling with back-off when idle (and woken by `NOTIFY` when
+    /// [`listen`](Self::listen) is on); checks the epoch and drains
+    /// completions every check interval. Checks the schema first. Errors
     /// (Postgres or Redis down) are logged and retried after the idle wait.
     pub async fn run(self, stop: impl std::future::Future<Output = ()>) -> Result<()> {
         crate::schema::check_schema(&self.pool).await?;
         tokio::pin!(stop);
         let mut cursor = String::new();
         let mut wait = self.poll;
+        let mut last_check: Option<Instant> = None;
+        let mut last_beat: Option<Instant> = None;
+        let mut listener = None;
         loop {
-            let claimed = match self.pump_from(&mut cursor).await {
+            if last_check.is_none_or(|t| t.elapsed() >= self.check_every) {
+                last_check = Some(Instant::now());
+                if let Err(e) = self.bounded(self.check()).await {
+                    tracing::warn!(error = %e, "pump check failed; retrying");
+                }
+            }
+            if last_beat.is_none_or(|t| t.elapsed() >= HEARTBEAT) {
+                last_beat = Some(Instant::now());
+                if let Err(e) = self.bounded(self.heartbeat()).await {
+                    tracing::warn!(error = %e, "pump heartbeat failed; retrying");
+                }
+                if self.listen && listener.is_none() {
+                    listener = self.listener().await;
+                }
+            }
+            let claimed = match self.bounded(self.pump_from(&mut cursor)).await {
                 Ok(s) => s.claimed,
                 Err(e) => {
                     tracing::warn!(error = %e, "pump batch failed; retrying");
@@ -124,13 +273,313 @@ impl Pump {
                 }
             };
             wait = next_wait(claimed, self.batch, wait, self.poll, self.max_idle);
+            let sleep_for = wait.min(self.check_every);
+            let notified = async {
+                match listener.as_mut() {
+                    Some(l) => l.recv().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
             // Checked first, also between full batches (a zero sleep).
             tokio::select! {
                 biased;
-                () = &mut stop => return Ok(()),
-                () = tokio::time::sleep(wait) => {}
+                () = &mut stop => break,
+                () = tokio::time::sleep(sleep_for) => {}
+                ok = notified => {
+                    if ok {
+                        wait = self.poll;
+                    } else {
+                        // Reconnected at the next heartbeat.
+                        listener = None;
+                    }
+                }
             }
         }
+        let _ = sqlx::query("DELETE FROM fairjob.pumps WHERE id = $1")
+            .bind(&*self.id)
+            .execute(&self.pool)
+            .await;
+        Ok(())
+    }
+
+    /// A step of the loop, cut off after half the lease: a connection that
+    /// hangs (a server that went away and came back) must not stop the pump.
+    /// Every step can be cut anywhere: its rows are claimed again, its push
+    /// is idempotent.
+    async fn bounded<T>(&self, step: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        let limit = (self.lease / 2).max(Duration::from_secs(1));
+        match tokio::time::timeout(limit, step).await {
+            Ok(r) => r,
+            Err(_) => Err(crate::Error::Stalled(limit)),
+        }
+    }
+
+    async fn listener(&self) -> Option<sqlx::postgres::PgListener> {
+        let mut l = match sqlx::postgres::PgListener::connect_with(&self.pool).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot LISTEN; polling only for now");
+                return None;
+            }
+        };
+        match l.listen(CHANNEL).await {
+            Ok(()) => Some(l),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot LISTEN; polling only for now");
+                None
+            }
+        }
+    }
+
+    /// Records this pump alive, deletes finished rows past the retention
+    /// (a bounded batch) and sets the backlog gauges.
+    pub async fn heartbeat(&self) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO fairjob.pumps (id, host, pid) VALUES ($1, $2, $3)
+             ON CONFLICT (id) DO UPDATE SET seen_at = now()",
+        )
+        .bind(&*self.id)
+        .bind(gethostname::gethostname().to_string_lossy().into_owned())
+        .bind(std::process::id() as i32)
+        .execute(&self.pool)
+        .await?;
+        sqlx::query("DELETE FROM fairjob.pumps WHERE seen_at < now() - interval '1 hour'")
+            .execute(&self.pool)
+            .await?;
+        let removed = self.retain().await?;
+        if removed > 0 {
+            tracing::debug!(removed, "finished rows past the retention deleted");
+        }
+        let (backlog, lag): (i64, Option<f64>) = sqlx::query_as(
+            "SELECT count(*), extract(epoch FROM now() - min(created_at))::float8
+             FROM fairjob.outbox
+             WHERE failed_at IS NULL AND published_at IS NULL AND done_at IS NULL",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        let alive: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM fairjob.pumps WHERE seen_at > now() - $1::interval",
+        )
+        .bind(crate::status::ALIVE_SQL)
+        .fetch_one(&self.pool)
+        .await?;
+        ::metrics::gauge!(m::BACKLOG).set(backlog as f64);
+        ::metrics::gauge!(m::LAG_SECONDS).set(lag.unwrap_or(0.0).max(0.0));
+        ::metrics::gauge!(m::PUMPS_ALIVE).set(alive as f64);
+        Ok(())
+    }
+
+    /// Deletes up to 5,000 finished rows older than the retention; returns
+    /// how many.
+    pub async fn retain(&self) -> Result<u64> {
+        let done = sqlx::query(
+            "DELETE FROM fairjob.outbox WHERE id IN (
+               SELECT id FROM fairjob.outbox
+               WHERE done_at IS NOT NULL AND done_at < now() - $1 * interval '1 millisecond'
+               LIMIT 5000)",
+        )
+        .bind(self.retention.as_millis() as i64)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Drains kept jobs' completions from Redis into PostgreSQL, then checks
+    /// the relay epoch: when Redis lost data, republishes every kept job that
+    /// is published and not done (see the module docs).
+    pub async fn check(&self) -> Result<CheckStats> {
+        let mut stats = CheckStats {
+            completions: self.drain().await?,
+            ..CheckStats::default()
+        };
+        let (epoch, republished) = self.confirm_epoch().await?;
+        if let Some(n) = republished {
+            stats.lost = true;
+            stats.republished = n;
+        } else {
+            stats.missing = self.find_missing(&epoch).await?;
+        }
+        *self.epoch.lock().expect("epoch lock") = Some(epoch);
+        Ok(stats)
+    }
+
+    /// Moves completions from Redis's list into the rows; entries taken off
+    /// Redis are pushed back if PostgreSQL fails.
+    async fn drain(&self) -> Result<usize> {
+        let mut total = 0;
+        for _ in 0..50 {
+            let ends = self.client.take_relay_ends(DRAIN_BATCH).await?;
+            if ends.is_empty() {
+                break;
+            }
+            let (jids, states): (Vec<&str>, Vec<&str>) = ends
+                .iter()
+                .map(|(e, jid)| (jid.as_str(), e.as_str()))
+                .unzip();
+            let written = sqlx::query(
+                "UPDATE fairjob.outbox o SET done_at = now(), state = e.state, claimed_until = NULL
+                 FROM UNNEST($1::text[], $2::text[]) AS e(jid, state)
+                 WHERE o.jid = e.jid AND o.done_at IS NULL",
+            )
+            .bind(&jids)
+            .bind(&states)
+            .execute(&self.pool)
+            .await;
+            if let Err(e) = written {
+                if let Err(back) = self.client.record_relay_ends(&ends).await {
+                    tracing::error!(error = %back, lost = ends.len(), "completions taken from Redis could not be written to PostgreSQL nor put back; those jobs stay published");
+                }
+                return Err(e.into());
+            }
+            for (end, _) in &ends {
+                ::metrics::counter!(m::COMPLETIONS_TOTAL, "state" => end.as_str()).increment(1);
+            }
+            total += ends.len();
+            if ends.len() < DRAIN_BATCH {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    /// Reads Redis's epoch (writing one when it is gone) and makes PostgreSQL
+    /// agree with it: when they differ, Redis lost data and every kept job
+    /// that is published in another epoch and not done is made pending again.
+    /// Returns the epoch and, when this pump made that change, how many rows
+    /// it republished.
+    async fn confirm_epoch(&self) -> Result<(String, Option<u64>)> {
+        let redis = self.client.relay_epoch(&fairjob::wire::new_jid()).await?;
+        let pg: Option<String> = sqlx::query_scalar("SELECT epoch FROM fairjob.relay WHERE id = 1")
+            .fetch_optional(&self.pool)
+            .await?;
+        if pg.as_deref() == Some(redis.as_str()) {
+            return Ok((redis, None));
+        }
+        let mut tx = self.pool.begin().await?;
+        let locked: Option<String> =
+            sqlx::query_scalar("SELECT epoch FROM fairjob.relay WHERE id = 1 FOR UPDATE")
+                .fetch_optional(&mut *tx)
+                .await?;
+        if locked.as_deref() == Some(redis.as_str()) {
+            // Another pump made them agree meanwhile.
+            tx.commit().await?;
+            return Ok((redis, None));
+        }
+        sqlx::query(
+            "INSERT INTO fairjob.relay (id, epoch) VALUES (1, $1)
+             ON CONFLICT (id) DO UPDATE SET epoch = excluded.epoch, changed_at = now()",
+        )
+        .bind(&redis)
+        .execute(&mut *tx)
+        .await?;
+        let republished = sqlx::query(
+            "UPDATE fairjob.outbox SET published_at = NULL, published_epoch = NULL,
+                 staged = false, claimed_until = NULL
+             WHERE published_at IS NOT NULL AND done_at IS NULL
+               AND published_epoch IS DISTINCT FROM $1",
+        )
+        .bind(&redis)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        // A staged jid is gone with the data: stage pending rows again.
+        sqlx::query(
+            "UPDATE fairjob.outbox SET staged = false
+             WHERE staged AND published_at IS NULL AND done_at IS NULL",
+        )
+        .execute(&mut *tx)
+        .await?;
+        if locked.is_some() {
+            sqlx::query(
+                "INSERT INTO fairjob.republished (old_epoch, epoch, jobs, pump) VALUES ($1, $2, $3, $4)",
+            )
+            .bind(&locked)
+            .bind(&redis)
+            .bind(republished as i64)
+            .bind(&*self.id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        if locked.is_none() {
+            tracing::info!(epoch = %redis, "relay epoch recorded in PostgreSQL");
+            return Ok((redis, None));
+        }
+        ::metrics::counter!(m::REPUBLISH_EVENTS_TOTAL).increment(1);
+        ::metrics::counter!(m::REPUBLISHED_TOTAL).increment(republished);
+        tracing::warn!(
+            old_epoch = locked.as_deref().unwrap_or(""),
+            epoch = %redis,
+            republished,
+            "Redis lost data (its relay epoch changed): every kept job not done is published again"
+        );
+        Ok((redis, Some(republished)))
+    }
+
+    /// Kept jobs published longer than the grace ago, not done, and missing
+    /// from Redis's live set (the oldest 1,000): Redis lost them without
+    /// losing its epoch (a failover that dropped the last writes). The
+    /// completions are drained after the membership read, so a job that
+    /// ended meanwhile is marked done first and stays done.
+    async fn find_missing(&self, epoch: &str) -> Result<u64> {
+        let jids: Vec<String> = sqlx::query_scalar(
+            "SELECT jid FROM fairjob.outbox
+             WHERE published_at IS NOT NULL AND done_at IS NULL
+               AND published_at < now() - $1 * interval '1 millisecond'
+             ORDER BY published_at LIMIT 1000",
+        )
+        .bind(self.grace.as_millis() as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        let missing = self.client.relay_missing(&jids).await?;
+        if missing.is_empty() {
+            return Ok(0);
+        }
+        self.drain().await?;
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query(
+            "UPDATE fairjob.outbox SET published_at = NULL, published_epoch = NULL,
+                 staged = false, claimed_until = NULL
+             WHERE jid = ANY($1) AND published_at IS NOT NULL AND done_at IS NULL",
+        )
+        .bind(&missing)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if n > 0 {
+            sqlx::query(
+                "INSERT INTO fairjob.republished (old_epoch, epoch, jobs, pump) VALUES ($1, $1, $2, $3)",
+            )
+            .bind(epoch)
+            .bind(n as i64)
+            .bind(&*self.id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        if n > 0 {
+            ::metrics::counter!(m::REPUBLISH_EVENTS_TOTAL).increment(1);
+            ::metrics::counter!(m::REPUBLISHED_TOTAL).increment(n);
+            tracing::warn!(
+                republished = n,
+                "kept jobs missing from Redis past the grace: published again"
+            );
+        }
+        Ok(n)
+    }
+
+    /// The epoch to stage in: the one last confirmed, else a check's.
+    async fn current_epoch(&self) -> Result<String> {
+        if let Some(e) = self.epoch.lock().expect("epoch lock").clone() {
+            return Ok(e);
+        }
+        self.check().await?;
+        Ok(self
+            .epoch
+            .lock()
+            .expect("epoch lock")
+            .clone()
+            .unwrap_or_default())
     }
 
     /// One batch, starting the tenant round robin at the beginning.
@@ -140,6 +589,7 @@ impl Pump {
 
     /// One batch; `cursor` is the last tenant served (the round robin's position).
     async fn pump_from(&self, cursor: &mut String) -> Result<PumpStats> {
+        let epoch = self.current_epoch().await?;
         let (rows, last_tenant) = self.claim(cursor).await?;
         let mut stats = PumpStats {
             claimed: rows.len(),
@@ -151,14 +601,43 @@ impl Pump {
         if let Some(last) = last_tenant {
             *cursor = last;
         }
-        // 2. Stage what was not staged yet.
-        let unstaged: Vec<&Claimed> = rows
+        // Decode, and mark the jobs of kept queues.
+        let mut failed: Vec<(i64, String)> = Vec::new();
+        let mut jobs: Vec<(&Claimed, PushJob, bool)> = Vec::with_capacity(rows.len());
+        for row in &rows {
+            match decode(row) {
+                Ok(mut job) => {
+                    let kept = row.keep
+                        || is_kept(job.payload())
+                        || self.keep_queues.contains(&job.payload().queue());
+                    if kept && !is_kept(job.payload()) {
+                        mark_kept(&mut job);
+                    }
+                    jobs.push((row, job, kept));
+                }
+                Err(e) => failed.push((row.id, e.to_string())),
+            }
+        }
+        // 2. Stage what was not staged yet, fenced by the relay epoch.
+        let unstaged: Vec<&Claimed> = jobs
             .iter()
-            .filter(|r| !r.staged && r.run_at.is_none())
+            .filter(|(r, _, _)| !r.staged && r.run_at.is_none())
+            .map(|(r, _, _)| *r)
             .collect();
         if !unstaged.is_empty() {
             let jids: Vec<String> = unstaged.iter().map(|r| r.jid.clone()).collect();
-            self.client.stage_pushes(&jids).await?;
+            if !self.client.stage_pushes_in_epoch(&epoch, &jids).await? {
+                // Redis lost data since the last check: release the batch and
+                // check before pushing anything.
+                let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+                sqlx::query("UPDATE fairjob.outbox SET claimed_until = NULL WHERE id = ANY($1)")
+                    .bind(&ids)
+                    .execute(&self.pool)
+                    .await?;
+                *self.epoch.lock().expect("epoch lock") = None;
+                self.check().await?;
+                return Ok(PumpStats::default());
+            }
             let ids: Vec<i64> = unstaged.iter().map(|r| r.id).collect();
             sqlx::query("UPDATE fairjob.outbox SET staged = true WHERE id = ANY($1)")
                 .bind(&ids)
@@ -166,49 +645,74 @@ impl Pump {
                 .await?;
         }
         // 3. Push: scheduled jobs one by one, the others in one staged batch.
-        let mut done = Vec::with_capacity(rows.len());
-        let mut failed: Vec<(i64, String)> = Vec::new();
+        let mut gone = Vec::with_capacity(rows.len()); // outbox rows to delete
+        let mut published = Vec::new(); // kept rows Redis has now
+        let mut stopped = Vec::new(); // kept rows a middleware stopped
         let mut now_rows = Vec::new();
         let mut now_jobs = Vec::new();
-        for row in &rows {
-            let job = match decode(row) {
-                Ok(job) => job,
-                Err(e) => {
-                    failed.push((row.id, e.to_string()));
-                    continue;
-                }
-            };
+        for (row, job, kept) in jobs {
             match row.run_at {
                 Some(at) => {
                     let at = std::time::UNIX_EPOCH + Duration::from_secs_f64(at.max(0.0));
                     match self.client.push_at(job, at).await {
                         Ok(_) => {
                             stats.pushed += 1;
-                            done.push(row.id);
+                            if kept {
+                                published.push(row.id)
+                            } else {
+                                gone.push(row.id)
+                            }
                         }
                         Err(e) if is_bad_job(&e) => failed.push((row.id, e.to_string())),
                         Err(e) => return Err(e.into()),
                     }
                 }
                 None => {
-                    now_rows.push(row);
+                    now_rows.push((row, kept));
                     now_jobs.push(job);
                 }
             }
         }
         let results = self.client.push_staged_many(now_jobs).await?;
-        for (row, result) in now_rows.into_iter().zip(results) {
-            match result {
-                Ok(StagedPush::Pushed) => stats.pushed += 1,
-                Ok(StagedPush::AlreadyPushed) => stats.already += 1,
-                Ok(_) => stats.stopped += 1,
+        for ((row, kept), result) in now_rows.into_iter().zip(results) {
+            let was_stopped = match result {
+                Ok(StagedPush::Pushed) => {
+                    stats.pushed += 1;
+                    false
+                }
+                Ok(StagedPush::AlreadyPushed) => {
+                    stats.already += 1;
+                    false
+                }
+                Ok(_) => {
+                    stats.stopped += 1;
+                    true
+                }
                 Err(e) if is_bad_job(&e) => {
                     failed.push((row.id, e.to_string()));
                     continue;
                 }
                 Err(e) => return Err(e.into()),
+            };
+            match (kept, was_stopped) {
+                (false, _) => gone.push(row.id),
+                (true, false) => published.push(row.id),
+                (true, true) => stopped.push(row.id),
             }
-            done.push(row.id);
+        }
+        if !published.is_empty() {
+            let jids: Vec<String> = rows
+                .iter()
+                .filter(|r| published.contains(&r.id))
+                .map(|r| r.jid.clone())
+                .collect();
+            self.client.mark_relay_live(&jids).await?;
+        }
+        if std::env::var_os(HANG_AFTER_PUSH_ENV).is_some() {
+            tracing::warn!(
+                "{HANG_AFTER_PUSH_ENV} is set: hanging between the Redis push and the PostgreSQL update"
+            );
+            std::future::pending::<()>().await;
         }
         for (id, error) in &failed {
             let row = rows.iter().find(|r| r.id == *id);
@@ -219,11 +723,35 @@ impl Pump {
                 "job cannot be pushed; kept as failed in fairjob.outbox"
             );
         }
-        // 4. Delete.
-        sqlx::query("DELETE FROM fairjob.outbox WHERE id = ANY($1)")
-            .bind(&done)
+        // 4. Delete (outbox) or mark published (kept).
+        if !gone.is_empty() {
+            sqlx::query("DELETE FROM fairjob.outbox WHERE id = ANY($1)")
+                .bind(&gone)
+                .execute(&self.pool)
+                .await?;
+        }
+        if !published.is_empty() {
+            stats.kept = published.len();
+            sqlx::query(
+                "UPDATE fairjob.outbox SET published_at = now(), published_epoch = $2,
+                     keep = true, claimed_until = NULL
+                 WHERE id = ANY($1)",
+            )
+            .bind(&published)
+            .bind(&epoch)
             .execute(&self.pool)
             .await?;
+        }
+        if !stopped.is_empty() {
+            sqlx::query(
+                "UPDATE fairjob.outbox SET done_at = now(), state = 'stopped', keep = true,
+                     claimed_until = NULL
+                 WHERE id = ANY($1)",
+            )
+            .bind(&stopped)
+            .execute(&self.pool)
+            .await?;
+        }
         if !failed.is_empty() {
             stats.failed = failed.len();
             let (ids, errors): (Vec<i64>, Vec<String>) = failed.into_iter().unzip();
@@ -236,6 +764,8 @@ impl Pump {
             .execute(&self.pool)
             .await?;
         }
+        ::metrics::counter!(m::PUSHED_TOTAL).increment(stats.pushed as u64);
+        ::metrics::counter!(m::FAILED_TOTAL).increment(stats.failed as u64);
         Ok(stats)
     }
 
@@ -269,6 +799,7 @@ impl Pump {
                    SELECT id, row_number() OVER (ORDER BY id) AS rn FROM (
                      SELECT id FROM fairjob.outbox
                      WHERE tenant = t.tenant AND failed_at IS NULL
+                       AND published_at IS NULL AND done_at IS NULL
                        AND (claimed_until IS NULL OR claimed_until < now())
                      ORDER BY id LIMIT $2
                    ) x
@@ -281,7 +812,7 @@ impl Pump {
                AND (claimed_until IS NULL OR claimed_until < now())
                FOR UPDATE SKIP LOCKED
              )
-             RETURNING o.id, o.jid, o.tenant, o.default_tenant, o.payload, o.run_at, o.staged",
+             RETURNING o.id, o.jid, o.tenant, o.default_tenant, o.payload, o.run_at, o.staged, o.keep",
         )
         .bind(&tenants)
         .bind(per)
@@ -300,6 +831,7 @@ impl Pump {
                     payload: r.try_get("payload")?,
                     run_at: r.try_get("run_at")?,
                     staged: r.try_get("staged")?,
+                    keep: r.try_get("keep")?,
                 })
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
@@ -314,11 +846,13 @@ impl Pump {
         let tenants: Vec<String> = sqlx::query_scalar(
             "WITH RECURSIVE t(tenant) AS (
                (SELECT tenant FROM fairjob.outbox
-                WHERE failed_at IS NULL AND ($3 OR tenant > $1)
+                WHERE failed_at IS NULL AND published_at IS NULL AND done_at IS NULL
+                  AND ($3 OR tenant > $1)
                 ORDER BY tenant LIMIT 1)
                UNION ALL
                SELECT (SELECT o.tenant FROM fairjob.outbox o
-                       WHERE o.failed_at IS NULL AND o.tenant > t.tenant
+                       WHERE o.failed_at IS NULL AND o.published_at IS NULL
+                         AND o.done_at IS NULL AND o.tenant > t.tenant
                        ORDER BY o.tenant LIMIT 1)
                FROM t WHERE t.tenant IS NOT NULL
              )
@@ -380,6 +914,14 @@ struct Claimed {
     payload: String,
     run_at: Option<f64>,
     staged: bool,
+    keep: bool,
+}
+
+/// `host:pid:random`.
+fn pump_id() -> String {
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    let jid = fairjob::wire::new_jid();
+    format!("{host}:{}:{}", std::process::id(), &jid[..8])
 }
 
 #[cfg(test)]

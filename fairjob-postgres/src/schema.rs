@@ -7,10 +7,11 @@ use sqlx::PgPool;
 use crate::error::{Error, Result};
 
 /// The schema version this crate writes and reads.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Migrations, in order; migration `i` brings the schema to version `i + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE fairjob.outbox (
     id bigserial PRIMARY KEY,
     jid text NOT NULL UNIQUE,
@@ -32,7 +33,52 @@ CREATE TABLE fairjob.outbox (
     error text
 );
 CREATE INDEX outbox_tenant_id ON fairjob.outbox (tenant, id) WHERE failed_at IS NULL;
-"#];
+"#,
+    r#"
+-- "Postgres stays the truth": a kept row stays until its job ends.
+ALTER TABLE fairjob.outbox
+    ADD COLUMN keep boolean NOT NULL DEFAULT false,
+    -- When Redis got the job, and the relay epoch it got it in.
+    ADD COLUMN published_at timestamptz,
+    ADD COLUMN published_epoch text,
+    -- When the job ended, and how: done, dead or stopped (a middleware).
+    ADD COLUMN done_at timestamptz,
+    ADD COLUMN state text;
+DROP INDEX fairjob.outbox_tenant_id;
+-- The pump's backlog: rows waiting to reach Redis.
+CREATE INDEX outbox_pending ON fairjob.outbox (tenant, id)
+    WHERE failed_at IS NULL AND published_at IS NULL AND done_at IS NULL;
+-- Kept jobs Redis has, oldest first (the lost-job check; republished when
+-- Redis loses data).
+CREATE INDEX outbox_published ON fairjob.outbox (published_at)
+    WHERE published_at IS NOT NULL AND done_at IS NULL;
+-- Retention of finished rows.
+CREATE INDEX outbox_done ON fairjob.outbox (done_at) WHERE done_at IS NOT NULL;
+-- The relay epoch PostgreSQL knows Redis by (one row).
+CREATE TABLE fairjob.relay (
+    id integer PRIMARY KEY CHECK (id = 1),
+    epoch text NOT NULL,
+    changed_at timestamptz NOT NULL DEFAULT now()
+);
+-- Each time Redis was found to have lost data, and what was republished.
+CREATE TABLE fairjob.republished (
+    id bigserial PRIMARY KEY,
+    at timestamptz NOT NULL DEFAULT now(),
+    old_epoch text,
+    epoch text NOT NULL,
+    jobs bigint NOT NULL,
+    pump text NOT NULL
+);
+-- Pumps alive (a heartbeat every few seconds).
+CREATE TABLE fairjob.pumps (
+    id text PRIMARY KEY,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    started_at timestamptz NOT NULL DEFAULT now(),
+    seen_at timestamptz NOT NULL DEFAULT now()
+);
+"#,
+];
 
 /// Brings the `fairjob` schema to [`SCHEMA_VERSION`]; safe to run from
 /// several processes at once (an advisory lock serialises them) and again

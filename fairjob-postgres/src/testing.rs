@@ -18,6 +18,7 @@ pub struct PostgresServer {
     dir: PathBuf,
     bin: PathBuf,
     as_postgres: bool,
+    opts: String,
 }
 
 impl PostgresServer {
@@ -31,11 +32,16 @@ impl PostgresServer {
             std::env::temp_dir().join(format!("fairjob-postgres-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
+        let opts = format!(
+            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='{}' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=50 -c shared_buffers=16MB -c min_wal_size=4MB -c max_wal_size=32MB",
+            dir.display()
+        );
         let server = PostgresServer {
             port,
             dir,
             bin,
             as_postgres,
+            opts,
         };
         if as_postgres {
             let st = Command::new("chown")
@@ -64,25 +70,42 @@ impl PostgresServer {
             .stderr(Stdio::null())
             .status()?;
         check(st.success(), "initdb failed")?;
-        let opts = format!(
-            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='{}' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=50 -c shared_buffers=16MB -c min_wal_size=4MB -c max_wal_size=32MB",
-            server.dir.display()
-        );
-        let st = server
+        server.start_again()?;
+        Ok(server)
+    }
+
+    /// Starts the server again after [`stop`](Self::stop) (same port, same data).
+    pub fn start_again(&self) -> std::io::Result<()> {
+        let st = self
             .command("pg_ctl")
             .arg("-D")
-            .arg(&data)
+            .arg(self.dir.join("data"))
             .arg("-l")
-            .arg(server.dir.join("log"))
-            .args(["-w", "-t", "60", "-o", &opts, "start"])
+            .arg(self.dir.join("log"))
+            .args(["-w", "-t", "60", "-o", &self.opts, "start"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()?;
         check(
             st.success(),
             "pg_ctl start failed (see the log in the data dir)",
-        )?;
-        Ok(server)
+        )
+    }
+
+    /// Stops the server (`pg_ctl stop -m fast`: connections are cut, and the
+    /// commits are kept even though the test server runs with
+    /// `synchronous_commit=off`, which an immediate stop would lose), keeping
+    /// its data for [`start_again`](Self::start_again).
+    pub fn stop(&self) -> std::io::Result<()> {
+        let st = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .args(["-m", "fast", "-w", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        check(st.success(), "pg_ctl stop failed")
     }
 
     /// The port it listens on.

@@ -122,7 +122,7 @@ fn setting<T: std::str::FromStr>(form: &Params, key: &str) -> Result<Setting<T>,
 }
 
 /// `POST /shards/{queue}`: a tenant's (or the defaults') weight, floor, cap,
-/// through the client's `shard_policy`.
+/// rate (`10/s`), burst, through the client's `shard_policy`.
 pub(crate) async fn on_shards(
     state: &WebState,
     queue: &str,
@@ -136,10 +136,16 @@ pub(crate) async fn on_shards(
     let weight: Setting<f64> = setting(form, "weight")?;
     let floor: Setting<u32> = setting(form, "floor")?;
     let cap: Setting<u32> = setting(form, "cap")?;
+    let rate = match form.value("rate") {
+        None => Setting::Keep,
+        Some("default" | "none") => Setting::Clear,
+        Some(v) => Setting::Set(fairjob::rate::parse_tenant_rate(v).map_err(WebError::BadRequest)?),
+    };
     let burst: Setting<u32> = setting(form, "burst")?;
     let clear = matches!(weight, Setting::Clear)
         && matches!(floor, Setting::Clear)
         && matches!(cap, Setting::Clear)
+        && matches!(rate, Setting::Clear)
         && matches!(burst, Setting::Clear | Setting::Keep);
     if clear {
         change = change.reset();
@@ -153,6 +159,11 @@ pub(crate) async fn on_shards(
         match cap {
             Setting::Set(c) => change = change.cap(c),
             Setting::Clear => change = change.no_cap(),
+            Setting::Keep => {}
+        }
+        match rate {
+            Setting::Set(r) => change = change.rate(r),
+            Setting::Clear => change = change.no_rate(),
             Setting::Keep => {}
         }
         match burst {

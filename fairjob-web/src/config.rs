@@ -7,6 +7,32 @@ use std::time::Duration;
 /// Rewrites a job's arguments (JSON) for display: `(class, args) -> shown`.
 pub(crate) type RedactFn = dyn Fn(&str, &str) -> String + Send + Sync;
 
+/// A panel another crate adds to the overview (fairjob-postgres' outbox):
+/// a title and label/value rows, loaded on each render of the overview.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Panel {
+    /// Its heading.
+    pub title: String,
+    /// `(label, value)` rows, shown as text (escaped).
+    pub rows: Vec<(String, String)>,
+}
+
+impl Panel {
+    /// A panel with these rows.
+    pub fn new(title: impl Into<String>, rows: Vec<(String, String)>) -> Panel {
+        Panel {
+            title: title.into(),
+            rows,
+        }
+    }
+}
+
+/// Loads a [`Panel`]: `Err` is shown in the panel as the reason it is missing.
+pub(crate) type PanelFn = dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Panel, String>> + Send>>
+    + Send
+    + Sync;
+
 /// The dashboard's settings.
 #[derive(Clone)]
 #[non_exhaustive]
@@ -30,6 +56,8 @@ pub struct WebConfig {
     /// The worker this dashboard is served beside, whose state `/readyz`
     /// reports too (fetching, or quiet on purpose).
     pub(crate) worker: Option<fairjob::WorkerHandle>,
+    /// Panels other crates add to the overview.
+    pub(crate) panels: Vec<Arc<PanelFn>>,
 }
 
 impl Default for WebConfig {
@@ -42,6 +70,7 @@ impl Default for WebConfig {
             allowed_origins: Vec::new(),
             redact: None,
             worker: None,
+            panels: Vec::new(),
         }
     }
 }
@@ -103,6 +132,18 @@ impl WebConfig {
     #[must_use]
     pub fn worker(mut self, handle: fairjob::WorkerHandle) -> Self {
         self.worker = Some(handle);
+        self
+    }
+
+    /// Adds a panel to the overview, loaded by `load` on each render (e.g.
+    /// fairjob-postgres' backlog, lag, pumps and republish events).
+    #[must_use]
+    pub fn panel<F, Fut>(mut self, load: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Panel, String>> + Send + 'static,
+    {
+        self.panels.push(Arc::new(move || Box::pin(load())));
         self
     }
 

@@ -62,7 +62,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 
 pub use api::readiness;
-pub use config::WebConfig;
+pub use config::{Panel, WebConfig};
 pub use error::WebError;
 pub use reasons::{reason_text, refusal_text};
 

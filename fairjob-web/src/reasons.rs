@@ -152,6 +152,15 @@ pub fn reason_text(reason: &Reason) -> String {
                 ""
             }
         ),
+        Reason::TenantRateWait {
+            queue,
+            tenant,
+            rate,
+            in_secs,
+        } => format!(
+            "{} waits for its rate on `{queue}` ({rate}): back in the dispatch order, its place kept, in {in_secs:.1} s",
+            who(tenant)
+        ),
         Reason::EntersDispatchOrder { queue, tenant } => format!(
             "{} enters `{queue}`'s dispatch order at the next fetch",
             who(tenant)
@@ -316,6 +325,18 @@ mod tests {
             reason_text(&r),
             "(no tenant) is 2nd in `q`'s dispatch order (3 tenants runnable; under its floor, so \
              served first)"
+        );
+        let r = Reason::TenantRateWait {
+            queue: "q".into(),
+            tenant: Some("acme".into()),
+            rate: "5/1s".into(),
+            in_secs: 0.4,
+        };
+        assert_eq!(r.kind(), "tenant_rate");
+        assert_eq!(
+            reason_text(&r),
+            "acme waits for its rate on `q` (5/1s): back in the dispatch order, its place kept, \
+             in 0.4 s"
         );
     }
 }

@@ -268,6 +268,10 @@ enum Command {
         /// Cap (a number, "none" or "default")
         #[arg(long)]
         cap: Option<String>,
+        /// Rate: most starts per period (`10/s`, `100/1m`), "none" or "default";
+        /// a tenant whose rate is spent waits, its place kept, while others run
+        #[arg(long)]
+        rate: Option<String>,
         /// Burst: the running limit while no other tenant of the queue has
         /// pending work, above the cap (a number, "none" or "default")
         #[arg(long)]
@@ -297,6 +301,10 @@ enum Command {
     Explain {
         /// The job's jid
         jid: String,
+        /// Also look for the jid in fairjob-postgres' table (committed and
+        /// not yet in Redis, kept, or failed)
+        #[arg(long, value_name = "URL")]
+        postgres: Option<String>,
         /// Its tenant, if known (narrows the walk of sharded queues)
         #[arg(long)]
         tenant: Option<String>,
@@ -317,20 +325,7 @@ enum Command {
     },
     /// Move jobs enqueued in PostgreSQL transactions into Redis (fairjob-postgres'
     /// pump, fair between tenants; several pumps may run at once)
-    Pump {
-        /// PostgreSQL URL
-        #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
-        postgres: String,
-        /// Rows per batch
-        #[arg(long, default_value_t = 500)]
-        batch: usize,
-        /// Poll interval while there is work
-        #[arg(long, value_parser = duration, default_value = "100ms", value_name = "DURATION")]
-        poll_interval: Duration,
-        /// Longest wait between polls when idle (the interval doubles up to it)
-        #[arg(long, value_parser = duration, default_value = "2s", value_name = "DURATION")]
-        max_idle_interval: Duration,
-    },
+    Pump(Box<crate::postgres::PumpArgs>),
     /// Set a sharded queue's per-tenant running limit (0 pauses; "none" removes it)
     ShardLimit {
         /// Queue name
@@ -347,9 +342,19 @@ enum Command {
 enum PostgresAction {
     /// Create or upgrade the `fairjob` schema (its own migrations table, apart from the application's)
     Migrate {
-        /// PostgreSQL URL
+        /// PostgreSQL URL (default: the config's `[postgres] url`)
         #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
-        postgres: String,
+        postgres: Option<String>,
+    },
+    /// The outbox backlog per tenant, the pump's lag, pumps alive, kept jobs
+    /// and republish events (Redis lost data)
+    Status {
+        /// PostgreSQL URL (default: the config's `[postgres] url`)
+        #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
+        postgres: Option<String>,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -508,35 +513,22 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
         if !with_jobs {
             bail!("{NO_JOBS}");
         }
-        return run_worker(
-            config,
-            registry()?,
-            run.web,
-            run.metrics,
-            run.postgres.as_deref(),
-            &web,
-        )
-        .await;
+        return run_worker(config, registry()?, run.web, run.metrics, &web).await;
     };
     match &command {
         Command::Postgres {
             action: PostgresAction::Migrate { postgres },
-        } => return crate::postgres::migrate(postgres).await,
-        Command::Pump {
-            postgres,
-            batch,
-            poll_interval,
-            max_idle_interval,
-        } => {
-            return crate::postgres::pump(
-                &config,
-                postgres,
-                *batch,
-                *poll_interval,
-                *max_idle_interval,
-            )
-            .await;
-        }
+        } => return crate::postgres::migrate(&config, postgres.as_deref()).await,
+        Command::Postgres {
+            action: PostgresAction::Status { postgres, json },
+        } => return crate::postgres::status(&config, postgres.as_deref(), *json).await,
+        Command::Pump(args) => return crate::postgres::pump(&config, args).await,
+        Command::Explain {
+            jid,
+            postgres: Some(url),
+            json: false,
+            ..
+        } => crate::postgres::explain(url, jid).await?,
         _ => {}
     }
     let inspect = crate::inspect::Inspect::connect(&config).await;
@@ -603,7 +595,9 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
             }
         }
         Command::Web { bind } => crate::web::serve_only(&config, &web, bind).await,
-        Command::Explain { jid, tenant, json } => {
+        Command::Explain {
+            jid, tenant, json, ..
+        } => {
             inspect?
                 .explain(&registry()?, &jid, tenant.as_deref(), json)
                 .await
@@ -619,11 +613,21 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
             yield_min_run,
             yield_cooldown,
             fair_yield,
+            rate,
         } => {
+            let rate = match rate.as_deref() {
+                None => Setting::Keep,
+                Some("default" | "none") => Setting::Clear,
+                Some(v) => Setting::Set(
+                    fairjob::rate::parse_tenant_rate(v)
+                        .map_err(|e| anyhow::anyhow!("--rate: {e}"))?,
+                ),
+            };
             let policy = ShardPolicy {
                 weight: setting(weight.as_deref(), "weight")?,
                 floor: setting(floor.as_deref(), "floor")?,
                 cap: setting(cap.as_deref(), "cap")?,
+                rate,
                 burst: setting(burst.as_deref(), "burst")?,
             };
             let yields = YieldPolicy {
@@ -686,7 +690,6 @@ async fn run_worker(
     registry: Registry,
     web_addr: Option<std::net::SocketAddr>,
     metrics_addr: Option<std::net::SocketAddr>,
-    postgres: Option<&str>,
     web: &crate::web::Options,
 ) -> Result<()> {
     if registry.is_empty() {
@@ -742,8 +745,10 @@ async fn run_worker(
         Some(addr) => Some(crate::web::spawn(&config, web, addr, &handle).await?),
         None => None,
     };
-    let pump = match postgres {
-        Some(url) => Some(crate::postgres::spawn_pump(url, worker.client().clone()).await?),
+    let pump = match &config.postgres.url {
+        Some(url) => {
+            Some(crate::postgres::spawn_pump(url, &config.postgres, worker.client().clone()).await?)
+        }
         None => None,
     };
     let result = worker.run_with_signals(handle).await;
@@ -791,6 +796,9 @@ fn load_config(global: &Global, r: &RunArgs) -> Result<WorkerConfig> {
     }
     if let Some(v) = global.wait_timeout {
         c.client.connect.wait_timeout = v;
+    }
+    if let Some(v) = &r.postgres {
+        c.postgres.url = Some(v.clone());
     }
     if let Some(v) = &r.fair_key_format {
         c.client.connect.fair_key_format = Some(v.clone());

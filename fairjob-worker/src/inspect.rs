@@ -192,7 +192,8 @@ impl Inspect {
             if first {
                 println!(
                     "sharded queue {queue}: {} tenant(s), {} runnable, inbox {}; defaults: weight {}, \
-                     floor {}, cap {}; virtual time {:.3}; default burst {}",
+                     floor {}, cap {}; rate {}; virtual time {:.3}; {} waiting for their rate; \
+                     default burst {}",
                     view.tenants,
                     view.runnable,
                     view.inbox,
@@ -201,7 +202,10 @@ impl Inspect {
                     view.default_floor.unwrap_or(0),
                     view.default_limit
                         .map_or_else(|| "unlimited".to_owned(), |l| l.to_string()),
+                    view.default_rate
+                        .map_or_else(|| "none".to_owned(), fairjob::rate::describe_tenant_rate),
                     view.virtual_time,
+                    view.rate_waiting,
                     view.default_burst
                         .map_or_else(|| "none".to_owned(), |b| b.to_string()),
                 );
@@ -212,7 +216,7 @@ impl Inspect {
                     .collect();
                 println!("  served next: {}", next.join(", "));
                 println!(
-                    "  {:<24} {:>8} {:>8} {:>7} {:>6} {:>6} {:>12} {:>9} {:>8}",
+                    "  {:<24} {:>8} {:>8} {:>7} {:>6} {:>6} {:>12} {:>9} {:>8} {:>10}",
                     "tenant",
                     "pending",
                     "running",
@@ -221,7 +225,8 @@ impl Inspect {
                     "cap",
                     "pass",
                     "rotation",
-                    "share"
+                    "share",
+                    "rate"
                 );
                 first = false;
             }
@@ -236,7 +241,7 @@ impl Inspect {
                     "-".to_owned()
                 };
                 println!(
-                    "  {name:<24} {:>8} {:>8} {:>7} {:>6} {:>6} {:>12} {:>9} {:>8}",
+                    "  {name:<24} {:>8} {:>8} {:>7} {:>6} {:>6} {:>12} {:>9} {:>8} {:>10}",
                     row.pending,
                     row.running,
                     num(row.weight.or(view.default_weight).or(Some(1.0))),
@@ -250,7 +255,19 @@ impl Inspect {
                         || "-".to_owned(),
                         |r| format!("#{r}{}", if row.under_floor { " f" } else { "" })
                     ),
-                    share
+                    share,
+                    row.rate.or(view.default_rate).map_or_else(
+                        || "-".to_owned(),
+                        |r| format!(
+                            "{}{}",
+                            fairjob::rate::describe_tenant_rate(r),
+                            if row.rate_wait_until.is_some() {
+                                " w"
+                            } else {
+                                ""
+                            }
+                        )
+                    ),
                 );
             }
             for row in &view.rows {
@@ -272,7 +289,7 @@ impl Inspect {
                 Some(cursor) => page.cursor = cursor,
                 None => {
                     println!(
-                        "  share: of the {} jobs dispatched in the last {} minutes; f: under its floor",
+                        "  share: of the {} jobs dispatched in the last {} minutes; f: under its floor; w: waiting for its rate",
                         view.dispatched,
                         fairjob::inspect::SHARE_MINUTES
                     );
@@ -309,6 +326,14 @@ impl Inspect {
             ("weight", describe(policy.weight)),
             ("floor", describe(policy.floor)),
             ("cap", describe(policy.cap)),
+            (
+                "rate",
+                describe(match policy.rate {
+                    Setting::Set(r) => Setting::Set(fairjob::rate::describe_tenant_rate(r)),
+                    Setting::Clear => Setting::Clear,
+                    Setting::Keep => Setting::Keep,
+                }),
+            ),
             ("burst", describe(policy.burst)),
             ("queue-wide yield grace", describe(secs(yields.grace))),
             ("queue-wide yield min run", describe(secs(yields.min_run))),

@@ -41,7 +41,10 @@ async fn bind(
     fairjob_web::WebConfig,
     tokio::net::TcpListener,
 )> {
-    let web = web_config(opts);
+    let mut web = web_config(opts);
+    if let Some(url) = &config.postgres.url {
+        web = crate::postgres::panel(web, url)?;
+    }
     fairjob_web::check_bind(addr, &web)?;
     let client = fairjob::ClientBuilder::from_config(config.client.clone())
         .build()

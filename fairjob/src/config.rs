@@ -149,6 +149,66 @@ pub struct WorkerConfig {
     pub propagation: Propagation,
     /// Periodic schedules (`[[cron]]` entries), declared like `#[cron]`.
     pub cron: Vec<CronConfig>,
+    /// fairjob-postgres' pump beside the worker (the `[postgres]` table):
+    /// read by `fairjob-worker run` (and `pump`); a library worker uses
+    /// `fairjob_postgres::WorkerBuilderExt::postgres`.
+    pub postgres: PostgresConfig,
+}
+
+/// The `[postgres]` table of the worker's TOML: the pump `fairjob-worker
+/// run` starts beside the worker when `url` is set (as `--postgres URL`),
+/// and the defaults of `fairjob-worker pump`.
+///
+/// ```toml
+/// [postgres]
+/// url = "postgres://app@db/app"
+/// keep_queues = ["billing"]   # "Postgres stays the truth" for these queues
+/// listen = true               # also wake on NOTIFY fairjob_outbox
+/// retention = "7d"
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PostgresConfig {
+    /// The PostgreSQL URL (none: no pump).
+    pub url: Option<String>,
+    /// Queues whose jobs stay in PostgreSQL until they end.
+    pub keep_queues: Vec<String>,
+    /// Wake on `NOTIFY fairjob_outbox` besides polling (default false).
+    pub listen: bool,
+    /// Rows per batch (default 500).
+    pub batch: usize,
+    /// Poll interval while there is work (default 100ms).
+    #[serde(with = "human")]
+    pub poll_interval: Duration,
+    /// Longest wait between polls when idle (default 2s).
+    #[serde(with = "human")]
+    pub max_idle_interval: Duration,
+    /// How often the relay epoch is checked and completions drained (default 1s).
+    #[serde(with = "human")]
+    pub check_interval: Duration,
+    /// How long finished kept rows stay (default 7 days).
+    #[serde(with = "human")]
+    pub retention: Duration,
+    /// How long a kept job may be missing from Redis before it is published
+    /// again (default 60s).
+    #[serde(with = "human")]
+    pub lost_grace: Duration,
+}
+
+impl Default for PostgresConfig {
+    fn default() -> Self {
+        PostgresConfig {
+            url: None,
+            keep_queues: Vec::new(),
+            listen: false,
+            batch: 500,
+            poll_interval: Duration::from_millis(100),
+            max_idle_interval: Duration::from_secs(2),
+            check_interval: Duration::from_secs(1),
+            retention: Duration::from_secs(7 * 24 * 3600),
+            lost_grace: Duration::from_secs(60),
+        }
+    }
 }
 
 /// Settings of the worker's metrics (see [`crate::metrics`]). In the TOML
@@ -216,6 +276,7 @@ impl Default for WorkerConfig {
             metrics: MetricsConfig::default(),
             propagation: Propagation::Child,
             cron: Vec::new(),
+            postgres: PostgresConfig::default(),
         }
     }
 }
@@ -324,6 +385,7 @@ struct WorkerConfigFile {
     metrics_sample_interval: Duration,
     propagation: Propagation,
     cron: Vec<CronConfig>,
+    postgres: PostgresConfig,
 }
 
 /// A `[[cron]]` entry of the worker's TOML: a periodic schedule of a job
@@ -486,6 +548,7 @@ impl From<WorkerConfig> for WorkerConfigFile {
             metrics_sample_interval: w.metrics.sample_interval,
             propagation: w.propagation,
             cron: w.cron,
+            postgres: w.postgres,
         }
     }
 }
@@ -537,6 +600,7 @@ impl From<WorkerConfigFile> for WorkerConfig {
             },
             propagation: f.propagation,
             cron: f.cron,
+            postgres: f.postgres,
         }
     }
 }
@@ -544,6 +608,22 @@ impl From<WorkerConfigFile> for WorkerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_postgres_table_is_read_with_its_defaults() {
+        let c: WorkerConfig = serde_json::from_str(
+            r#"{"postgres": {"url": "postgres://db/app", "keep_queues": ["billing"], "retention": "1d"}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.postgres.url.as_deref(), Some("postgres://db/app"));
+        assert_eq!(c.postgres.keep_queues, vec!["billing".to_owned()]);
+        assert_eq!(c.postgres.retention, Duration::from_secs(86_400));
+        assert_eq!(c.postgres.batch, 500);
+        assert!(!c.postgres.listen);
+        let err =
+            serde_json::from_str::<WorkerConfig>(r#"{"postgres": {"keep": []}}"#).unwrap_err();
+        assert!(err.to_string().contains("keep"), "{err}");
+    }
 
     #[test]
     fn config_round_trips_through_serde_flat() {

@@ -64,9 +64,9 @@ pub mod worker;
 
 pub use client::{
     Bulk, Client, ClientBuilder, ClientMiddleware, ClientNext, CronSpec, IntoPush, PushJob,
-    StagedPush, client_middleware_fn,
+    RelayEnd, StagedPush, client_middleware_fn,
 };
-pub use config::{ClientConfig, WorkerConfig};
+pub use config::{ClientConfig, PostgresConfig, WorkerConfig};
 pub use error::{Error, JobError, Result};
 pub use fairjob_macros::Job;
 pub use job::{Enqueue, Iterate, Job, JobContext, JobRegistration, Perform, Registry, Step};

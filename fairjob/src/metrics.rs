@@ -44,6 +44,9 @@ pub const UNIQUE_REJECTIONS_TOTAL: &str = "fairjob_unique_rejections_total";
 pub const SHARD_RUNNING: &str = "fairjob_shard_running";
 /// Pending jobs of a sharded queue, by `queue`, `tenant`. Gauge.
 pub const SHARD_PENDING: &str = "fairjob_shard_pending";
+/// Tenants of a sharded queue out of its dispatch order, waiting for their
+/// rate, by `queue`. Gauge.
+pub const SHARD_RATE_WAITING: &str = "fairjob_shard_rate_waiting";
 /// Jobs parked in a slot limit's lock-wait list, by `key`. Gauge.
 pub const SLOT_WAITING: &str = "fairjob_slot_waiting";
 /// Jobs waiting in a rate limiter's list, by `key`. Gauge.
@@ -92,6 +95,7 @@ pub const ALL: &[&str] = &[
     UNIQUE_REJECTIONS_TOTAL,
     SHARD_RUNNING,
     SHARD_PENDING,
+    SHARD_RATE_WAITING,
     SLOT_WAITING,
     RATE_WAITING,
     RATE_RELEASED_TOTAL,
@@ -210,6 +214,10 @@ pub fn describe() {
     describe_gauge!(
         SHARD_PENDING,
         "Pending jobs of a sharded queue's tenant. Sampled by one process."
+    );
+    describe_gauge!(
+        SHARD_RATE_WAITING,
+        "Tenants of a sharded queue waiting for their rate (out of the dispatch order). Sampled by one process."
     );
     describe_gauge!(
         SLOT_WAITING,

@@ -23,7 +23,7 @@
 
 use std::time::Duration;
 
-use crate::broker::{RateAcquired, RateRequest, RedisBroker, Setting, Token};
+use crate::broker::{RateAcquired, RateRequest, RedisBroker, Setting, ShardRate, Token};
 use crate::error::Result;
 use crate::wire::{Payload, RateLimit};
 
@@ -119,6 +119,32 @@ pub fn parse_rate(text: &str) -> std::result::Result<(u32, Duration), String> {
         .map_err(|_| format!("invalid rate {text:?}: `{n}` is not a whole number"))?;
     let per = parse_period(per.trim())?;
     Ok((limit, per))
+}
+
+/// Parses a sharded queue tenant's rate (`shard-policy --rate`): `10/s`,
+/// `100/1m`. At least one start per period (a cap of 0 pauses a tenant), at
+/// most one per microsecond.
+pub fn parse_tenant_rate(text: &str) -> std::result::Result<ShardRate, String> {
+    let (limit, per) = parse_rate(text)?;
+    if limit == 0 {
+        return Err(format!(
+            "invalid rate {text:?}: a tenant's rate allows at least 1 start per period (a cap of 0 pauses a tenant)"
+        ));
+    }
+    let per_us = u64::try_from(per.as_micros())
+        .map_err(|_| format!("invalid rate {text:?}: the period is too long"))?;
+    if per_us < u64::from(limit) {
+        return Err(format!(
+            "invalid rate {text:?}: more than one start per microsecond"
+        ));
+    }
+    Ok(ShardRate { limit, per_us })
+}
+
+/// A tenant's rate as people write it: `10/1s`, `100/1m`, `5/250ms`.
+pub fn describe_tenant_rate(rate: ShardRate) -> String {
+    let per = humantime::format_duration(Duration::from_micros(rate.per_us)).to_string();
+    format!("{}/{}", rate.limit, per.replace(' ', ""))
 }
 
 /// A period: a humantime duration (`1m`, `250ms`) or a bare unit (`s`, `m`, `h`, `d`).
@@ -312,6 +338,63 @@ mod tests {
         assert!(parse_rate("10").is_err());
         assert!(parse_rate("-1/s").is_err());
         assert!(parse_rate("1/0s").is_err());
+    }
+
+    #[test]
+    fn tenant_rates_parse_and_read_back() {
+        let r = parse_tenant_rate("10/s").unwrap();
+        assert_eq!(
+            r,
+            ShardRate {
+                limit: 10,
+                per_us: 1_000_000
+            }
+        );
+        assert_eq!(r.stored(), "10/1000000");
+        assert_eq!(ShardRate::from_stored(&r.stored()), Some(r));
+        assert_eq!(describe_tenant_rate(r), "10/1s");
+        let m = parse_tenant_rate("100/1m").unwrap();
+        assert_eq!(m.per_us, 60_000_000);
+        assert_eq!(describe_tenant_rate(m), "100/1m");
+        assert_eq!(parse_tenant_rate(&describe_tenant_rate(m)), Ok(m));
+        assert_eq!(
+            describe_tenant_rate(parse_tenant_rate("5/250ms").unwrap()),
+            "5/250ms"
+        );
+        assert_eq!(
+            describe_tenant_rate(parse_tenant_rate("3/1m30s").unwrap()),
+            "3/1m30s"
+        );
+    }
+
+    #[test]
+    fn bad_tenant_rates_are_clear_errors() {
+        let zero = parse_tenant_rate("0/s").unwrap_err();
+        assert!(zero.contains("cap of 0"), "{zero}");
+        assert!(
+            parse_tenant_rate("10")
+                .unwrap_err()
+                .contains("<limit>/<period>")
+        );
+        assert!(
+            parse_tenant_rate("x/s")
+                .unwrap_err()
+                .contains("not a whole number")
+        );
+        assert!(parse_tenant_rate("-1/s").is_err());
+        assert!(
+            parse_tenant_rate("1/0s")
+                .unwrap_err()
+                .contains("longer than zero")
+        );
+        assert!(parse_tenant_rate("1/fortnight").is_err());
+        assert!(
+            parse_tenant_rate("2000/1ms")
+                .unwrap_err()
+                .contains("per microsecond")
+        );
+        assert_eq!(ShardRate::from_stored("0/100"), None);
+        assert_eq!(ShardRate::from_stored("ten/100"), None);
     }
 
     #[test]

@@ -170,3 +170,101 @@ impl Perform for RateSlotJob {
         started(cx, &self.key).await
     }
 }
+
+/// A job of the sharded queue `tenant_rates`: records its start under
+/// `t:<tenant>` on Redis's clock, then sleeps `ms`. It declares no rate; the
+/// queue's shard policy gives tenants theirs.
+#[derive(Debug, Clone, Serialize, Deserialize, Job)]
+#[job(class = "TenantRateJob", queue = "tenant_rates", shard_by_tenant)]
+#[fair_tenant(tenant)]
+pub struct TenantRateJob {
+    /// Tenant.
+    pub tenant: String,
+    /// Sleep.
+    pub ms: u64,
+}
+
+impl TenantRateJob {
+    /// `n` jobs of `tenant`, each sleeping `ms`.
+    pub fn batch(tenant: &str, n: usize, ms: u64) -> Vec<TenantRateJob> {
+        let job = TenantRateJob {
+            tenant: tenant.to_owned(),
+            ms,
+        };
+        std::iter::repeat_n(job, n).collect()
+    }
+}
+
+impl Perform for TenantRateJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        started(cx, &format!("t:{}", self.tenant)).await?;
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        Ok(())
+    }
+}
+
+/// Starts of the sharded phases of the rate benchmark: (tenant, when).
+pub static SHARD_BENCH_STARTS: std::sync::Mutex<Vec<(u32, std::time::Instant)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// A job of the sharded queue `bench_shard` for the rate benchmark's tenant
+/// phases: records its tenant and start time (the shard policy gives rates).
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "BenchShardJob", queue = "bench_shard", shard_by_tenant)]
+#[fair_tenant(tenant)]
+pub struct BenchShardJob {
+    /// Tenant.
+    pub tenant: u32,
+}
+
+impl Perform for BenchShardJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        SHARD_BENCH_STARTS
+            .lock()
+            .expect("starts lock")
+            .push((self.tenant, std::time::Instant::now()));
+        RATE_BENCH_DONE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// The proof job: 20 starts per second, one limiter for the class.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "BenchProofJob", queue = "bench_rates")]
+#[rate_limit(limit = 20, per = "1s")]
+pub struct BenchProofJob {
+    /// Sleep.
+    pub ms: u64,
+}
+
+impl Perform for BenchProofJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        SHARD_BENCH_STARTS
+            .lock()
+            .expect("starts lock")
+            .push((1, std::time::Instant::now()));
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        RATE_BENCH_DONE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// The proof's unlimited jobs, on the same queue.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "BenchProofFreeJob", queue = "bench_rates")]
+pub struct BenchProofFreeJob {
+    /// Sleep.
+    pub ms: u64,
+}
+
+impl Perform for BenchProofFreeJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        SHARD_BENCH_STARTS
+            .lock()
+            .expect("starts lock")
+            .push((2, std::time::Instant::now()));
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        RATE_BENCH_DONE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}

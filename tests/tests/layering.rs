@@ -58,9 +58,12 @@ const ABOVE: &[(&str, &[(&str, u8)])] = &[
         "fairjob-postgres/src",
         &[
             ("error", 0),
+            ("metrics", 0),
             ("schema", 1),
             ("enqueue", 1),
-            ("pump", 1),
+            ("status", 1),
+            ("pump", 2),
+            ("worker", 3),
             ("testing", 2),
         ],
     ),

@@ -349,3 +349,118 @@ async fn a_job_limited_by_rate_and_slots_waits_for_each_in_turn() {
     assert_eq!(redis.llen(rate.waiters).await, 0);
     assert_eq!(redis.zcard(redis.key("retry")).await, 0, "no retry spent");
 }
+
+/// The starts of `key` on a server the test drives itself: (µs, jid).
+async fn starts_at(c: &fairjob::Client, key: &str) -> Vec<(u64, String)> {
+    let k = format!("{}started:{key}", c.broker().keys().prefix());
+    let lines: Vec<String> =
+        fairjob_tests::query(c.broker(), redis::cmd("LRANGE").arg(k).arg(0).arg(-1))
+            .await
+            .unwrap_or_default();
+    lines
+        .iter()
+        .filter_map(|s| {
+            let (t, jid) = s.split_once(' ')?;
+            Some((t.parse().ok()?, jid.to_owned()))
+        })
+        .collect()
+}
+
+async fn len_of(c: &fairjob::Client, cmd: &str, key: String) -> u64 {
+    fairjob_tests::query(c.broker(), redis::cmd(cmd).arg(key))
+        .await
+        .unwrap_or(u64::MAX)
+}
+
+/// Distinct jids started, and starts beyond one per jid.
+fn ran_and_twice(s: &[(u64, String)]) -> (usize, usize) {
+    let distinct: std::collections::BTreeSet<&String> = s.iter().map(|x| &x.1).collect();
+    (distinct.len(), s.len() - distinct.len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_restart_from_the_aof_loses_no_waiting_job() {
+    const ARGS: &[&str] = &["--appendonly", "yes", "--appendfsync", "always"];
+    let mut server = fairjob_tests::RedisServer::start(ARGS).expect("redis-server starts");
+    let url = server.url();
+    let ns = fairjob_tests::namespace();
+    let c = fairjob::Client::builder(&url)
+        .namespace(&ns)
+        .response_timeout(Duration::from_secs(1))
+        .connect_timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap();
+    c.push_bulk(RateJob::batch("aof", 80, 50)).await.unwrap();
+    let _w = worker(&url, &ns).flag("--lease", "3s").start();
+    let waiters = c.broker().keys().rate("RateJob:aof").waiters;
+    eventually!(
+        within Duration::from_secs(10),
+        starts_at(&c, "aof").await.len() >= 15 && len_of(&c, "LLEN", waiters.clone()).await > 20,
+        "jobs run and others wait in the limiter's list"
+    );
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    server.restart(ARGS).expect("redis-server restarts");
+    eventually!(
+        within Duration::from_secs(60),
+        ran_and_twice(&starts_at(&c, "aof").await).0 == 80,
+        "every job runs after the restart"
+    );
+    let (_, twice) = ran_and_twice(&starts_at(&c, "aof").await);
+    println!("rate_limits: Redis kill -9 + AOF restart: 80 jobs ran, {twice} started twice");
+    assert!(
+        twice <= 10,
+        "none twice beyond the 10 in flight at the fault, saw {twice}"
+    );
+    eventually!(
+        within Duration::from_secs(10),
+        len_of(&c, "LLEN", waiters.clone()).await == 0
+            && len_of(&c, "ZCARD", c.broker().keys().rates_due()).await == 0,
+        "the waiting list and the release schedule end empty"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_worker_holding_released_jobs_loses_none() {
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    c.push_bulk(RateJob::batch("frozen", 40, 400))
+        .await
+        .unwrap();
+    let first = worker(redis.url(), redis.ns()).start();
+    eventually!(
+        within Duration::from_secs(10),
+        starts(&redis, "frozen").await.len() >= 8,
+        "released jobs run on the first worker"
+    );
+    // Frozen past its lease (1.5 s) while it holds jobs.
+    first.signal("STOP");
+    let _second = worker(redis.url(), redis.ns()).start();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    first.signal("CONT");
+    let s = eventually!(
+        within Duration::from_secs(30),
+        let s = starts(&redis, "frozen").await;
+        s.iter().map(|x| &x.1).collect::<std::collections::BTreeSet<_>>().len() == 40,
+        "every job runs"
+    );
+    let _ = s;
+    let (_, twice) = ran_and_twice(&starts(&redis, "frozen").await);
+    println!("rate_limits: frozen worker: 40 jobs ran, {twice} started twice");
+    assert!(
+        twice <= 10,
+        "none twice beyond the 10 the frozen worker held, saw {twice}"
+    );
+    let times: Vec<u64> = starts(&redis, "frozen").await.iter().map(|x| x.0).collect();
+    let most = max_in_window(&times, 1_000_000);
+    assert!(
+        most <= 20,
+        "recovered jobs pass the limiter again: at most 20 in any 1 s window, saw {most}"
+    );
+    eventually!(
+        redis.llen(limiter(&redis, "frozen").waiters).await == 0
+            && redis.zcard(redis.keys().rates_due()).await == 0,
+        "waiting list and schedule end empty"
+    );
+}

@@ -4,7 +4,9 @@
 //! stopped after a failed save (`MISCONF`), a long script (`BUSY`), a
 //! restart that stays `LOADING`. Every push succeeds or returns its typed
 //! error within the retry deadline, every acknowledged job runs, and a stall
-//! shorter than two leases runs no job twice and recovers nobody; while
+//! of Redis (even longer than a lease) runs no job twice and recovers nobody,
+//! a real FAILOVER to a replica and back loses nothing, and a killed worker
+//! is still recovered within its lease; while
 //! Redis refuses writes, `/readyz`, the dashboard and the metrics say so.
 
 use std::sync::Arc;
@@ -122,47 +124,170 @@ async fn every_acked_job_ran_once(dir: &std::path::Path, acked: &[String]) {
     assert!(twice.is_empty(), "jobs ran twice: {twice:?}");
 }
 
+/// The issue's own figures: two workers with a 3 s lease (heartbeat 1 s,
+/// reaper every 300 ms).
+fn worker_3s(redis: &Redis, dir: &std::path::Path) -> TestWorker {
+    redis
+        .ledger_worker(dir)
+        .concurrency(8)
+        .flag("--lease", "3s")
+        .flag("--heartbeat", "1s")
+        .flag("--reaper-interval", "300ms")
+}
+
+/// Another client's script that holds Redis for `ms` milliseconds.
+fn hold_redis(port: u16, ms: u64) -> tokio::task::JoinHandle<String> {
+    let script = format!(
+        "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] \
+         while true do local n = redis.call('TIME') \
+         if n[1] * 1000000 + n[2] - s > {} then break end end return 1",
+        ms * 1000
+    );
+    tokio::task::spawn_blocking(move || cli(port, &["EVAL", &script, "0"]))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_busy_stall_shorter_than_two_leases_recovers_nobody() {
+async fn a_busy_stall_longer_than_the_lease_recovers_nobody_and_a_real_death_still_is() {
     let redis = Redis::start_with(&["--busy-reply-threshold", "100"]).await;
     let port = redis.server().port();
     let dir = ledger_dir("busy-stall");
-    let _a = worker(&redis, &dir).start();
-    let _b = worker(&redis, &dir).start();
+    let mut a = worker_3s(&redis, &dir).start();
+    let _b = worker_3s(&redis, &dir).start();
     eventually!(
         redis.hlen(redis.keys().workers()).await == 2,
         "both workers register"
     );
     let stop = Arc::new(AtomicBool::new(false));
-    // Jobs of 300 ms: some are running when the stall ends.
-    let producer = produce(client(&redis, DEADLINE).await, 300, stop.clone());
-    tokio::time::sleep(Duration::from_millis(800)).await;
-
-    // Another client's script holds Redis for 1.6 s: everyone gets BUSY,
-    // every lease expires, nobody died.
-    let busy = tokio::task::spawn_blocking(move || {
-        cli(
-            port,
-            &[
-                "EVAL",
-                "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] \
-                 while true do local n = redis.call('TIME') \
-                 if n[1] * 1000000 + n[2] - s > 1600000 then break end end return 1",
-                "0",
-            ],
-        )
-    });
-    assert_eq!(busy.await.unwrap().trim(), "1", "the long script ran");
+    // Jobs of 300 ms: some are running when the stall ends. The producer's
+    // deadline outlasts the stall, so its pushes wait instead of failing.
+    let producer = produce(
+        client(&redis, Duration::from_secs(6)).await,
+        300,
+        stop.clone(),
+    );
     tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // Another client's script holds Redis for 4.5 s, one and a half leases:
+    // everyone gets BUSY, every lease expires, nobody died.
+    assert_eq!(
+        hold_redis(port, 4500).await.unwrap().trim(),
+        "1",
+        "the long script ran"
+    );
+    // A lease and a half for any wrong recovery to happen.
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    assert_eq!(redis.stat("recovered").await, 0, "nobody was recovered");
+
+    // A real death is still recovered within the lease and the reaper's interval.
+    let running_on_a = eventually!(
+        let jobs = Ledger::read(&dir).in_flight_on(&[a.pid()]);
+        !jobs.is_empty(),
+        "the worker about to die runs jobs"
+    );
+    a.signal("KILL");
+    let killed = Instant::now();
+    a.wait_timeout(Duration::from_secs(5));
+    eventually!(
+        within Duration::from_secs(30),
+        redis.stat("recovered").await > 0,
+        "the killed worker's jobs are recovered"
+    );
+    eprintln!(
+        "a 4.5 s BUSY stall with 3 s leases: 0 recovered; a kill -9 with {} jobs running \
+         was recovered after {:?} (lease 3 s + reaper 300 ms)",
+        running_on_a.len(),
+        killed.elapsed()
+    );
     stop.store(true, Ordering::Relaxed);
     let produced = producer.await.unwrap();
-
     assert!(
         produced.errors.is_empty(),
         "a stall shorter than the retry deadline fails no push: {:?}",
         produced.errors
     );
-    every_acked_job_ran_once(&dir, &produced.acked).await;
+    // Only the jobs the killed worker had in flight may have started twice.
+    eventually!(
+        within Duration::from_secs(30),
+        let missing = Ledger::read(&dir).not_ended(&produced.acked).len();
+        missing == 0,
+        "every acknowledged job runs"
+    );
+    let ledger = Ledger::read(&dir);
+    let twice = ledger.started_more_than_once();
+    // Jobs the killed worker started and never ended: what it had in flight.
+    let in_flight_at_kill = ledger.in_flight_on(&[a.pid()]);
+    assert!(
+        twice.is_subset(&in_flight_at_kill),
+        "only the killed worker's jobs in flight ran twice: {twice:?} vs {in_flight_at_kill:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_failover_and_back_loses_no_acknowledged_job_and_runs_none_twice() {
+    let redis = Redis::start().await;
+    let primary = redis.server().port();
+    let replica = RedisServer::start(&["--replicaof", "127.0.0.1", &primary.to_string()])
+        .expect("a replica starts");
+    let in_sync = |port: u16| {
+        let info = cli(port, &["INFO", "replication"]);
+        info.contains("role:master") && info.contains("state=online")
+    };
+    eventually!(in_sync(primary), "the replica is in sync");
+    let dir = ledger_dir("failover");
+    let _a = worker_3s(&redis, &dir).start();
+    let _b = worker_3s(&redis, &dir).start();
+    eventually!(
+        redis.hlen(redis.keys().workers()).await == 2,
+        "both workers register"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let with_retry = produce(client(&redis, DEADLINE).await, 200, stop.clone());
+    let without = produce(client(&redis, Duration::ZERO).await, 200, stop.clone());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // A real FAILOVER: the primary hands over to its replica and becomes a
+    // read-only replica itself; everybody's URL still names it. 4 s later the
+    // replica hands back.
+    assert!(
+        cli(primary, &["FAILOVER"]).contains("OK"),
+        "FAILOVER accepted"
+    );
+    eventually!(
+        cli(primary, &["ROLE"]).starts_with("slave"),
+        "the old primary is now a replica"
+    );
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    eventually!(
+        in_sync(replica.port()),
+        "the old primary follows the new one"
+    );
+    assert!(
+        cli(replica.port(), &["FAILOVER"]).contains("OK"),
+        "FAILOVER back"
+    );
+    eventually!(
+        cli(primary, &["ROLE"]).starts_with("master"),
+        "the first primary is primary again"
+    );
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    stop.store(true, Ordering::Relaxed);
+    let with_retry = with_retry.await.unwrap();
+    let without = without.await.unwrap();
+    eprintln!(
+        "pushes through a 4 s FAILOVER and back: with retries {} acked, {} errors; \
+         without {} acked, {} errors",
+        with_retry.acked.len(),
+        with_retry.errors.len(),
+        without.acked.len(),
+        without.errors.len()
+    );
+    assert!(
+        !without.errors.is_empty(),
+        "a push without retries meets the read-only window"
+    );
+    let mut acked = with_retry.acked;
+    acked.extend(without.acked);
+    every_acked_job_ran_once(&dir, &acked).await;
     assert_eq!(redis.stat("recovered").await, 0, "nobody was recovered");
 }
 

@@ -784,20 +784,20 @@ async fn shards_command_shows_pending_running_limit_and_rotation() {
         "{table}"
     );
     assert!(table.contains("served next: alpha, gamma"), "{table}");
-    // pending, running, weight, floor, cap, pass, rotation, share
+    // pending, running, weight, floor, cap, pass, rotation, share, rate
     assert_eq!(
         rows["alpha"],
-        ["3", "0", "1", "0", "5", "0.000", "#1", "-"],
+        ["3", "0", "1", "0", "5", "0.000", "#1", "-", "-"],
         "{table}"
     );
     assert_eq!(
         rows["beta"],
-        ["2", "0", "1", "0", "0", "-", "-", "-"],
+        ["2", "0", "1", "0", "0", "-", "-", "-", "-"],
         "{table}"
     );
     assert_eq!(
         rows["gamma"],
-        ["1", "0", "1", "0", "5", "0.000", "#2", "-"],
+        ["1", "0", "1", "0", "5", "0.000", "#2", "-", "-"],
         "{table}"
     );
 }

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use fairjob::prelude::*;
 use fairjob_examples::EchoJob;
-use fairjob_postgres::{EnqueueTx, Pump};
+use fairjob_postgres::{EnqueueTx, KeepExt, Pump, notify_pumps};
 use sqlx::PgPool;
 
 async fn signup(
@@ -37,8 +37,10 @@ async fn signup(
         .execute(&mut *tx)
         .await
         .map_err(|e| fail(&e))?;
+    // Kept until done: if Redis loses it before it ran, the pump pushes it again.
     let jid = EchoJob(format!("welcome {name}"))
         .set_tenant(tenant)
+        .keep_until_done()
         .perform_async_tx(&mut *tx)
         .await
         .map_err(|e| fail(&e))?;
@@ -47,6 +49,8 @@ async fn signup(
         return Err((StatusCode::BAD_REQUEST, "name too long".into()));
     }
     tx.commit().await.map_err(|e| fail(&e))?;
+    // Wakes the pump at once; sent after the commit, never inside the transaction.
+    let _ = notify_pumps(&pool).await;
     Ok(format!("{jid}\n"))
 }
 
@@ -60,7 +64,11 @@ async fn main() -> anyhow::Result<()> {
         .execute(&pool)
         .await?;
     let client = Client::connect(&redis).await?;
-    let pump = tokio::spawn(Pump::new(pool.clone(), client).run(std::future::pending()));
+    let pump = tokio::spawn(
+        Pump::new(pool.clone(), client)
+            .listen(true)
+            .run(std::future::pending()),
+    );
     let app = Router::new()
         .route("/signups/{name}", post(signup))
         .with_state(pool);

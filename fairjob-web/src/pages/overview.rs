@@ -42,10 +42,17 @@ pub(crate) struct QueueLine {
     failed_1h: String,
 }
 
+pub(crate) struct PanelView {
+    title: String,
+    rows: Vec<(String, String)>,
+    error: Option<String>,
+}
+
 #[derive(Template)]
 #[template(path = "overview.html", blocks = ["live"])]
 pub(crate) struct OverviewPage {
     chrome: Chrome,
+    panels: Vec<PanelView>,
     refusal: Option<String>,
     warnings: Vec<String>,
     cards: Vec<Card>,
@@ -61,9 +68,25 @@ pub(crate) struct OverviewPage {
 /// `GET /`.
 pub(crate) async fn overview(request: PageRequest) -> Result<Response, WebError> {
     let view = load::overview(&request.state).await?;
+    let mut panels = Vec::new();
+    for load in &request.state.config.panels {
+        panels.push(match load().await {
+            Ok(p) => PanelView {
+                title: p.title,
+                rows: p.rows,
+                error: None,
+            },
+            Err(e) => PanelView {
+                title: String::new(),
+                rows: Vec::new(),
+                error: Some(e),
+            },
+        });
+    }
     let plus = |exact: bool| if exact { "" } else { "+" };
     let page = OverviewPage {
         chrome: request.chrome("/"),
+        panels,
         refusal: view
             .redis_refusal
             .as_ref()

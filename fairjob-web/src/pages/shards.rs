@@ -1,12 +1,13 @@
 //! `/shards/{queue}`: a sharded queue's tenants in dispatch order, their
-//! settings, measured share and fair-yield requests (asked / honoured /
-//! ignored), and changing a tenant's or the defaults' weight, floor, cap and
-//! burst (POST).
+//! settings, rate, measured share and fair-yield requests (asked / honoured
+//! / ignored), and changing a tenant's or the defaults' weight, floor, cap,
+//! rate and burst (POST).
 
 use askama::Template;
 use axum::extract::Path;
 use axum::response::Response;
 use fairjob::inspect::SHARE_MINUTES;
+use fairjob::rate::describe_tenant_rate;
 
 use super::{Chrome, back, tenant_label};
 use crate::act;
@@ -25,6 +26,7 @@ pub(crate) struct ShardLine {
     weight: String,
     floor: String,
     cap: String,
+    rate: String,
     burst: String,
     yields: String,
     pass: String,
@@ -45,6 +47,7 @@ pub(crate) struct ShardsPage {
     share_minutes: u64,
     defaults: String,
     fair_yield: String,
+    rate_waiting: String,
     next_up: Vec<String>,
     rows: Vec<ShardLine>,
     next: Option<u64>,
@@ -76,15 +79,18 @@ pub(crate) async fn shards(
             "off".to_owned()
         },
         defaults: format!(
-            "{} / {} / {} / {}",
+            "{} / {} / {} / {} / {}",
             view.default_weight
                 .map_or_else(|| "1".to_owned(), |w| w.to_string()),
             view.default_floor.unwrap_or(0),
             view.default_limit
                 .map_or_else(|| "none".to_owned(), |l| l.to_string()),
+            view.default_rate
+                .map_or_else(|| "none".to_owned(), describe_tenant_rate),
             view.default_burst
                 .map_or_else(|| "none".to_owned(), |l| l.to_string())
         ),
+        rate_waiting: format_count(view.rate_waiting),
         next_up: view
             .next_up
             .iter()
@@ -113,6 +119,20 @@ pub(crate) async fn shards(
                         (Some(l), _) => l.to_string(),
                         (None, Some(d)) => format!("{d} (default)"),
                         (None, None) => "none".to_owned(),
+                    },
+                    rate: {
+                        let rate = match (r.rate, view.default_rate) {
+                            (Some(own), _) => describe_tenant_rate(own),
+                            (None, Some(d)) => format!("{} (default)", describe_tenant_rate(d)),
+                            (None, None) => "none".to_owned(),
+                        };
+                        match r.rate_wait_until {
+                            Some(u) => format!(
+                                "{rate}; waits {:.1} s",
+                                u.saturating_sub(view.now_us) as f64 / 1e6
+                            ),
+                            None => rate,
+                        }
                     },
                     burst: match (r.burst, view.default_burst) {
                         (Some(b), _) => b.to_string(),
@@ -147,7 +167,8 @@ pub(crate) async fn shards(
     request.render(&page, ShardsPage::as_live)
 }
 
-/// `POST /shards/{queue}`: a tenant's or the defaults' weight, floor, cap, burst.
+/// `POST /shards/{queue}`: a tenant's or the defaults' weight, floor, cap, rate,
+/// burst.
 pub(crate) async fn post_shards(
     Path(queue): Path<String>,
     form: CheckedForm,

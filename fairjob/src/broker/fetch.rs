@@ -165,6 +165,18 @@ impl RedisBroker {
         n: usize,
         seq: u64,
     ) -> Result<Vec<Reserved>> {
+        Ok(self.fetch_shard_hinted(queue, n, seq).await?.0)
+    }
+
+    /// As [`Self::fetch_shard`], with, when it reserved fewer than `n` and a
+    /// tenant waits for its rate, how long until the first such tenant's rate
+    /// allows a start (an idle worker waits no longer).
+    pub(crate) async fn fetch_shard_hinted(
+        &self,
+        queue: &ShardQueue,
+        n: usize,
+        seq: u64,
+    ) -> Result<(Vec<Reserved>, Option<std::time::Duration>)> {
         let mut inv = SHARD_FETCH.call();
         inv.key(&queue.sk.inbox);
         for k in queue.sk.state() {
@@ -180,20 +192,32 @@ impl RedisBroker {
             .arg(&queue.suffix)
             .arg(&queue.sk.shard_prefix)
             .arg(INBOX_MOVE)
-            .arg(&queue.identity);
-        let reply: Vec<Value> = self.invoke(&inv).await?;
+            .arg(&queue.identity)
+            .arg(RATE_WAKE);
+        let mut reply: Vec<Value> = self.invoke(&inv).await?;
+        let hint = if reply.len() % 2 == 1 {
+            reply
+                .pop()
+                .and_then(|v| u64::from_redis_value(v).ok())
+                .map(std::time::Duration::from_micros)
+        } else {
+            None
+        };
         let mut out = Vec::with_capacity(reply.len() / 2);
         let mut it = reply.into_iter();
         while let (Some(token), Some(raw)) = (it.next(), it.next()) {
             out.push(reserved(token, raw));
         }
-        Ok(out)
+        Ok((out, hint))
     }
 }
 
 /// Inbox entries one `shard_fetch.lua` call moves into shards at most (each
 /// costs a JSON decode in Lua; the bound keeps the script short).
 const INBOX_MOVE: usize = 50;
+
+/// Tenants waiting for their rate one `shard_fetch.lua` call brings back at most.
+const RATE_WAKE: usize = 50;
 
 /// The current minute since the epoch (the dispatch counts' bucket).
 pub(crate) fn epoch_minute() -> u64 {

@@ -370,18 +370,18 @@ impl RedisBroker {
                     .arg(&token.raw),
             )
             .await?;
-        self.deliver_released(&self.keys.limit(&hold.full_key), released)
+        self.deliver_released(&self.keys.limit(&hold.full_key).releasing, released)
             .await
     }
 
-    /// Cluster mode: puts released slot waiters (entries staged in the
-    /// limit's releasing set) at the front of their queues, each in its
+    /// Cluster mode: puts released slot or rate waiters (entries staged in
+    /// the limiter's releasing set) at the front of their queues, each in its
     /// queue's slot, then drops them from the set. The push is the commit
     /// point: a crash before the drop delivers the entry again once its
     /// lease runs out (the reaper), a duplicate, never a loss.
     pub(crate) async fn deliver_released(
         &self,
-        lk: &super::LimitKeys,
+        releasing: &str,
         entries: Vec<Vec<u8>>,
     ) -> Result<()> {
         for entry in entries {
@@ -389,7 +389,7 @@ impl RedisBroker {
             let (Some(queue), Some(payload)) = (fields.get(1), fields.get(3)) else {
                 tracing::warn!("dropping a malformed released slot waiter entry");
                 let _: i64 = self
-                    .query(redis::cmd("ZREM").arg(&lk.releasing).arg(&entry))
+                    .query(redis::cmd("ZREM").arg(releasing).arg(&entry))
                     .await?;
                 continue;
             };
@@ -400,7 +400,7 @@ impl RedisBroker {
             inv.arg(payload.as_slice());
             let _: i64 = self.invoke(&inv).await?;
             let _: i64 = self
-                .query(redis::cmd("ZREM").arg(&lk.releasing).arg(&entry))
+                .query(redis::cmd("ZREM").arg(releasing).arg(&entry))
                 .await?;
         }
         Ok(())

@@ -30,7 +30,7 @@
 //! | `remember_rejections` | the last 1,000 refused duplicates, for explain | `LPUSH`+`LTRIM` | `()` |
 //! | **fetch** (`fetch.rs`) | | | |
 //! | `fetch_plain`, `fetch_plain_alone`, `fetch_plain_after_wait` | moves jobs from plain queues into the worker's in-progress record | `fetch.lua` (behind `BLPOP`) | `Vec<(usize, Reserved)>` |
-//! | `fetch_shard` | sorts a sharded queue's inbox, dispatches by stride order (a tenant's burst while no other is in the order), records running counts; a dispatched tenant fair yield saw waiting leaves `waits` and its wait goes to `slotwaits` | `shard_fetch.lua` | `Vec<Reserved>` |
+//! | `fetch_shard`, `fetch_shard_hinted` | sorts a sharded queue's inbox, brings back tenants whose rate allows a start, dispatches by stride order (a tenant's burst while no other is in the order; a tenant whose rate is spent waits in `rwait`, its pass kept), records running counts; a dispatched tenant fair yield saw waiting leaves `waits` and its wait goes to `slotwaits`; hinted: also how long until the first waiting tenant is due (an idle worker's wait) | `shard_fetch.lua` | `Vec<Reserved>`, `Option<Duration>` |
 //! | **end of a job** (`finish.rs`) | | | |
 //! | `finish` | ack, retry, dead, requeue (front) or yield (back: queue's or tenant shard's tail) of one job, fenced by its token; an ack or a burial releases its unique lock in the same step | `finish.lua`, `shard_finish.lua`, `front.lua` (on a cluster, a plain queue's lock: `unique_release.lua` after) | `FinishReply` |
 //! | `ack_many` | acks a batch of one sharded queue's jobs | `shard_ack_many.lua` | `Vec<bool>` |
@@ -44,11 +44,12 @@
 //! | `slot_acquire` | takes a slot of a fetched job or parks it in the lock-wait list | `slot_acquire.lua`, `slot_take.lua` | `Acquired` |
 //! | `set_slot_limit` | a key's runtime limit; releases waiters into new slots | `slot_set.lua` | released `u64` |
 //! | **rate limits** (`rates.rs`) | | | |
-//! | `rate_acquire` | counts a fetched job's start (GCRA, Redis's clock) or parks it in the limiter's FIFO list; schedules the key's release | `rate_acquire.lua` | `RateAcquired` |
-//! | `rates_due`, `rate_release` | the release schedule's earliest keys; releases the waiters the rule allows now to the front of their queues | `TIME`+`ZRANGE`, `rate_release.lua` | `RateReleased` |
-//! | `set_rate_limit` | a key's runtime limit, period, burst (0 pauses); schedules a release | `rate_set.lua` | waiting `u64` |
+//! | `rate_acquire` | counts a fetched job's start (GCRA, Redis's clock) or parks it in the limiter's FIFO list; schedules the key's release (cluster: register, park in the limiter's slot, leave the record, mirror the schedule) | `rate_acquire.lua` (cluster: `SADD`, `rate_acquire.lua`, `shard_finish.lua`/`HDEL`, `ZADD`/`ZREM`) | `RateAcquired` |
+//! | `rates_due`, `rate_release` | the release schedule's earliest keys; releases the waiters the rule allows now to the front of their queues (cluster: staged in the limiter's slot, then delivered, schedule mirrored) | `TIME`+`ZRANGE`, `rate_release.lua` (cluster: + `front.lua`, `ZREM`, `ZADD`/`ZREM`) | `RateReleased` |
+//! | `set_rate_limit` | a key's runtime limit, period, burst (0 pauses); schedules a release | `rate_set.lua` (cluster: + `SADD`, `ZSCORE`, `ZADD`/`ZREM`) | waiting `u64` |
+//! | `reconcile_rates` | cluster: redelivers staged rate waiters whose deliverer died; repairs the shared schedule from each limiter's own | `SSCAN`, `reclaim.lua`, `front.lua`, `ZSCORE`, `ZADD`/`ZREM` | redelivered `u64` |
 //! | **tenant shards** (`shards.rs`) | | | |
-//! | `set_shard_policy`, `set_shard_limit` | a tenant's (or the default) weight, floor, cap; re-checks runnability | `shard_policy.lua` | `()` |
+//! | `set_shard_policy`, `set_shard_limit` | a tenant's (or the default) weight, floor, cap, rate; re-checks runnability | `shard_policy.lua` | `()` |
 //! | `set_shard_policy`'s `burst` | a tenant's (or the default) burst: its running limit while no other tenant is in the dispatch order (dispatch and runnability use it; `lib_shard.lua`'s `shard_limit`) | `shard_policy.lua` | `()` |
 //! | `migrate_shard_ring` | moves a 0.1 round-robin ring to fair-share structures | `shard_policy.lua` | `u64` |
 //! | **fair yield** (`yields.rs`) | | | |
@@ -66,6 +67,12 @@
 //! | `promote` | claims due entries of `schedule`/`retry` under a lease | `promote.lua` | payloads |
 //! | `drop_claim`, `bury_claimed` | ends a claim; moves a bad entry to `dead` | `ZREM`, `schedule.lua` | `()` |
 //! | `stage_claims` | a relay's claims before its push (`push` with a `Src` in `staged` then pushes each once) | `ZADD NX` | `()` |
+//! | **a relay's bookkeeping** (`relay.rs`; fairjob-postgres' pump) | | | |
+//! | `relay_epoch`, `relay_epoch_read` | the relay's epoch token (written once; gone or changed = Redis lost data) | `SET NX`+`GET`, `GET` | `String` |
+//! | `relay_stage` | `stage_claims` fenced by the epoch: nothing staged unless the epoch key holds the relay's epoch | `relay_stage.lua` | `bool` |
+//! | `relay_completed` | a kept job's end (`done`/`dead` and its jid), written by the worker after its `finish`; its jid leaves the live set | `MULTI` (`RPUSH`, `SREM`) | `()` |
+//! | `relay_mark_live`, `relay_live_members` | kept jobs Redis has (added after the relay's push); which of some jids are there | `SADD`, `SMISMEMBER` | `()`, `Vec<bool>` |
+//! | `relay_take_completed`, `relay_completed_len` | the pump drains completions into PostgreSQL; the list's length for views | `LPOP` count, `LLEN` | entries, `u64` |
 //! | **self-healing** (`reconcile.rs`) | | | |
 //! | `reconcile_shard`, `reconcile_slots` | recounts running jobs; drops slots no record holds | `shard_reconcile.lua`, `reclaim.lua`, `slot_forget.lua` | `Healed` |
 //! | **operators' actions** (`actions.rs`) | | | |
@@ -83,7 +90,7 @@
 //! | `overview`, `totals`, `queue_names`, `queue_heads`, `scheduled_head`, `eviction_policy` | queue sizes and oldest entries, set sizes, counters | `SMEMBERS`, `LLEN`, `LINDEX`, `ZCARD`, `GET`, `CONFIG GET` | rows |
 //! | `server_facts` | whether the server takes writes: loading, role, last snapshot, memory | `INFO`, `CONFIG GET` | `ServerFacts` |
 //! | `set_size`, `set_range`, `set_members_at`, `set_scan_step` | `retry`/`schedule`/`dead` | `ZCARD`, `ZRANGE`, `ZSCAN` | members with scores |
-//! | `shard_view`, `shard_tenants`, `shard_heads`, `shard_running`, `shard_pending_step`, `shard_tenant_count` | a sharded queue's tenants and settings | `SSCAN`, `LLEN`, `HGET`, `ZSCORE`, `ZRANK` | `ShardView`, rows |
+//! | `shard_view`, `shard_tenants`, `shard_heads`, `shard_running`, `shard_pending_step`, `shard_tenant_count`, `shard_rate_waiting` | a sharded queue's tenants and settings (rates, tenants waiting for theirs) | `SSCAN`, `LLEN`, `HGET`, `ZSCORE`, `ZRANK`, `ZCARD`, `TIME` | `ShardView`, rows |
 //! | `limits`, `limit_detail`, `slot_waiters`, `limit_keys_step` | slot-limited keys, holders, waiters | `SSCAN`, `GET`, `ZCARD`, `LRANGE` | `LimitPage`, `LimitDetail` |
 //! | `process_records` | Sidekiq's process records and work hashes, raw | `SSCAN`, `HMGET`, `HGETALL` | `ProcessRecord`s |
 //! | `rate_limits`, `rate_limit_rows`, `rate_keys_step`, `rate_waiters` | rate limiters: declared and runtime rate, waiting, next release; a limiter's first waiters | `SSCAN`, `TIME`, `HGETALL`, `LLEN`, `ZSCORE`, `LRANGE` | `RatePage` |
@@ -113,6 +120,7 @@ mod push;
 mod rates;
 pub mod read;
 mod reconcile;
+mod relay;
 mod scripts;
 mod shards;
 mod slots;
@@ -148,7 +156,7 @@ pub use push::{Pushed, When};
 pub use rates::{RATE_RESERVATION_TTL, RateAcquired, RateReleased, RateRequest};
 pub use reconcile::Healed;
 pub use scripts::{SCRIPT_SOURCES, script_hashes};
-pub use shards::{Setting, ShardPolicy};
+pub use shards::{Setting, ShardPolicy, ShardRate};
 pub use slots::{Acquired, RESERVATION_TTL, SlotRequest};
 pub use token::{SlotHold, Src, Token};
 pub(crate) use unique::{UniqueHold, UniqueLock};

@@ -2,19 +2,37 @@
 //! list (`rate_acquire.lua`), release waiters when the release schedule says
 //! the key has room (`rate_release.lua`), and change a key's rate at runtime
 //! (`rate_set.lua`). The rule (GCRA) is `lib_rate.lua`, on Redis's clock.
+//!
+//! On a Redis Cluster a limiter's keys share one hash tag (one slot), while
+//! the job's record, its queue and the shared schedule live elsewhere: the
+//! scripts then touch only the limiter's slot (with its own copy of its
+//! schedule, `next`), and the other steps follow as separate commands —
+//! registered before, the job out of its record after a park (a crash in
+//! between runs the job twice, never loses it), released waiters staged in
+//! the limiter's `releasing` set and delivered to their queues (a crash
+//! redelivers them: the reaper, [`RedisBroker::reconcile_rates`]), and the
+//! shared schedule mirrored from `next` after each script (and again by the
+//! reaper, which repairs a mirror two racing releasers got wrong).
 
 use std::time::Duration;
 
-use super::scripts::{RATE_ACQUIRE, RATE_RELEASE, RATE_SET};
+use super::scripts::{RATE_ACQUIRE, RATE_RELEASE, RATE_SET, RECLAIM, SHARD_FINISH};
 use super::slots::waiter_entry_of;
 use super::{RedisBroker, Setting, Token, keys};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// How long a released waiter's counted start stays reserved for it.
 pub const RATE_RESERVATION_TTL: Duration = Duration::from_secs(60);
 
 /// The most waiters of one key released by one call.
 const RELEASE_MAX: u32 = 100;
+
+/// Redis Cluster mode: how long a staged released waiter is leased to its
+/// deliverer before the reaper delivers it again.
+const DELIVERY_LEASE: Duration = Duration::from_secs(30);
+
+/// Limiters one reaper pass looks at (Redis Cluster mode).
+const PASS_BATCH: usize = 200;
 
 /// A fetched job asking its rate limiter to start.
 #[derive(Debug, Clone, Copy)]
@@ -71,9 +89,7 @@ impl RedisBroker {
         req: RateRequest<'_>,
     ) -> Result<RateAcquired> {
         if self.is_cluster() {
-            return Err(Error::Config(
-                "rate limits are not supported on Redis Cluster yet".into(),
-            ));
+            return self.rate_acquire_split(identity, token, req).await;
         }
         let k = &self.keys;
         let rk = k.rate(req.full_key);
@@ -104,12 +120,140 @@ impl RedisBroker {
                 inv.arg("").arg("");
             }
         }
+        inv.arg("");
         let (status, next): (i64, i64) = self.invoke(&inv).await?;
         Ok(match status {
             1 => RateAcquired::Pass,
             0 => RateAcquired::Parked(next_of(next)),
             _ => RateAcquired::Lost,
         })
+    }
+
+    /// [`Self::rate_acquire`] on a Redis Cluster: (1) the limiter is
+    /// registered; (2) `rate_acquire.lua` on the limiter's slot passes the job
+    /// or parks it (the commit point of parking); (3) a parked job leaves its
+    /// record (and its tenant's running count), and the shared schedule
+    /// mirrors the limiter's. A job recovered meanwhile is taken back out of
+    /// the waiting list: it runs where it was recovered.
+    async fn rate_acquire_split(
+        &self,
+        identity: &str,
+        token: &Token,
+        req: RateRequest<'_>,
+    ) -> Result<RateAcquired> {
+        let k = &self.keys;
+        let rk = k.rate(req.full_key);
+        let member = keys::encode(req.full_key);
+        let _: i64 = self
+            .query(redis::cmd("SADD").arg(k.rates_registry()).arg(&member))
+            .await?;
+        let entry = waiter_entry_of(token, req.jid, req.parked_payload);
+        let mut inv = RATE_ACQUIRE.call();
+        for key in rk.all() {
+            inv.key(key);
+        }
+        inv.key(&rk.next);
+        inv.arg(req.limit)
+            .arg(req.per_us)
+            .arg(req.burst)
+            .arg(req.jid)
+            .arg(&token.raw)
+            .arg(entry.as_slice())
+            .arg(&member)
+            .arg("")
+            .arg("")
+            .arg("c");
+        let (status, next): (i64, i64) = self.invoke(&inv).await?;
+        if status == 1 {
+            return Ok(RateAcquired::Pass);
+        }
+        let left: i64 = match &token.tenant {
+            Some(tenant) => {
+                let sk = k.shard(&token.queue);
+                let mut inv = SHARD_FINISH.call();
+                inv.key(sk.inflight(identity));
+                for key in sk.state() {
+                    inv.key(key);
+                }
+                inv.key(&sk.wake);
+                inv.arg(token.raw.as_str())
+                    .arg("done")
+                    .arg("")
+                    .arg(&sk.shard_prefix)
+                    .arg(tenant.as_str());
+                self.invoke(&inv).await?
+            }
+            None => {
+                self.query(
+                    redis::cmd("HDEL")
+                        .arg(self.inflight_of(identity, token))
+                        .arg(&token.raw),
+                )
+                .await?
+            }
+        };
+        if left == 0 {
+            let _: i64 = self
+                .query(
+                    redis::cmd("LREM")
+                        .arg(&rk.waiters)
+                        .arg(1)
+                        .arg(entry.as_slice()),
+                )
+                .await?;
+            return Ok(RateAcquired::Lost);
+        }
+        self.mirror_due(&member, next_of(next)).await?;
+        Ok(RateAcquired::Parked(next_of(next)))
+    }
+
+    /// Redis Cluster mode: the shared schedule says what the limiter's own
+    /// says (`None`: nothing scheduled).
+    async fn mirror_due(&self, member: &str, next: Option<u64>) -> Result<()> {
+        let due = self.keys.rates_due();
+        let _: i64 = match next {
+            Some(at) => {
+                self.query(redis::cmd("ZADD").arg(due).arg(at).arg(member))
+                    .await?
+            }
+            None => self.query(redis::cmd("ZREM").arg(due).arg(member)).await?,
+        };
+        Ok(())
+    }
+
+    /// Redis Cluster mode: one reaper pass over a page of rate limiters:
+    /// released waiters whose deliverer died are delivered again, and the
+    /// shared schedule is repaired from each limiter's own. Returns the
+    /// waiters delivered again. (Nothing to do on one server.)
+    pub(crate) async fn reconcile_rates(&self) -> Result<u64> {
+        if !self.is_cluster() {
+            return Ok(0);
+        }
+        let k = &self.keys;
+        let (next, members): (u64, Vec<String>) = self
+            .sscan(&k.rates_registry(), self.cursor("rates").await?, PASS_BATCH)
+            .await?;
+        let mut again = 0;
+        for member in members {
+            let Some(full) = keys::decode(&member) else {
+                continue;
+            };
+            let rk = k.rate(&full);
+            let mut inv = RECLAIM.call();
+            inv.key(&rk.releasing)
+                .arg(PASS_BATCH)
+                .arg(DELIVERY_LEASE.as_millis() as u64);
+            let stale: Vec<Vec<u8>> = self.invoke(&inv).await?;
+            again += stale.len() as u64;
+            self.deliver_released(&rk.releasing, stale).await?;
+            let at: Option<f64> = self
+                .query(redis::cmd("ZSCORE").arg(&rk.next).arg(&member))
+                .await?;
+            self.mirror_due(&member, at.map(|a| a.max(0.0) as u64))
+                .await?;
+        }
+        self.set_cursor("rates", next).await?;
+        Ok(again)
     }
 
     /// Redis's clock (µs) and the first `n` entries of the release schedule
@@ -147,18 +291,38 @@ impl RedisBroker {
         };
         let k = &self.keys;
         let rk = k.rate(&full);
+        let cluster = self.is_cluster();
         let mut inv = RATE_RELEASE.call();
         for key in rk.all() {
             inv.key(key);
         }
-        inv.key(k.rates_due());
+        if cluster {
+            inv.key(&rk.next).key(&rk.releasing);
+        } else {
+            inv.key(k.rates_due());
+        }
         let (qp, wp) = k.queue_and_wake_prefixes();
         inv.arg(member)
             .arg(RATE_RESERVATION_TTL.as_micros() as u64)
             .arg(RELEASE_MAX)
             .arg(qp)
             .arg(wp);
-        let (released, next, now): (u64, i64, u64) = self.invoke(&inv).await?;
+        if cluster {
+            inv.arg("c").arg(DELIVERY_LEASE.as_millis() as u64);
+        }
+        let reply: Vec<redis::Value> = self.invoke(&inv).await?;
+        let mut it = reply.into_iter();
+        let mut int = || -> i64 {
+            it.next()
+                .and_then(|v| redis::from_redis_value(v).ok())
+                .unwrap_or(-1)
+        };
+        let (released, next, now) = (int().max(0) as u64, int(), int().max(0) as u64);
+        let staged: Vec<Vec<u8>> = it.filter_map(|v| redis::from_redis_value(v).ok()).collect();
+        if cluster {
+            self.deliver_released(&rk.releasing, staged).await?;
+            self.mirror_due(member, next_of(next)).await?;
+        }
         Ok(RateReleased {
             released,
             next: next_of(next),
@@ -178,11 +342,22 @@ impl RedisBroker {
     ) -> Result<u64> {
         let k = &self.keys;
         let rk = k.rate(full_key);
+        let member = keys::encode(full_key);
+        let cluster = self.is_cluster();
+        if cluster {
+            let _: i64 = self
+                .query(redis::cmd("SADD").arg(k.rates_registry()).arg(&member))
+                .await?;
+        }
         let mut inv = RATE_SET.call();
         for key in rk.all() {
             inv.key(key);
         }
-        inv.key(k.rates_due()).key(k.rates_registry());
+        if cluster {
+            inv.key(&rk.next);
+        } else {
+            inv.key(k.rates_due()).key(k.rates_registry());
+        }
         let text = |v: Setting<u64>| match v {
             Setting::Keep => "-".to_owned(),
             Setting::Clear => String::new(),
@@ -196,7 +371,16 @@ impl RedisBroker {
         inv.arg(text(widen(limit)))
             .arg(text(per_us))
             .arg(text(widen(burst)))
-            .arg(keys::encode(full_key));
-        self.invoke(&inv).await
+            .arg(&member)
+            .arg(if cluster { "c" } else { "" });
+        let waiting: u64 = self.invoke(&inv).await?;
+        if cluster {
+            let at: Option<f64> = self
+                .query(redis::cmd("ZSCORE").arg(&rk.next).arg(&member))
+                .await?;
+            self.mirror_due(&member, at.map(|a| a.max(0.0) as u64))
+                .await?;
+        }
+        Ok(waiting)
     }
 }

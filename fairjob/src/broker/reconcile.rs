@@ -38,7 +38,7 @@ impl Healed {
 }
 
 impl RedisBroker {
-    async fn cursor(&self, what: &str) -> Result<u64> {
+    pub(super) async fn cursor(&self, what: &str) -> Result<u64> {
         let c: Option<u64> = self
             .query(
                 redis::cmd("HGET")
@@ -49,7 +49,7 @@ impl RedisBroker {
         Ok(c.unwrap_or(0))
     }
 
-    async fn set_cursor(&self, what: &str, cursor: u64) -> Result<()> {
+    pub(super) async fn set_cursor(&self, what: &str, cursor: u64) -> Result<()> {
         let _: i64 = self
             .query(
                 redis::cmd("HSET")
@@ -160,7 +160,7 @@ impl RedisBroker {
                     .arg(PASS_BATCH)
                     .arg(RESERVATION_TTL.as_millis() as u64);
                 let stale: Vec<Vec<u8>> = self.invoke(&inv).await?;
-                self.deliver_released(&lk, stale).await?;
+                self.deliver_released(&lk.releasing, stale).await?;
             }
             let holders: Vec<String> = self
                 .query(redis::cmd("ZRANGE").arg(&lk.holders).arg(0).arg(999))
@@ -205,7 +205,7 @@ impl RedisBroker {
                         released => {
                             let released: Vec<Vec<u8>> = redis::from_redis_value(released)
                                 .map_err(|e| crate::error::Error::from_redis(e.into()))?;
-                            self.deliver_released(&lk, released).await?;
+                            self.deliver_released(&lk.releasing, released).await?;
                             true
                         }
                     }

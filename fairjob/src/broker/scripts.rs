@@ -136,12 +136,13 @@ script!(CRON_RELEASE, "cron_release.lua");
 script!(UNIQUE_RELEASE, "unique_release.lua");
 script!(SHARD_YIELD, "shard_yield.lua");
 script!(SHARD_YIELD_ASK, "shard_yield_ask.lua");
+script!(RELAY_STAGE, "relay_stage.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
 /// slow call was.
 pub fn script_hashes() -> Vec<(&'static str, String)> {
-    let all: [(&str, &LazyLock<Lua>); 33] = [
+    let all: [(&str, &LazyLock<Lua>); 34] = [
         ("push", &PUSH),
         ("fetch", &FETCH),
         ("shard_fetch", &SHARD_FETCH),
@@ -175,6 +176,7 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("unique_release", &UNIQUE_RELEASE),
         ("shard_yield", &SHARD_YIELD),
         ("shard_yield_ask", &SHARD_YIELD_ASK),
+        ("relay_stage", &RELAY_STAGE),
     ];
     all.iter()
         .map(|(name, s)| (*name, s.hash().to_owned()))
@@ -242,6 +244,7 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
         "unique_release.lua",
         include_str!("scripts/unique_release.lua"),
     ),
+    ("relay_stage.lua", include_str!("scripts/relay_stage.lua")),
 ];
 
 #[cfg(test)]

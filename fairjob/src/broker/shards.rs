@@ -1,6 +1,6 @@
 //! Tenant-sharded queues' fair-share settings in Redis: a tenant's (or the
-//! default) weight, floor, cap and burst (`shard_policy.lua`), the queue's
-//! fair-yield settings, re-checking tenants in
+//! default) weight, floor, cap, rate and burst (`shard_policy.lua`), the
+//! queue's fair-yield settings, re-checking tenants in
 //! bounded batches so a change applies to the very next dispatch; and the
 //! migration of a 0.1 round-robin ring into the fair-share order.
 
@@ -22,6 +22,37 @@ pub enum Setting<T> {
     Set(T),
 }
 
+/// A tenant's rate on a sharded queue: at most `limit` starts per `per_us`
+/// microseconds, spread evenly (GCRA with no burst, on Redis's clock). Parse
+/// one with `fairjob::rate::parse_tenant_rate` (`10/s`, `100/1m`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ShardRate {
+    /// Starts per period (> 0).
+    pub limit: u32,
+    /// The period, µs (> 0).
+    pub per_us: u64,
+}
+
+impl ShardRate {
+    /// The stored form in the policy hash: `<limit>/<period µs>`.
+    pub fn stored(&self) -> String {
+        format!("{}/{}", self.limit, self.per_us)
+    }
+
+    /// Reads the stored form back (`None` when malformed).
+    pub fn from_stored(text: &str) -> Option<ShardRate> {
+        let (l, p) = text.split_once('/')?;
+        let (limit, per_us) = (l.parse().ok()?, p.parse().ok()?);
+        (limit > 0 && per_us > 0).then_some(ShardRate { limit, per_us })
+    }
+}
+
+impl std::fmt::Display for ShardRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.stored())
+    }
+}
+
 /// A change of a sharded queue's fair-share settings, for one tenant or for
 /// every tenant without its own (the default).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -33,6 +64,9 @@ pub struct ShardPolicy {
     pub floor: Setting<u32>,
     /// The running limit (default none; 0 pauses).
     pub cap: Setting<u32>,
+    /// Starts per period (default none): a tenant whose rate is spent is
+    /// skipped, its pass kept, until its rate allows its next start.
+    pub rate: Setting<ShardRate>,
     /// The running limit instead of the cap while no other tenant of the
     /// queue has pending work (counts only above a cap; default none).
     pub burst: Setting<u32>,
@@ -52,6 +86,14 @@ impl ShardPolicy {
         {
             return Err(Error::Config(format!(
                 "a weight is a number above 0 and at most 1000000, not {w}"
+            )));
+        }
+        if let Setting::Set(r) = self.rate
+            && (r.limit == 0 || r.per_us == 0 || r.per_us < u64::from(r.limit))
+        {
+            return Err(Error::Config(format!(
+                "a tenant's rate is at least 1 start per period and at most one per µs, not {} per {} µs (a cap of 0 pauses a tenant)",
+                r.limit, r.per_us
             )));
         }
         Ok(())
@@ -104,9 +146,10 @@ impl RedisBroker {
                 inv.arg(arg(policy.weight))
                     .arg(arg(policy.floor))
                     .arg(arg(policy.cap))
+                    .arg(arg(policy.rate))
                     .arg(arg(policy.burst));
             } else {
-                inv.arg("-").arg("-").arg("-").arg("-");
+                inv.arg("-").arg("-").arg("-").arg("-").arg("-");
             }
             inv.arg(BATCH);
             for t in &batch {
@@ -168,6 +211,7 @@ impl RedisBroker {
             inv.key(&sk.wake);
             inv.arg(&sk.shard_prefix)
                 .arg("*")
+                .arg("-")
                 .arg("-")
                 .arg("-")
                 .arg("-")

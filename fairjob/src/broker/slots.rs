@@ -245,7 +245,7 @@ impl RedisBroker {
         inv.arg("c");
         let released: Vec<Vec<u8>> = self.invoke(&inv).await?;
         let n = released.len() as u64;
-        self.deliver_released(&lk, released).await?;
+        self.deliver_released(&lk.releasing, released).await?;
         Ok(n)
     }
 }

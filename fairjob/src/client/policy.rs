@@ -1,9 +1,10 @@
 //! Steering a tenant-sharded queue from Rust: `client.shard_policy("q")
 //! .tenant("acme").weight(3.0).floor(2).cap(10).apply()`, the same change as
-//! `fairjob-worker shard-policy`. It applies to the very next dispatch.
+//! `fairjob-worker shard-policy`. It applies to the very next dispatch; a
+//! rate, `.rate(rate::parse_tenant_rate("10/s")?)`, from the tenant's next start.
 
 use super::Client;
-use crate::broker::{Setting, ShardPolicy, YieldPolicy};
+use crate::broker::{Setting, ShardPolicy, ShardRate, YieldPolicy};
 use crate::error::Result;
 
 /// A change of a sharded queue's fair-share settings (see [`Client::shard_policy`]).
@@ -58,6 +59,20 @@ impl ShardPolicyChange<'_> {
         self
     }
 
+    /// The most starts per period ([`crate::rate::parse_tenant_rate`] reads
+    /// `10/s`, `100/1m`): a tenant whose rate is spent is skipped (its place
+    /// in the share order kept) and others are served until its rate allows.
+    pub fn rate(mut self, rate: ShardRate) -> Self {
+        self.policy.rate = Setting::Set(rate);
+        self
+    }
+
+    /// Removes the rate set here.
+    pub fn no_rate(mut self) -> Self {
+        self.policy.rate = Setting::Clear;
+        self
+    }
+
     /// Its running limit while no other tenant of the queue has pending work
     /// (counts only above its cap): it bursts while alone, and comes back
     /// down to its cap when others wait (fair yield asks its iterable jobs
@@ -100,14 +115,15 @@ impl ShardPolicyChange<'_> {
         self
     }
 
-    /// Removes the weight, floor, cap and burst set here (a tenant falls back
-    /// to the queue's defaults; the defaults to weight 1, floor 0, no cap, no
-    /// burst).
+    /// Removes the weight, floor, cap, rate and burst set here (a tenant
+    /// falls back to the queue's defaults; the defaults to weight 1, floor 0,
+    /// no cap, no rate, no burst).
     pub fn reset(mut self) -> Self {
         self.policy = ShardPolicy {
             weight: Setting::Clear,
             floor: Setting::Clear,
             cap: Setting::Clear,
+            rate: Setting::Clear,
             burst: Setting::Clear,
         };
         self

@@ -106,3 +106,131 @@ impl Client {
         Ok(out)
     }
 }
+
+/// How a job a relay keeps ended, as a worker records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RelayEnd {
+    /// Succeeded (or was discarded: Sidekiq keeps neither).
+    Done,
+    /// Went to the dead set.
+    Dead,
+}
+
+impl RelayEnd {
+    /// The word stored in the completion list.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RelayEnd::Done => "done",
+            RelayEnd::Dead => "dead",
+        }
+    }
+
+    /// A completion-list entry: `<state> <jid>`.
+    pub fn entry(self, jid: &str) -> String {
+        format!("{} {jid}", self.as_str())
+    }
+
+    /// Parses a completion-list entry (`None` for a malformed one).
+    pub fn parse(entry: &str) -> Option<(RelayEnd, String)> {
+        let (state, jid) = entry.split_once(' ')?;
+        let end = match state {
+            "done" => RelayEnd::Done,
+            "dead" => RelayEnd::Dead,
+            _ => return None,
+        };
+        (!jid.is_empty()).then(|| (end, jid.to_owned()))
+    }
+}
+
+/// A relay's epoch, its fenced staging and the completions of jobs it keeps
+/// (fairjob-postgres' "Postgres stays the truth" mode).
+impl Client {
+    /// The relay's epoch in Redis: `candidate` is written when there is none;
+    /// returns the epoch Redis holds. A relay that remembered another epoch
+    /// knows Redis lost data (or another relay started a new epoch).
+    pub async fn relay_epoch(&self, candidate: &str) -> Result<String> {
+        self.broker().relay_epoch(candidate).await
+    }
+
+    /// The relay's epoch as Redis holds it (`None`: gone), writing nothing.
+    pub async fn relay_epoch_read(&self) -> Result<Option<String>> {
+        self.broker().relay_epoch_read().await
+    }
+
+    /// [`Client::stage_pushes`] fenced by the relay's epoch: false, with
+    /// nothing staged, when Redis no longer holds `epoch`.
+    pub async fn stage_pushes_in_epoch(&self, epoch: &str, jids: &[String]) -> Result<bool> {
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        self.broker().relay_stage(epoch, jids, now_ms).await
+    }
+
+    /// Records that kept jobs ended (what a worker does after acking or
+    /// burying a job marked with [`crate::wire::fields::PG_TRUTH`]).
+    pub async fn record_relay_ends(&self, ends: &[(RelayEnd, String)]) -> Result<()> {
+        let entries: Vec<String> = ends.iter().map(|(e, jid)| e.entry(jid)).collect();
+        let jids: Vec<String> = ends.iter().map(|(_, jid)| jid.clone()).collect();
+        self.broker().relay_completed(&entries, &jids).await
+    }
+
+    /// Takes up to `n` recorded ends off the completion list (malformed
+    /// entries are dropped with a warning).
+    pub async fn take_relay_ends(&self, n: usize) -> Result<Vec<(RelayEnd, String)>> {
+        let taken = self.broker().relay_take_completed(n).await?;
+        Ok(taken
+            .into_iter()
+            .filter_map(|e| {
+                let parsed = RelayEnd::parse(&e);
+                if parsed.is_none() {
+                    tracing::warn!(entry = %e, "malformed entry in the relay's completion list dropped");
+                }
+                parsed
+            })
+            .collect())
+    }
+
+    /// Records kept jobs as live in Redis (after their push).
+    pub async fn mark_relay_live(&self, jids: &[String]) -> Result<()> {
+        self.broker().relay_mark_live(jids).await
+    }
+
+    /// The jids among `jids` that Redis does not hold as live kept jobs.
+    pub async fn relay_missing(&self, jids: &[String]) -> Result<Vec<String>> {
+        let found = self.broker().relay_live_members(jids).await?;
+        Ok(jids
+            .iter()
+            .zip(found)
+            .filter(|(_, f)| !f)
+            .map(|(j, _)| j.clone())
+            .collect())
+    }
+
+    /// Ends recorded and not drained yet.
+    pub async fn relay_ends_waiting(&self) -> Result<u64> {
+        self.broker().relay_completed_len().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RelayEnd;
+
+    #[test]
+    fn a_completion_entry_round_trips_and_junk_is_refused() {
+        let e = RelayEnd::Dead.entry("abc 123");
+        assert_eq!(
+            RelayEnd::parse(&e),
+            Some((RelayEnd::Dead, "abc 123".into()))
+        );
+        assert_eq!(
+            RelayEnd::parse("done x"),
+            Some((RelayEnd::Done, "x".into()))
+        );
+        assert_eq!(RelayEnd::parse("done "), None);
+        assert_eq!(RelayEnd::parse("later x"), None);
+        assert_eq!(RelayEnd::parse("nospace"), None);
+    }
+}

@@ -227,6 +227,18 @@ pub enum Reason {
         /// Whether the tenant is under its floor (served first).
         under_floor: bool,
     },
+    /// Its tenant's rate on the sharded queue is spent: the tenant is out of
+    /// the dispatch order (its pass kept) until its rate allows a start.
+    TenantRateWait {
+        /// The queue.
+        queue: String,
+        /// The tenant.
+        tenant: Option<String>,
+        /// The tenant's rate as people write it (`10/1s`).
+        rate: String,
+        /// Seconds until the rate allows its next start.
+        in_secs: f64,
+    },
     /// Its tenant enters the dispatch order at the next fetch.
     EntersDispatchOrder {
         /// The queue.
@@ -335,7 +347,7 @@ pub enum Reason {
 
 impl Reason {
     /// The group the JSON twin names it by: `position`, `reroute`,
-    /// `paused`, `tenant_limit`, `dispatch_order`, `slot_wait`, `rate_wait`, `scheduled`,
+    /// `paused`, `tenant_limit`, `tenant_rate`, `dispatch_order`, `slot_wait`, `rate_wait`, `scheduled`,
     /// `retry`, `dead`, `running`, `fetched`, `duplicate`, `not_found`.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -347,6 +359,7 @@ impl Reason {
             Reason::QueuePaused { .. } => "paused",
             Reason::Rerouted { .. } | Reason::RerouteOutlook { .. } => "reroute",
             Reason::TenantPaused { .. } | Reason::TenantAtLimit { .. } => "tenant_limit",
+            Reason::TenantRateWait { .. } => "tenant_rate",
             Reason::DispatchOrder { .. } | Reason::EntersDispatchOrder { .. } => "dispatch_order",
             Reason::SlotWait { .. } | Reason::SlotPaused { .. } => "slot_wait",
             Reason::RateWait { .. } | Reason::RatePaused { .. } => "rate_wait",
@@ -885,7 +898,17 @@ impl Inspector {
                         }),
                         _ => {}
                     }
+                    let rate = row.rate.or(view.default_rate);
+                    if let (Some(until), Some(rate)) = (row.rate_wait_until, rate) {
+                        r.push(Reason::TenantRateWait {
+                            queue: queue.clone(),
+                            tenant: tenant.clone(),
+                            rate: crate::rate::describe_tenant_rate(rate),
+                            in_secs: until.saturating_sub(view.now_us) as f64 / 1e6,
+                        });
+                    }
                     match row.rotation {
+                        _ if row.rate_wait_until.is_some() => {}
                         Some(rank) => r.push(Reason::DispatchOrder {
                             queue: queue.clone(),
                             tenant: tenant.clone(),

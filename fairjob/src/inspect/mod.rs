@@ -36,8 +36,8 @@ pub use crate::broker::read::{
     UniqueLockPage, UniqueLockRow, WaitSummary, WorkerRow,
 };
 pub use crate::broker::{
-    Acted, JobSet, MAX_BULK, ProcessSignal, SetAction, Setting, ShardPolicy, StoredYield,
-    YieldCounts, YieldPolicy,
+    Acted, JobSet, MAX_BULK, ProcessSignal, SetAction, Setting, ShardPolicy, ShardRate,
+    StoredYield, YieldCounts, YieldPolicy,
 };
 pub use crate::wire::ClassInfo;
 pub use crate::wire::cron::CronSource;

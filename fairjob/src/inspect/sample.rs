@@ -49,6 +49,8 @@ pub struct QueueSample {
     pub tenants: Option<Vec<TenantSample>>,
     /// Whether every tenant was counted.
     pub exact: bool,
+    /// A sharded queue's tenants out of the dispatch order, waiting for their rate.
+    pub rate_waiting_tenants: Option<u64>,
 }
 
 /// One tenant of a sharded queue in a [`QueueSample`].
@@ -77,6 +79,7 @@ impl Inspector {
                 oldest_secs: head.as_deref().and_then(age),
                 tenants: None,
                 exact: true,
+                rate_waiting_tenants: None,
             };
             if sharded.contains(name) {
                 self.sample_shards(&mut q, now).await?;
@@ -130,6 +133,7 @@ impl Inspector {
     /// and the oldest head among the largest backlogs.
     async fn sample_shards(&self, q: &mut QueueSample, now: f64) -> Result<()> {
         let running = self.broker.shard_running(&q.name).await?;
+        q.rate_waiting_tenants = Some(self.broker.shard_rate_waiting(&q.name).await?);
         let mut pending: HashMap<String, u64> = HashMap::new();
         let mut cursor = 0u64;
         loop {

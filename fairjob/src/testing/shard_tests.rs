@@ -386,3 +386,94 @@ async fn a_burst_holds_while_alone_and_the_cap_binds_when_another_waits() {
     assert_eq!(sim.running_of("b"), 2);
     assert_eq!(sim.dispatch().await, None, "a at its burst again");
 }
+
+fn rate(limit: u32, per_us: u64) -> ShardPolicy {
+    ShardPolicy {
+        rate: Setting::Set(crate::broker::ShardRate { limit, per_us }),
+        ..ShardPolicy::default()
+    }
+}
+
+#[tokio::test]
+async fn a_tenant_whose_rate_is_spent_is_skipped_with_its_place_kept() {
+    let mut sim = Sim::new().await;
+    // One start an hour: after its first, `a` waits while b and c are served.
+    sim.policy(Some("a"), rate(1, 3_600_000_000)).await;
+    for t in ["a", "b", "c"] {
+        sim.push(t, 10).await;
+    }
+    let order = sim.serial(7).await;
+    assert_eq!(order, ["a", "b", "c", "b", "c", "b", "c"]);
+    let sk = sim.broker().keys().shard(Q);
+    assert_eq!(sim.card(&sk.rwait).await, 1, "a waits for its rate");
+    // Out of the order, pass not advanced by the skip: it kept the pass of
+    // its next turn (1 after its first start at 0).
+    let view = sim.broker().shard_tenants(Q, &[Some("a")]).await.unwrap();
+    assert!(view.rows[0].rate_wait_until.is_some());
+    assert_eq!(view.rows[0].pass, Some(1.0));
+    // Its rate removed: it is back at once, served next (its pass raised to
+    // the virtual time, not below it: no burst of the turns it missed), then
+    // round robin again.
+    sim.policy(
+        Some("a"),
+        ShardPolicy {
+            rate: Setting::Clear,
+            ..ShardPolicy::default()
+        },
+    )
+    .await;
+    assert_eq!(sim.card(&sk.rwait).await, 0);
+    let order = sim.serial(6).await;
+    assert_eq!(order[0], "a", "{order:?}");
+    let a_turns = order.iter().filter(|t| *t == "a").count();
+    assert!(a_turns <= 3, "no burst of made-up turns: {order:?}");
+    // A rate of 2 per 100 ms: a waits at most one interval (50 ms; the state
+    // its hourly rate left is cut to that), b and c served meanwhile; then it
+    // comes back, served first.
+    sim.policy(Some("a"), rate(2, 100_000)).await;
+    let order = sim.serial(3).await;
+    assert!(order.iter().filter(|t| *t == "a").count() <= 1, "{order:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(60)).await;
+    let order = sim.serial(1).await;
+    assert_eq!(order, ["a"]);
+}
+
+#[tokio::test]
+async fn a_tenant_waiting_for_its_rate_does_not_hold_back_a_burst() {
+    let mut sim = Sim::new().await;
+    sim.push("b", 5).await;
+    sim.policy(Some("b"), rate(1, 3_600_000_000)).await;
+    sim.push("a", 10).await;
+    sim.policy(
+        Some("a"),
+        ShardPolicy {
+            cap: Setting::Set(1),
+            burst: Setting::Set(3),
+            ..ShardPolicy::default()
+        },
+    )
+    .await;
+    assert_eq!(sim.dispatch().await.as_deref(), Some("b"));
+    // b's rate is spent: it waits out of the order, so a is alone and bursts.
+    let sk = sim.broker().keys().shard(Q);
+    assert_eq!(sim.card(&sk.rwait).await, 1, "b waits for its rate");
+    for _ in 0..3 {
+        assert_eq!(sim.dispatch().await.as_deref(), Some("a"));
+    }
+    assert_eq!(sim.dispatch().await, None, "no further than a's burst");
+    assert_eq!(sim.running_of("a"), 3);
+    // b's rate removed: back in the order, and a (above its cap) waits.
+    sim.policy(
+        Some("b"),
+        ShardPolicy {
+            rate: Setting::Clear,
+            ..ShardPolicy::default()
+        },
+    )
+    .await;
+    assert_eq!(sim.card(&sk.rwait).await, 0);
+    for _ in 0..2 {
+        assert_eq!(sim.dispatch().await.as_deref(), Some("b"));
+    }
+    assert_eq!(sim.running_of("a"), 3);
+}

@@ -32,3 +32,7 @@ pub const UNIQUE_FOR: &str = "unique_for";
 pub const UNIQUE_UNTIL: &str = "unique_until";
 /// What a conflicting push does: `"reject"` (default) or `"replace"`.
 pub const UNIQUE_ON_CONFLICT: &str = "unique_on_conflict";
+/// Set (`true`) on a job whose row stays in PostgreSQL until it ends
+/// (fairjob-postgres' "Postgres stays the truth" mode): a worker that acks or
+/// buries it records its jid in the relay's completion list.
+pub const PG_TRUTH: &str = "fairjob_pg_truth";

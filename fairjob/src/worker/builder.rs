@@ -4,13 +4,15 @@
 //! count in the same reroute windows as the application's.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::Worker;
 use super::middleware::ServerMiddleware;
 use crate::broker::redacted;
-use crate::client::{ClientBuilder, ClientMiddleware, CronSpec, IntoPush};
+use crate::client::{Client, ClientBuilder, ClientMiddleware, CronSpec, IntoPush};
 use crate::config::WorkerConfig;
 use crate::error::{Error, Result};
 use crate::job::Registry;
@@ -28,7 +30,15 @@ pub struct WorkerBuilder {
     server_middleware: Vec<Arc<dyn ServerMiddleware>>,
     clock_offset: i64,
     cron: Vec<CronSpec>,
+    services: Vec<Service>,
 }
+
+/// A future a [`WorkerBuilder::service`] gets: resolves when the worker stops.
+pub type StopSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A task run beside the worker (see [`WorkerBuilder::service`]).
+pub(super) type Service =
+    Box<dyn FnOnce(Client, StopSignal) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
 impl fmt::Debug for WorkerBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -57,6 +67,7 @@ impl WorkerBuilder {
             server_middleware: Vec::new(),
             clock_offset: 0,
             cron: Vec::new(),
+            services: Vec::new(),
         }
     }
 
@@ -248,6 +259,22 @@ impl WorkerBuilder {
         self
     }
 
+    /// Runs `service` beside the worker (fairjob-postgres' pump, through
+    /// `fairjob_postgres::WorkerBuilderExt::postgres`): it starts once the
+    /// worker is registered, gets the worker's client and a stop signal that
+    /// resolves after the worker's jobs have shut down, and is awaited before
+    /// the worker's run returns.
+    pub fn service<F, Fut>(mut self, service: F) -> Self
+    where
+        F: FnOnce(Client, StopSignal) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.services.push(Box::new(move |client, stop| {
+            Box::pin(service(client, stop))
+        }));
+        self
+    }
+
     /// Connects and checks everything; the worker is ready to [`Worker::run`].
     pub async fn build(self) -> Result<Worker> {
         let mut config = self.config;
@@ -306,6 +333,7 @@ impl WorkerBuilder {
             config,
             identity,
             server_middleware: self.server_middleware,
+            services: self.services,
         })
     }
 }

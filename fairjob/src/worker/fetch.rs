@@ -50,6 +50,9 @@ struct Fetcher {
     plain: Vec<PlainQueue>,
     /// Per queue of the worker (by its index in the queue list): where it is.
     kinds: Vec<Kind>,
+    /// When the first tenant of a sharded queue waiting for its rate may start
+    /// again (from the last short fetch): an idle wait ends no later.
+    rate_due: std::sync::Mutex<Option<Instant>>,
 }
 
 #[derive(Debug)]
@@ -96,6 +99,7 @@ impl Fetcher {
             identity: identity.to_owned(),
             plain,
             kinds,
+            rate_due: std::sync::Mutex::new(None),
         }
     }
 
@@ -132,6 +136,22 @@ impl Fetcher {
             .fetch_plain_after_wait(waiter, &self.identity, &self.plain, &segments, first)
             .await?;
         Some(got.into_iter().map(|(_, job)| job).collect())
+    }
+
+    /// Notes that a tenant waiting for its rate may start `after` from now.
+    fn note_rate_due(&self, after: Duration) {
+        let at = Instant::now() + after;
+        let mut due = self.rate_due.lock().expect("rate_due lock");
+        if due.is_none_or(|d| at < d) {
+            *due = Some(at);
+        }
+    }
+
+    /// How long an idle wait may last at most (until a tenant waiting for its
+    /// rate is due), clearing the note.
+    fn take_rate_due(&self) -> Option<Duration> {
+        let due = self.rate_due.lock().expect("rate_due lock").take()?;
+        Some(due.saturating_duration_since(Instant::now()))
     }
 
     /// True when one `fetch.lua` call serves every queue of the worker.
@@ -193,7 +213,13 @@ impl Fetcher {
                     let first = seq.fetch_add(want as u64, Ordering::Relaxed);
                     left -= want;
                     parts.push(match &self.kinds[q] {
-                        Kind::Shard(sq) => Box::pin(broker.fetch_shard(sq, want, first)),
+                        Kind::Shard(sq) => Box::pin(async move {
+                            let (got, due) = broker.fetch_shard_hinted(sq, want, first).await?;
+                            if let Some(after) = due {
+                                self.note_rate_due(after);
+                            }
+                            Ok(got)
+                        }),
                         Kind::Alone(pq) => Box::pin(broker.fetch_plain_alone(pq, want, first)),
                         Kind::Plain(_) => unreachable!("own calls are for sharded or lone queues"),
                     });
@@ -439,7 +465,7 @@ pub(crate) async fn fetch_loop(
                     .await
                     .map(Ok);
             } else {
-                w.wait().await;
+                w.wait_at_most(fetcher.take_rate_due()).await;
             }
             let reserved = match reserved {
                 Some(r) => r,

@@ -42,6 +42,7 @@ pub(crate) mod iterate;
 mod middleware;
 mod processor;
 mod reaper;
+mod relay;
 mod releaser;
 mod retry;
 mod runtime;
@@ -60,7 +61,7 @@ use rand::Rng;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-pub use builder::WorkerBuilder;
+pub use builder::{StopSignal, WorkerBuilder};
 pub use handle::WorkerHandle;
 pub use heartbeat::rss_kb;
 #[cfg(feature = "testing")]

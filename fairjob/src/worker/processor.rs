@@ -129,9 +129,13 @@ async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
     );
     // A retry or a yield goes on later; an ack or a burial ends the run.
     let ended = matches!(exit, Exit::Ack | Exit::Dead(_));
+    let dead = matches!(exit, Exit::Dead(_));
     let label = end(shared, &token, &ran, exit, label, permit, unique.as_ref()).await;
     if ended {
         super::cron::run_ended(shared, cx.payload()).await;
+        if label != metrics::Outcome::Fenced {
+            super::relay::run_ended(shared, cx.payload(), dead).await;
+        }
     }
     record_end(shared, &cx, label, ran.performed);
 }

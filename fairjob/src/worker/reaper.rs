@@ -98,6 +98,13 @@ async fn heal(shared: &Shared) -> crate::Result<()> {
     if !h.is_empty() {
         healed.push(("(slot limits)".to_owned(), h));
     }
+    let again = broker.reconcile_rates().await?;
+    if again > 0 {
+        tracing::warn!(
+            waiters = again,
+            "delivered released rate-limit waiters again (their deliverer stopped before finishing)"
+        );
+    }
     for (queue, h) in healed {
         tracing::warn!(
             job.queue = %queue,
@@ -169,6 +176,7 @@ async fn recover(shared: &Shared, identity: &str) -> crate::Result<usize> {
             {
                 // A periodic job gone to dead frees its schedule (overlap = skip).
                 super::cron::run_ended(shared, &p).await;
+                super::relay::run_ended(shared, &p, true).await;
             }
             recovered += 1;
             ::metrics::counter!(crate::metrics::RECOVERED_TOTAL).increment(1);

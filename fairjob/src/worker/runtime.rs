@@ -36,6 +36,7 @@ pub struct Worker {
     pub(super) config: WorkerConfig,
     pub(super) identity: String,
     pub(super) server_middleware: Vec<Arc<dyn ServerMiddleware>>,
+    pub(super) services: Vec<super::builder::Service>,
 }
 
 impl fmt::Debug for Worker {
@@ -112,6 +113,7 @@ impl Worker {
         let series = super::series::JobSeries::new(&self.config.metrics);
         let (ack_tx, ack_rx) = acks::channel();
         let ack_tx = self.config.batch_acks.then_some(ack_tx);
+        let services = self.services;
         let shared = Arc::new(Shared {
             client: self.client,
             registry: self.registry,
@@ -169,6 +171,10 @@ impl Worker {
         tasks.spawn(sampler::run(shared.clone(), background.clone()));
         tasks.spawn(releaser::run(shared.clone(), background.clone()));
         tasks.spawn(super::fair_yield::run(shared.clone(), background.clone()));
+        for service in services {
+            let stop = background.clone().cancelled_owned();
+            tasks.spawn(service(shared.client.clone(), Box::pin(stop)));
+        }
         // Runs through the shutdown (jobs still finishing hand it their acks)
         // and stops when Redis work is abandoned, at its end.
         tasks.spawn(acks::run(shared.clone(), ack_rx));

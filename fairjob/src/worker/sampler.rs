@@ -150,6 +150,9 @@ impl Gauges {
             gauge!(metrics::QUEUE_SIZE, "queue" => queue.clone()).set(q.size as f64);
             gauge!(metrics::QUEUE_LATENCY, "queue" => queue.clone())
                 .set(q.oldest_secs.unwrap_or(0.0));
+            if let Some(n) = q.rate_waiting_tenants {
+                gauge!(metrics::SHARD_RATE_WAITING, "queue" => queue.clone()).set(n as f64);
+            }
             let Some(tenants) = &q.tenants else { continue };
             let (k, retire_after) = (self.k, self.retire_after);
             let shown = self

@@ -101,6 +101,25 @@ impl Waiter {
         }
     }
 
+    /// As [`Self::wait`], for at most `at_most` when that is shorter than the
+    /// block time (a sharded queue's tenant waiting for its rate is due then).
+    pub async fn wait_at_most(&mut self, at_most: Option<Duration>) {
+        let Some(d) = at_most.filter(|d| *d < self.block) else {
+            return self.wait().await;
+        };
+        let short = d.max(Duration::from_millis(1));
+        let mut blpop = redis::cmd("BLPOP");
+        for k in &self.keys {
+            blpop.arg(k);
+        }
+        blpop.arg(short.as_secs_f64());
+        let block = std::mem::replace(&mut self.block, short);
+        let full = std::mem::replace(&mut self.blpop, blpop);
+        self.wait().await;
+        self.block = block;
+        self.blpop = full;
+    }
+
     /// Blocks until a wake-up token arrives or the block time passes. Returns
     /// early (after at most the block time) when Redis is unreachable, so the
     /// caller's loop goes on polling.

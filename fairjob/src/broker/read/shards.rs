@@ -1,5 +1,5 @@
 //! A sharded queue's tenants in fair-share terms: the defaults, the tenants
-//! served next, and per tenant pending, running, weight, floor, cap, pass,
+//! served next, and per tenant pending, running, weight, floor, cap, rate, burst, pass,
 //! place in the dispatch order and the jobs dispatched over the last minutes.
 
 use std::collections::HashMap;
@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{MAX_READ_ROWS, Page};
 use crate::broker::fetch::epoch_minute;
-use crate::broker::{RedisBroker, keys};
+use crate::broker::{RedisBroker, ShardRate, keys};
 use crate::error::Result;
 
 /// Minutes of dispatch counts a view sums.
@@ -31,6 +31,12 @@ pub struct ShardView {
     pub default_limit: Option<u32>,
     /// The default burst, if set.
     pub default_burst: Option<u32>,
+    /// The default rate (starts per period), if set.
+    pub default_rate: Option<ShardRate>,
+    /// Tenants out of the order, waiting for their rate.
+    pub rate_waiting: u64,
+    /// Redis's clock at the read (µs).
+    pub now_us: u64,
     /// The queue's virtual time (the pass of the last tenant served in share order).
     pub virtual_time: f64,
     /// Jobs in the inbox, not yet sorted into shards.
@@ -60,6 +66,11 @@ pub struct ShardRow {
     pub floor: Option<u32>,
     /// Its own cap (running limit), if set.
     pub limit: Option<u32>,
+    /// Its own rate (starts per period), if set.
+    pub rate: Option<ShardRate>,
+    /// While it waits for its rate (out of the order, its pass kept): when
+    /// its rate next allows a start (µs, Redis's clock).
+    pub rate_wait_until: Option<u64>,
     /// Its pass, while it is in the dispatch order (or remembered, ahead of
     /// the virtual time).
     pub pass: Option<f64>,
@@ -102,7 +113,10 @@ impl RedisBroker {
             .get(&sk.vt)
             .llen(&sk.inbox)
             .zrange(&sk.floorq, 0, 9)
-            .zrange(&sk.ready, 0, 9);
+            .zrange(&sk.ready, 0, 9)
+            .hget(&sk.policy, "r:*")
+            .zcard(&sk.rwait)
+            .cmd("TIME");
         for b in &buckets {
             pipe.hget(b, "*");
         }
@@ -123,9 +137,14 @@ impl RedisBroker {
             Vec<String>,
             Vec<String>,
         );
+        type Rates = (Option<String>, u64, (u64, u64));
         let values: Vec<redis::Value> = self.pipe(&pipe).await?;
         let n_head = 10;
         let (head, rest) = values.split_at(n_head);
+        let (rates, rest) = rest.split_at(3);
+        let (dr, rate_waiting, (secs, micros)): Rates =
+            redis::FromRedisValue::from_redis_value(redis::Value::Array(rates.to_vec()))
+                .map_err(redis::RedisError::from)?;
         let (served, scan) = rest.split_at(buckets.len());
         let head: Head =
             redis::FromRedisValue::from_redis_value(redis::Value::Array(head.to_vec()))
@@ -161,6 +180,9 @@ impl RedisBroker {
             default_floor: df,
             default_limit: dc,
             default_burst: db,
+            default_rate: dr.as_deref().and_then(ShardRate::from_stored),
+            rate_waiting,
+            now_us: secs * 1_000_000 + micros,
             virtual_time: vt.unwrap_or(0.0),
             inbox,
             next_up,
@@ -190,6 +212,9 @@ impl RedisBroker {
                     .hget(&sk.policy, format!("c:{t}"))
                     .hget(&sk.rmember, t)
                     .zscore(&sk.lastpass, t)
+                    .hget(&sk.policy, format!("r:{t}"))
+                    .zscore(&sk.rwait, t)
+                    .hget(&sk.rstate, format!("p:{t}"))
                     .hget(&sk.policy, format!("b:{t}"))
                     .hget(&sk.yields, format!("r:{t}"))
                     .hget(&sk.yields, format!("h:{t}"))
@@ -198,7 +223,7 @@ impl RedisBroker {
                     pipe.hget(b, t);
                 }
             }
-            let per = 11 + buckets.len();
+            let per = 14 + buckets.len();
             let found: Vec<redis::Value> = self.pipe(&pipe).await?;
             let mut members = Vec::new();
             for (t, v) in batch.iter().zip(found.chunks(per)) {
@@ -210,15 +235,20 @@ impl RedisBroker {
                     Option<u32>,
                     Option<String>,
                     Option<f64>,
+                    Option<String>,
+                    Option<f64>,
+                    Option<f64>,
                 );
-                let (pending, running, weight, floor, limit, member, last): Row =
-                    redis::FromRedisValue::from_redis_value(redis::Value::Array(v[..7].to_vec()))
+                let (pending, running, weight, floor, limit, member, last, rate, until, kept): Row =
+                    redis::FromRedisValue::from_redis_value(redis::Value::Array(v[..10].to_vec()))
                         .map_err(redis::RedisError::from)?;
                 type Yields = (Option<u32>, Option<u64>, Option<u64>, Option<u64>);
                 let (burst, requested, honoured, ignored): Yields =
-                    redis::FromRedisValue::from_redis_value(redis::Value::Array(v[7..11].to_vec()))
-                        .map_err(redis::RedisError::from)?;
-                let dispatched = v[11..]
+                    redis::FromRedisValue::from_redis_value(redis::Value::Array(
+                        v[10..14].to_vec(),
+                    ))
+                    .map_err(redis::RedisError::from)?;
+                let dispatched = v[14..]
                     .iter()
                     .map(|x| {
                         redis::FromRedisValue::from_redis_value_ref(x)
@@ -235,7 +265,9 @@ impl RedisBroker {
                     weight,
                     floor,
                     limit,
-                    pass: last,
+                    rate: rate.as_deref().and_then(ShardRate::from_stored),
+                    rate_wait_until: until.map(|u| u.max(0.0) as u64),
+                    pass: kept.or(last),
                     rotation: None,
                     under_floor: false,
                     dispatched,
@@ -347,6 +379,12 @@ impl RedisBroker {
         }
         let lens: Vec<u64> = self.pipe(&pipe).await?;
         Ok((next, batch.into_iter().zip(lens).collect()))
+    }
+
+    /// A sharded queue's tenants waiting for their rate (`ZCARD`).
+    pub async fn shard_rate_waiting(&self, queue: &str) -> Result<u64> {
+        self.query(redis::cmd("ZCARD").arg(&self.keys.shard(queue).rwait))
+            .await
     }
 
     /// A sharded queue's tenant count (`SCARD`).

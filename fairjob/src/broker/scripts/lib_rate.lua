@@ -5,7 +5,11 @@
 -- overrides `limit`, `per`, `burst`; `released`: waiters released so far), waiters (LIST, FIFO, entries as in
 -- lib_slot.lua), reserved (ZSET jid -> expiry µs: released waiters whose start
 -- was already counted). The release schedule `due` (ZSET encoded key -> µs
--- when the key next has room) is shared by every limiter.
+-- when the key next has room) is shared by every limiter; in Redis Cluster
+-- mode the scripts get the limiter's own `next` (same shape, one member, in
+-- its slot) instead, which the caller mirrors into the shared one, and
+-- released waiters are staged in `releasing` (ZSET entry -> lease expiry ms)
+-- for the caller to deliver to their queues (each in its own slot).
 
 local function rate_now_us()
   local t = redis.call('TIME')
@@ -15,7 +19,7 @@ end
 -- The keys of a limiter from KEYS[first..], and the release schedule.
 local function rate_keys(first, schedule)
   return { tat = KEYS[first], conf = KEYS[first + 1], waiters = KEYS[first + 2],
-    reserved = KEYS[first + 3], due = KEYS[schedule] }
+    reserved = KEYS[first + 3], due = KEYS[schedule], staged = {} }
 end
 
 -- The effective limit, period (µs) and burst: the override, else the
@@ -78,10 +82,16 @@ local function rate_release_waiters(rk, member, now, ttl, max, qp, wp)
       return released, now
     end
     rate_store(rk, v, now)
-    local f = slot_fields(redis.call('LPOP', rk.waiters))
+    local e = redis.call('LPOP', rk.waiters)
+    local f = slot_fields(e)
     local jid, queue, encq, payload = f[1], f[2], f[3], f[4]
-    redis.call('RPUSH', qp.prefix .. queue, payload)
-    fj_wake(wp.prefix .. encq)
+    if rk.releasing then
+      redis.call('ZADD', rk.releasing, math.floor(now / 1000) + rk.lease_ms, e)
+      rk.staged[#rk.staged + 1] = e
+    else
+      redis.call('RPUSH', qp.prefix .. queue, payload)
+      fj_wake(wp.prefix .. encq)
+    end
     redis.call('ZADD', rk.reserved, fj_num(now + ttl), jid)
     released = released + 1
   end

@@ -18,10 +18,24 @@
 -- equal weights are exactly round robin, a tenant that arrives (or returns)
 -- joins the back of the round, and a tenant's name never decides. Per tenant, live in Redis, one HASH `policy`: `c:<tenant>` (cap, the
 -- running limit; 0 pauses), `w:<tenant>` (weight, default 1), `f:<tenant>`
--- (floor, default 0), `b:<tenant>` (burst: the running limit instead of the
--- cap while no other tenant is in the order); `<tenant>` `*` holds the
+-- (floor, default 0), `r:<tenant>` (rate: `<limit>/<period µs>`, starts per
+-- period, none when unset), `b:<tenant>` (burst: the running limit instead of
+-- the cap while no other tenant is in the order); `<tenant>` `*` holds the
 -- queue's defaults, `y:grace`, `y:minrun`, `y:cooldown` (ms) and `y:off`
--- the queue's fair-yield settings (see shard_yield.lua). `lastpass`
+-- the queue's fair-yield settings (see shard_yield.lua).
+--
+-- A tenant with a rate is judged by GCRA on Redis's clock (burst 0: starts
+-- spaced by ceil(period / limit) µs; `rstate` holds `t:<tenant>`, its
+-- theoretical arrival time). Found at the head of the order with its rate
+-- spent, it leaves the order WITHOUT advancing its pass: pass and member are
+-- kept in `rstate` (`p:`, `m:`) and it waits in `rwait` (ZSET tenant -> µs
+-- when its rate next allows a start) while the others are served. The next
+-- dispatch at or after that time puts it back with the same member and pass
+-- (a bounded number per call), so it is served first when its rate allows;
+-- its pass is raised to vt if the others moved past it, so that the turns it
+-- could not take are never made up in a burst (e.g. when its rate is
+-- removed after an hour). A tenant waiting for its rate is not in the order,
+-- so it does not stop another tenant's burst. `lastpass`
 -- (ZSET) keeps a tenant's pass while it is out of the order and ahead of vt;
 -- entries at or below vt can never matter and are trimmed. State is
 -- O(active tenants).
@@ -37,10 +51,11 @@ local function shard_keys(first, prefix)
     running = KEYS[first + 3], policy = KEYS[first + 4], tenants = KEYS[first + 5],
     floorq = KEYS[first + 6], lastpass = KEYS[first + 7], vt = KEYS[first + 8],
     ring = KEYS[first + 9], limits = KEYS[first + 10],
+    rwait = KEYS[first + 11], rstate = KEYS[first + 12],
     prefix = prefix,
   }
 end
-local SHARD_NKEYS = 11
+local SHARD_NKEYS = 13
 
 local function fj_encode(s)
   return (string.gsub(s, '[^%w%-%._~]', function(c)
@@ -62,18 +77,36 @@ end
 -- Per-call memory (one script call is atomic).
 local shard_memo = { settings = {}, counts = {}, clock = nil, clock_dirty = false, floor_any = nil }
 
+-- Redis's clock in µs, read each time (it moves during a call: a tenant
+-- with a high rate may start more than once in one fetch).
+local function shard_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- The emission interval (µs) of a stored rate `<limit>/<period µs>`; nil
+-- for none (or a malformed or zero one).
+local function shard_rate_interval(v)
+  if not v then return nil end
+  local l, per = string.match(v, '^(%d+)/(%d+)$')
+  l, per = tonumber(l), tonumber(per)
+  if not l or not per or l <= 0 or per <= 0 then return nil end
+  return math.ceil(per / l)
+end
+
 -- A tenant's settings: cap (nil = none), weight (default 1), floor (default
--- 0), burst (nil = none: the running limit while no other tenant of the queue
--- has pending work, when above the cap).
+-- 0), rate (its emission interval in µs, nil = none), burst (nil = none: the
+-- running limit while no other tenant of the queue has pending work, when
+-- above the cap).
 local function shard_policy_of(sk, t)
   local p = shard_memo.settings[t]
   if p then return p end
   local v = redis.call('HMGET', sk.policy, 'c:' .. t, 'w:' .. t, 'f:' .. t, 'b:' .. t,
-    'c:*', 'w:*', 'f:*', 'b:*')
+    'c:*', 'w:*', 'f:*', 'b:*', 'r:' .. t, 'r:*')
   local weight = tonumber(v[2] or v[6]) or 1
   if weight <= 0 then weight = 1 end
   p = { cap = tonumber(v[1] or v[5]), weight = weight, floor = tonumber(v[3] or v[7]) or 0,
-    burst = tonumber(v[4] or v[8]) }
+    burst = tonumber(v[4] or v[8]), rate = shard_rate_interval(v[9] or v[10]) }
   shard_memo.settings[t] = p
   return p
 end
@@ -131,10 +164,12 @@ local function shard_limit(sk, t)
   return p.cap
 end
 
--- Pending jobs and under its running limit (a cap of 0 pauses).
+-- Pending jobs, under its running limit (a cap of 0 pauses) and not waiting
+-- for its rate.
 local function shard_runnable(sk, t)
   local cap = shard_limit(sk, t)
   if cap ~= nil and shard_running(sk, t) >= cap then return false end
+  if redis.call('ZSCORE', sk.rwait, t) then return false end
   return redis.call('LLEN', sk.prefix .. t) > 0
 end
 
@@ -178,11 +213,95 @@ local function shard_enready(sk, t, pass)
   end
 end
 
+-- Takes `t` (at the head of the order as member `m` with `pass`) out of the
+-- order until `at` (µs), when its rate allows its next start; its pass and
+-- member are kept.
+local function shard_rate_park(sk, t, m, pass, at)
+  redis.call('ZREM', sk.ready, m)
+  redis.call('ZREM', sk.floorq, m)
+  redis.call('HDEL', sk.rmember, t)
+  redis.call('HSET', sk.rstate, 'p:' .. t, fj_num(pass), 'm:' .. t, m)
+  redis.call('ZADD', sk.rwait, at, t)
+end
+
+-- Brings a tenant waiting for its rate back: into the order with the member
+-- and pass it had (at least vt: no burst of turns made up), if it is
+-- runnable; its pass remembered otherwise. True when it entered the order.
+local function shard_rate_unpark(sk, t)
+  redis.call('ZREM', sk.rwait, t)
+  local v = redis.call('HMGET', sk.rstate, 'p:' .. t, 'm:' .. t)
+  redis.call('HDEL', sk.rstate, 'p:' .. t, 'm:' .. t)
+  local pass = math.max(tonumber(v[1] or '0'), shard_vt(sk))
+  if not shard_runnable(sk, t) or redis.call('HGET', sk.rmember, t) then
+    shard_remember(sk, t, pass)
+    return false
+  end
+  local m = v[2]
+  if not m then
+    shard_enready(sk, t, pass)
+    return true
+  end
+  redis.call('ZADD', sk.ready, fj_num(pass), m)
+  redis.call('HSET', sk.rmember, t, m)
+  if shard_running(sk, t) < shard_policy_of(sk, t).floor then
+    redis.call('ZADD', sk.floorq, fj_num(pass), m)
+    shard_memo.floor_any = true
+  end
+  return true
+end
+
+-- Brings back (at most `max`) tenants whose rate allows a start again.
+local function shard_rate_wake(sk, max)
+  local due = redis.call('ZRANGEBYSCORE', sk.rwait, '-inf', shard_now(), 'LIMIT', 0, max)
+  for _, t in ipairs(due) do shard_rate_unpark(sk, t) end
+end
+
+-- When `t`'s rate next allows a start (nil: now, or it has no rate). Never
+-- more than one interval of its current rate away: a state left by a slower
+-- rate is cut to that (a changed rate applies from the next start).
+local function shard_rate_wait(sk, t, p)
+  if p.rate == nil then return nil end
+  local tat = tonumber(redis.call('HGET', sk.rstate, 't:' .. t))
+  local now = shard_now()
+  if tat == nil or tat <= now then return nil end
+  if tat > now + p.rate then
+    tat = now + p.rate
+    redis.call('HSET', sk.rstate, 't:' .. t, fj_num(tat))
+  end
+  return tat
+end
+
+-- Counts a start of `t` against its rate; returns how long (µs) until its
+-- rate allows the next one (nil: it has no rate).
+local function shard_rate_count(sk, t, p)
+  if p.rate == nil then return nil end
+  local now = shard_now()
+  local tat = tonumber(redis.call('HGET', sk.rstate, 't:' .. t)) or now
+  if tat < now then tat = now end
+  redis.call('HSET', sk.rstate, 't:' .. t, fj_num(tat + p.rate))
+  return tat + p.rate - now, tat + p.rate
+end
+
+-- A tenant whose next start is further away than this after a dispatch waits
+-- out of the order at once (so spent tenants never pile up at its head); a
+-- sooner one stays in and is judged when it reaches the head.
+local SHARD_PARK_AFTER_US = 1000
+
 -- Brings `t`'s place in the order up to date with its jobs and settings: in it
 -- when runnable (entering at max(last pass, vt)), out of it otherwise, and in
--- `floorq` exactly while under its floor. True when `t` entered the order (the
--- caller then wakes an idle worker).
+-- `floorq` exactly while under its floor. A tenant waiting for its rate stays
+-- out until its time (or until its rate is removed, or changed so that its
+-- time is more than one interval away: then it is judged again at the head of
+-- the order). True when `t` entered the order (the caller then wakes an idle
+-- worker).
 local function shard_consider(sk, t)
+  local w = redis.call('ZSCORE', sk.rwait, t)
+  if w then
+    local r = shard_policy_of(sk, t).rate
+    w = tonumber(w)
+    if r ~= nil and w > shard_now() and w <= shard_now() + r then return false end
+    return shard_rate_unpark(sk, t)
+  end
   local m = redis.call('HGET', sk.rmember, t)
   if shard_runnable(sk, t) then
     if not m then
@@ -237,6 +356,9 @@ local function shard_release(sk, t)
   local entered = shard_consider(sk, t)
   if r == 0 and redis.call('LLEN', sk.prefix .. t) == 0 then
     redis.call('SREM', sk.tenants, t)
+    -- A rate state in the past can never matter again.
+    local tat = redis.call('HGET', sk.rstate, 't:' .. t)
+    if tat and tonumber(tat) <= shard_now() then redis.call('HDEL', sk.rstate, 't:' .. t) end
   end
   return entered
 end
@@ -270,7 +392,8 @@ end
 -- Dispatches the next job: the tenant under its floor with the smallest pass,
 -- else the smallest pass of all; its oldest job; its pass advanced by
 -- 1 / weight. A tenant found at its cap (lowered at runtime) leaves the order
--- until one of its jobs ends or its cap is raised. Bounded: never walks all
+-- until one of its jobs ends or its cap is raised; one found with its rate
+-- spent waits in `rwait`, its pass kept (shard_rate_park). Bounded: never walks all
 -- tenants. `served` (a HASH, one per minute) counts dispatches per tenant (the
 -- caller adds the call's total to field `*`).
 local function shard_reserve(sk, served)
@@ -288,20 +411,29 @@ local function shard_reserve(sk, served)
     local pass = tonumber(top[2])
     local p = shard_policy_of(sk, t)
     local limit = shard_limit(sk, t)
+    local wait_until = nil
+    if limit == nil or shard_running(sk, t) < limit then wait_until = shard_rate_wait(sk, t, p) end
     if limit ~= nil and shard_running(sk, t) >= limit then
       shard_remember(sk, t, shard_unready(sk, t, top[1]))
+    elseif wait_until then
+      shard_rate_park(sk, t, top[1], pass, wait_until)
     else
       local job = redis.call('RPOP', sk.prefix .. t)
       if not job then
         shard_remember(sk, t, shard_unready(sk, t, top[1]))
       else
         local running = shard_add_running(sk, t, 1)
+        local wait, due = shard_rate_count(sk, t, p)
         if not floored and pass > shard_vt(sk) then
           shard_memo.clock = pass
           shard_memo.clock_dirty = true
         end
         local next_pass = pass + 1 / p.weight
-        if (limit == nil or running < limit) and redis.call('LLEN', sk.prefix .. t) > 0 then
+        local more = (limit == nil or running < limit) and redis.call('LLEN', sk.prefix .. t) > 0
+        if more and wait ~= nil and wait > SHARD_PARK_AFTER_US then
+          -- Its rate is spent: it waits out of the order, its next pass kept.
+          shard_rate_park(sk, t, top[1], next_pass, due)
+        elseif more then
           -- Still runnable: same member, later pass (its place in ties is kept).
           local m = top[1]
           redis.call('ZADD', sk.ready, fj_num(next_pass), m)

@@ -7,10 +7,14 @@
 -- first parks a job (or is set at runtime).
 -- KEYS[1..4] = tat, conf, waiters, reserved; KEYS[5] = release schedule;
 --   KEYS[6] = in-progress hash; KEYS[7] = rate limiters registry set;
---   for a sharded job KEYS[8..18] = the shard state (ShardKeys::state()).
+--   for a sharded job KEYS[8..20] = the shard state (ShardKeys::state()).
+--   In Redis Cluster mode (ARGV[10] = 'c') only KEYS[1..5], KEYS[5] being the
+--   limiter's own `next`: the caller registers the limiter before, and after
+--   a park takes the job out of its record (and its tenant's running count)
+--   and mirrors the schedule.
 -- ARGV[1..3] = declared limit, period µs, burst; ARGV[4] = jid; ARGV[5] = token;
 --   ARGV[6] = waiter entry; ARGV[7] = registry member (encoded key);
---   ARGV[8] = '' or shard prefix, ARGV[9] = encoded tenant.
+--   ARGV[8] = '' or shard prefix, ARGV[9] = encoded tenant, ARGV[10] = 'c' or ''.
 -- Returns {1, 0} (passed), {0, next release µs or -1 when paused} (parked)
 -- or {-1, 0} (the job is no longer this worker's).
 local rk = rate_keys(1, 5)
@@ -28,12 +32,15 @@ if ok and redis.call('LLEN', rk.waiters) == 0 then
 end
 -- Parking: the limiter is registered (for the Limits page and the releaser,
 -- which reads the declaration from conf), stale reservations dropped.
-if redis.call('HDEL', KEYS[6], ARGV[5]) == 0 then return { -1, 0 } end
+local cluster = ARGV[10] == 'c'
+if not cluster then
+  if redis.call('HDEL', KEYS[6], ARGV[5]) == 0 then return { -1, 0 } end
+  redis.call('SADD', KEYS[7], ARGV[7])
+end
 redis.call('HSET', rk.conf, 'dlimit', ARGV[1], 'dper', ARGV[2], 'dburst', ARGV[3])
-redis.call('SADD', KEYS[7], ARGV[7])
 redis.call('ZREMRANGEBYSCORE', rk.reserved, '-inf', fj_num(now))
 redis.call('RPUSH', rk.waiters, ARGV[6])
-if ARGV[8] ~= '' then
+if not cluster and ARGV[8] ~= '' then
   shard_release(shard_keys(8, ARGV[8]), ARGV[9])
 end
 if ok == nil then return { 0, -1 } end

@@ -2,7 +2,8 @@
 -- declared value, '-' = unchanged; limit 0 pauses the key) and schedule a release at once when
 -- jobs wait, so a raised or resumed limit takes effect on the next release.
 -- KEYS[1..4] = tat, conf, waiters, reserved; KEYS[5] = release schedule;
---   KEYS[6] = rate limiters registry set.
+--   KEYS[6] = rate limiters registry set (Redis Cluster mode, ARGV[5] = 'c':
+--   no KEYS[6], the caller registers; KEYS[5] is the limiter's own `next`).
 -- ARGV[1] = limit, ARGV[2] = period µs, ARGV[3] = burst (each '' or '-' too),
 --   ARGV[4] = registry member.
 -- Returns how many jobs wait.
@@ -15,7 +16,7 @@ for i = 1, 3 do
     redis.call('HSET', rk.conf, names[i], ARGV[i])
   end
 end
-redis.call('SADD', KEYS[6], ARGV[4])
+if ARGV[5] ~= 'c' then redis.call('SADD', KEYS[6], ARGV[4]) end
 local waiting = redis.call('LLEN', rk.waiters)
 local limit = rate_effective(rk)
 if waiting > 0 and limit > 0 then

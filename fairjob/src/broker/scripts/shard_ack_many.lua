@@ -3,7 +3,7 @@
 -- worker/acks.rs): as shard_finish.lua's 'done' for each, releasing its
 -- tenant's running count, and one wake-up if that made a tenant runnable.
 --
--- KEYS[1] = in-progress hash, KEYS[2..12] = the shard state, KEYS[13] = wake.
+-- KEYS[1] = in-progress hash, KEYS[2..14] = the shard state, KEYS[15] = wake.
 -- ARGV[1] = shard prefix, then (token, encoded tenant) pairs.
 -- Returns the 1-based positions of the pairs whose token was gone (fenced: the
 -- job had been recovered from this worker; its count was released then).
@@ -21,6 +21,6 @@ for i = 2, #ARGV - 1, 2 do
   end
 end
 if wake then
-  fj_wake(KEYS[13])
+  fj_wake(KEYS[2 + SHARD_NKEYS])
 end
 return fenced

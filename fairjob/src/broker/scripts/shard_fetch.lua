@@ -4,29 +4,37 @@
 -- into this worker's in-progress record of the queue under a fresh token.
 -- Every key is in the queue's slot.
 --
--- KEYS[1] = inbox, KEYS[2..12] = the shard state (ShardKeys::state()),
---   KEYS[13] = in-progress hash, KEYS[14] = this minute's dispatch counts,
---   KEYS[15] = the queue's fetchers (workers that may hold in-progress records),
---   KEYS[16] = fair yield's waiting tenants, KEYS[17] = their slot waits
+-- Tenants whose rate allows a start again come back into the order first
+-- (a bounded number per call).
+--
+-- KEYS[1] = inbox, KEYS[2..14] = the shard state (ShardKeys::state()),
+--   KEYS[15] = in-progress hash, KEYS[16] = this minute's dispatch counts,
+--   KEYS[17] = the queue's fetchers (workers that may hold in-progress records),
+--   KEYS[18] = fair yield's waiting tenants, KEYS[19] = their slot waits
 --   (a tenant seen waiting that gets a slot: how long it waited).
 -- ARGV[1] = n, ARGV[2] = first token sequence number,
 --   ARGV[3] = token suffix ('|<encoded queue>'), ARGV[4] = shard prefix,
 --   ARGV[5] = inbox entries to move at most, ARGV[6] = this worker's identity.
--- Returns a flat list: token, payload, ...
+-- ARGV[7] = tenants waiting for their rate to bring back at most.
+-- Returns a flat list: token, payload, ...; when it reserved fewer than n and
+-- a tenant waits for its rate, one more element: the µs until the first such
+-- tenant's rate allows a start (an idle worker waits no longer than that).
 
 local sk = shard_keys(2, ARGV[4])
-local inflight, served_key = KEYS[13], KEYS[14]
+local after = 1 + SHARD_NKEYS
+local inflight, served_key = KEYS[after + 1], KEYS[after + 2]
 local n, seq = tonumber(ARGV[1]), tonumber(ARGV[2])
 shard_drain_inbox(sk, KEYS[1], tonumber(ARGV[5]))
+shard_rate_wake(sk, tonumber(ARGV[7]))
 local out = {}
 for _ = 1, n do
   local t, job = shard_reserve(sk, served_key)
   if not job then break end
-  local since = redis.call('HGET', KEYS[16], t)
+  local since = redis.call('HGET', KEYS[after + 4], t)
   if since then
-    redis.call('HDEL', KEYS[16], t)
-    redis.call('LPUSH', KEYS[17], fj_num(math.max(0, redis_now() - tonumber(since))))
-    redis.call('LTRIM', KEYS[17], 0, 255)
+    redis.call('HDEL', KEYS[after + 4], t)
+    redis.call('LPUSH', KEYS[after + 5], fj_num(math.max(0, redis_now() - tonumber(since))))
+    redis.call('LTRIM', KEYS[after + 5], 0, 255)
   end
   local token = seq .. ARGV[3] .. '|' .. t
   redis.call('HSET', inflight, token, job)
@@ -38,8 +46,14 @@ shard_flush(sk)
 if #out > 0 then
   -- Listed before it holds a job here, in the same step: the reconciler
   -- counts running jobs from the records of every listed fetcher.
-  redis.call('SADD', KEYS[15], ARGV[6])
+  redis.call('SADD', KEYS[after + 3], ARGV[6])
   redis.call('HINCRBY', served_key, '*', #out / 2)
   redis.call('EXPIRE', served_key, 900)
+end
+if #out < 2 * n then
+  local first = redis.call('ZRANGE', sk.rwait, 0, 0, 'WITHSCORES')
+  if #first > 0 then
+    out[#out + 1] = math.max(0, tonumber(first[2]) - shard_now())
+  end
 end
 return out

@@ -7,7 +7,7 @@
 -- when that makes the tenant runnable again. Every key is in the queue's slot;
 -- the caller counts fenced completions and undoes its retry/dead write.
 --
--- KEYS[1] = in-progress hash, KEYS[2..12] = the shard state, KEYS[13] = wake.
+-- KEYS[1] = in-progress hash, KEYS[2..14] = the shard state, KEYS[15] = wake.
 -- ARGV[1] = token, ARGV[2] = 'done' | 'front' | 'back', ARGV[3] = payload (front, back),
 --   ARGV[4] = shard prefix, ARGV[5] = encoded tenant.
 -- ARGV[6] = '' or a unique job's lock prefix to release its lock (the job
@@ -26,6 +26,6 @@ if ARGV[6] ~= nil and ARGV[6] ~= '' then
   unique_release({ prefix = ARGV[6] }, ARGV[7], ARGV[8])
 end
 if wake then
-  fj_wake(KEYS[13])
+  fj_wake(KEYS[2 + SHARD_NKEYS])
 end
 return 1

@@ -8,8 +8,8 @@
 -- running jobs. One script, so nothing moves while it counts; its cost is the
 -- jobs in flight on the queue plus the listed tenants.
 --
--- KEYS[1..11] = the shard state, KEYS[12] = wake, KEYS[13] = the queue's
---   fetchers, KEYS[14..] = in-progress records of the queue, one per worker.
+-- KEYS[1..13] = the shard state, KEYS[14] = wake, KEYS[15] = the queue's
+--   fetchers, KEYS[16..] = in-progress records of the queue, one per worker.
 -- ARGV[1] = shard prefix, ARGV[2] = number of workers w, ARGV[3..2+w] = their
 --   identities (in the order of their records), ARGV[3+w..] = encoded tenants
 --   to re-check.
@@ -20,11 +20,11 @@ local sk = shard_keys(1, ARGV[1])
 local nw = tonumber(ARGV[2])
 local given = {}
 for i = 3, 2 + nw do given[ARGV[i]] = true end
-for _, w in ipairs(redis.call('SMEMBERS', KEYS[13])) do
+for _, w in ipairs(redis.call('SMEMBERS', KEYS[2 + SHARD_NKEYS])) do
   if not given[w] then return { -1, 0 } end
 end
 local counted = {}
-for i = 14, #KEYS do
+for i = 3 + SHARD_NKEYS, #KEYS do
   local tokens = redis.call('HKEYS', KEYS[i])
   for _, token in ipairs(tokens) do
     local t = string.match(token, '^[^|]*|[^|]*|(.*)$')
@@ -76,6 +76,6 @@ for i = 3 + nw, #ARGV do
   end
 end
 if entered then
-  fj_wake(KEYS[12])
+  fj_wake(KEYS[1 + SHARD_NKEYS])
 end
 return { fixed_counts, fixed_tenants }

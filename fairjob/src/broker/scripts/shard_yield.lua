@@ -21,9 +21,9 @@
 --    and may burst again now.
 -- Cost: the jobs in flight on the queue plus `topk` tenants.
 --
--- KEYS[1..11] = the shard state, KEYS[12] = wake, KEYS[13] = runs,
---   KEYS[14] = waits, KEYS[15] = yield stats, KEYS[16] = decision lock,
---   KEYS[17] = slot waits.
+-- KEYS[1..13] = the shard state, KEYS[14] = wake, KEYS[15] = runs,
+--   KEYS[16] = waits, KEYS[17] = yield stats, KEYS[18] = decision lock,
+--   KEYS[19] = slot waits.
 -- ARGV[1] = shard prefix, ARGV[2] = this worker (encoded), ARGV[3] = lock ms,
 --   ARGV[4] = topk, ARGV[5] = stale seconds, then (jid, encoded tenant,
 --   run start epoch seconds) per running iterable job of this worker.
@@ -34,7 +34,9 @@
 --   for none.
 
 local sk = shard_keys(1, ARGV[1])
-local runs, waits, ystats, ylock, slotwaits = KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17]
+local after = 1 + SHARD_NKEYS
+local runs, waits, ystats = KEYS[after + 1], KEYS[after + 2], KEYS[after + 3]
+local ylock, slotwaits = KEYS[after + 4], KEYS[after + 5]
 local me, lock_ms, topk, stale = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = redis_now()
 local conf = redis.call('HMGET', sk.policy, 'y:grace', 'y:minrun', 'y:cooldown', 'y:off')
@@ -137,7 +139,8 @@ for _, t in ipairs(order) do
   local p = shard_policy_of(sk, t)
   local pending = redis.call('LLEN', sk.prefix .. t)
   if pending > 0 and not in_ready[t] and redis.call('HEXISTS', sk.rmember, t) == 0 then
-    -- Left the order at its cap while others waited: back in if it may burst now.
+    -- Left the order at its cap while others waited: back in if it may burst
+    -- now (one waiting for its rate stays out until its time).
     if shard_consider(sk, t) then woke = true end
   end
   rows[#rows + 1] = t
@@ -149,7 +152,7 @@ for _, t in ipairs(order) do
   rows[#rows + 1] = p.burst and tostring(p.burst) or ''
   rows[#rows + 1] = waited[t] and fj_num(waited[t]) or ''
 end
-if woke then fj_wake(KEYS[12]) end
+if woke then fj_wake(KEYS[after]) end
 local jobs = {}
 for jid, e in pairs(entries) do
   jobs[#jobs + 1] = jid

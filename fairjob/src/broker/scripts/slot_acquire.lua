@@ -3,7 +3,7 @@
 -- sharded queue), where it holds no worker until a slot frees.
 -- KEYS[1..4] = limit, holders, reserved, waiters; KEYS[5] = in-progress hash;
 --   KEYS[6] = limits registry set; KEYS[7] = this worker's slot record (token -> key);
---   for a sharded job KEYS[8..18] = the shard state (ShardKeys::state()).
+--   for a sharded job KEYS[8..20] = the shard state (ShardKeys::state()).
 -- ARGV[1] = default limit, ARGV[2] = holder id, ARGV[3] = jid, ARGV[4] = token,
 --   ARGV[5] = waiter entry, ARGV[6] = registry member, ARGV[7] = slot record value,
 --   ARGV[8] = '' or shard prefix, ARGV[9] = encoded tenant.

@@ -1,0 +1,641 @@
+//! fairjob-postgres' "Postgres stays the truth" mode and its faults, with a
+//! private PostgreSQL, a private Redis and real worker and pump processes:
+//! kept rows stay until their job ends, ends flow back, Redis losing its data
+//! (`FLUSHALL`, twice; a restart without persistence) republishes every job
+//! not done and none done, a pump killed between the Redis push and the
+//! PostgreSQL update pushes once, three pumps push every job once, and the
+//! worker goes on while PostgreSQL is away.
+
+use std::collections::BTreeSet;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fairjob::{IntoPush, Job};
+use fairjob_examples::EchoJob;
+use fairjob_postgres::testing::PostgresServer;
+use fairjob_postgres::{EnqueueTx, KeepExt, Pump, migrate, perform_bulk_tx};
+use fairjob_tests::jobs::{LedgerJob, OutcomeJob, RecordJob};
+use fairjob_tests::{Ledger, Redis, RedisServer, eventually, ledger_dir, redis_cli};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+const LONG: Duration = Duration::from_secs(60);
+
+async fn pg() -> (PostgresServer, PgPool) {
+    let pg = PostgresServer::start().expect("start a private PostgreSQL (initdb, pg_ctl)");
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .connect(&pg.url())
+        .await
+        .unwrap();
+    migrate(&pool).await.unwrap();
+    (pg, pool)
+}
+
+async fn count(pool: &PgPool, filter: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT count(*) FROM fairjob.outbox WHERE {filter}"
+    )))
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// A `test-worker pump` process.
+fn pump_process(url: &str, ns: &str, pg: &str, extra: &[&str], env: &[(&str, &str)]) -> Child {
+    Command::new(fairjob_tests::bin("test-worker"))
+        .args(["-r", url, "--namespace", ns])
+        .args(["pump", "--postgres", pg])
+        .args(["--poll-interval", "20ms", "--max-idle-interval", "200ms"])
+        .args(["--check-interval", "200ms"])
+        .args(extra)
+        .envs(env.iter().copied())
+        .env("FAIRJOB_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn kill(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_jobs_stay_until_they_end_and_their_ends_flow_back() {
+    let (_pg, pool) = pg().await;
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    let mut tx = pool.begin().await.unwrap();
+    let mut kept = Vec::new();
+    for i in 0..3 {
+        let jid = EchoJob(format!("kept {i}"))
+            .keep_until_done()
+            .perform_async_tx(&mut *tx)
+            .await
+            .unwrap();
+        kept.push(jid);
+    }
+    let dead = OutcomeJob {
+        kind: "dead".into(),
+        tenant: "acme".into(),
+    }
+    .keep_until_done()
+    .perform_async_tx(&mut *tx)
+    .await
+    .unwrap();
+    // A queue kept by the pump's setting, and a plain outbox job.
+    let mut billing = EchoJob("billing".into()).into_push().unwrap();
+    billing.set_queue("billing");
+    let billing = billing.perform_async_tx(&mut *tx).await.unwrap();
+    let outbox = EchoJob("outbox".into())
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let pump = Pump::new(pool.clone(), client).keep_queues(["billing"]);
+    let stats = pump.pump_once().await.unwrap();
+    assert_eq!((stats.pushed, stats.kept), (6, 5), "{stats:?}");
+    assert_eq!(
+        count(&pool, "true").await,
+        5,
+        "the outbox row went, kept rows stay"
+    );
+    let row = fairjob_postgres::find_job(&pool, &outbox).await.unwrap();
+    assert!(row.is_none(), "{row:?}");
+    let row = fairjob_postgres::find_job(&pool, &kept[0])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.state, "published", "{row:?}");
+
+    let run = fairjob_tests::spawn(
+        redis
+            .worker()
+            .queues(fairjob_tests::queues(&["default", "outcomes", "billing"]))
+            .build()
+            .await
+            .unwrap(),
+    );
+    eventually!(
+        within LONG,
+        {
+            pump.check().await.unwrap();
+            count(&pool, "done_at IS NOT NULL").await == 5
+        },
+        "every kept job's end reaches PostgreSQL"
+    );
+    run.stop().await;
+    for jid in kept.iter().chain([&billing]) {
+        let row = fairjob_postgres::find_job(&pool, jid)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.state, "done", "{row:?}");
+    }
+    let row = fairjob_postgres::find_job(&pool, &dead)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.state, "dead", "{row:?}");
+    let status = fairjob_postgres::status(&pool).await.unwrap();
+    assert_eq!((status.kept_finished, status.kept_running), (5, 0));
+    assert_eq!(status.backlog, 0);
+
+    // Retention: finished rows go once older than it.
+    let kept_a_week = pump.clone().retention(Duration::from_secs(3600));
+    assert_eq!(kept_a_week.retain().await.unwrap(), 0);
+    let none = pump.retention(Duration::ZERO);
+    assert_eq!(none.retain().await.unwrap(), 5);
+    assert_eq!(count(&pool, "true").await, 0);
+}
+
+/// Jids of the ledger that started more than once, among `jids`.
+fn twice(ledger: &Ledger, jids: &[String]) -> Vec<String> {
+    jids.iter()
+        .filter(|j| ledger.started(j) > 1)
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushall_republishes_every_job_not_done_and_none_that_was_done() {
+    let (pg, pool) = pg().await;
+    let redis = Redis::start().await;
+    let dir = ledger_dir("pg-flushall");
+    let worker = redis
+        .worker_process()
+        .queues(["ledger"])
+        .concurrency(5)
+        .flag("--postgres", pg.url())
+        .ledger(&dir);
+    let mut first = worker.start();
+    let pumps = [
+        pump_process(redis.url(), redis.ns(), &pg.url(), &[], &[]),
+        pump_process(redis.url(), redis.ns(), &pg.url(), &[], &[]),
+    ];
+
+    // Done: run and recorded done in PostgreSQL.
+    let mut tx = pool.begin().await.unwrap();
+    let done = perform_bulk_tx(
+        &mut *tx,
+        (0..20).map(|_| LedgerJob::sleeping(0).keep_until_done()),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    eventually!(
+        within LONG,
+        count(&pool, "state = 'done'").await == 20,
+        "the first jobs run and are recorded done"
+    );
+
+    // Running: long jobs the worker holds; queued: a queue nobody serves yet.
+    let mut tx = pool.begin().await.unwrap();
+    let running = perform_bulk_tx(
+        &mut *tx,
+        (0..5).map(|_| LedgerJob::sleeping(2500).keep_until_done()),
+    )
+    .await
+    .unwrap();
+    let queued = perform_bulk_tx(
+        &mut *tx,
+        (0..20).map(|_| {
+            let mut p = LedgerJob::sleeping(0)
+                .keep_until_done()
+                .into_push()
+                .unwrap();
+            p.set_queue("later");
+            p
+        }),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    eventually!(
+        within LONG,
+        {
+            let l = Ledger::read(&dir);
+            running.iter().all(|j| l.started(j) == 1)
+                && redis.llen(redis.keys().queue("later")).await == 20
+        },
+        "the long jobs run and the others wait in Redis"
+    );
+
+    // Redis loses everything, twice (the second during the republish).
+    redis_cli(redis.server().port(), &["flushall"]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    redis_cli(redis.server().port(), &["flushall"]);
+
+    let mut second = redis
+        .worker_process()
+        .queues(["later", "ledger"])
+        .ledger(&dir)
+        .start();
+    let not_done: Vec<String> = running.iter().chain(&queued).cloned().collect();
+    eventually!(
+        within LONG,
+        count(&pool, "done_at IS NOT NULL").await == 45,
+        "every job not done runs again and is recorded done"
+    );
+    let ledger = Ledger::read(&dir);
+    assert!(
+        ledger.not_ended(&not_done).is_empty(),
+        "every job not done ran: {:?}",
+        ledger.not_ended(&not_done)
+    );
+    assert_eq!(
+        twice(&ledger, &done),
+        Vec::<String>::new(),
+        "no job that was done ran again"
+    );
+    assert_eq!(
+        twice(&ledger, &queued),
+        Vec::<String>::new(),
+        "a queued job runs once more at most: once"
+    );
+    let status = fairjob_postgres::status(&pool).await.unwrap();
+    assert!(!status.republished.is_empty(), "{status:?}");
+    assert_eq!((status.backlog, status.kept_running), (0, 0), "{status:?}");
+    first.stop();
+    second.stop();
+    for p in pumps {
+        kill(p);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pump_killed_between_the_redis_push_and_the_postgres_update_pushes_once() {
+    let (pg, pool) = pg().await;
+    let redis = Redis::start().await;
+    let mut tx = pool.begin().await.unwrap();
+    let jids = perform_bulk_tx(
+        &mut *tx,
+        (0..50).map(|_| LedgerJob::sleeping(0).keep_until_done()),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    let hanging = pump_process(
+        redis.url(),
+        redis.ns(),
+        &pg.url(),
+        &[],
+        &[(fairjob_postgres::HANG_AFTER_PUSH_ENV, "1")],
+    );
+    eventually!(
+        within LONG,
+        redis.llen(redis.keys().queue("ledger")).await == 50,
+        "the pump pushes the batch"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    kill(hanging); // SIGKILL, between the push and the update
+    assert_eq!(
+        count(&pool, "published_at IS NULL AND staged").await,
+        50,
+        "PostgreSQL never heard of the push"
+    );
+    // Its claims would lapse after the lease (30 s): end them, as time would.
+    sqlx::query("UPDATE fairjob.outbox SET claimed_until = NULL")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let next = pump_process(redis.url(), redis.ns(), &pg.url(), &[], &[]);
+    eventually!(
+        within LONG,
+        count(&pool, "published_at IS NOT NULL").await == 50,
+        "the next pump finishes the batch"
+    );
+    let payloads = redis.payloads(&redis.keys().queue("ledger")).await;
+    let unique: BTreeSet<&str> = payloads.iter().filter_map(|p| p["jid"].as_str()).collect();
+    assert_eq!(
+        (payloads.len(), unique.len()),
+        (50, 50),
+        "each job in Redis once"
+    );
+
+    let dir = ledger_dir("pg-kill");
+    let mut worker = redis
+        .worker_process()
+        .queues(["ledger"])
+        .flag("--postgres", pg.url())
+        .ledger(&dir)
+        .start();
+    eventually!(
+        within LONG,
+        count(&pool, "state = 'done'").await == 50,
+        "every job runs and is recorded done"
+    );
+    let ledger = Ledger::read(&dir);
+    assert!(ledger.not_ended(&jids).is_empty());
+    assert!(
+        ledger.started_more_than_once().is_empty(),
+        "each job ran once"
+    );
+    worker.stop();
+    kill(next);
+
+    // The CLI's views of the PostgreSQL side.
+    let out = redis.cli(&["postgres", "status", "--postgres", &pg.url()]);
+    assert!(out.contains("backlog: 0 rows"), "{out}");
+    assert!(out.contains("0 in Redis not ended, 50 ended"), "{out}");
+    let out = redis.cli(&["explain", &jids[0], "--postgres", &pg.url()]);
+    assert!(out.contains("PostgreSQL: ended (done)"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_pump_processes_push_20000_jobs_once() {
+    let (pg, pool) = pg().await;
+    let redis = Redis::start().await;
+    let mut tx = pool.begin().await.unwrap();
+    let jobs = (0..20_000).map(|i| EchoJob(i.to_string()).set_tenant(format!("t{}", i % 10)));
+    perform_bulk_tx(&mut *tx, jobs).await.unwrap();
+    tx.commit().await.unwrap();
+    let pumps: Vec<Child> = (0..3)
+        .map(|_| pump_process(redis.url(), redis.ns(), &pg.url(), &["--batch", "300"], &[]))
+        .collect();
+    eventually!(
+        within LONG,
+        count(&pool, "true").await == 0,
+        "three pumps drain the outbox"
+    );
+    for p in pumps {
+        kill(p);
+    }
+    let payloads = redis.payloads(&redis.keys().queue("default")).await;
+    let unique: BTreeSet<&str> = payloads.iter().filter_map(|p| p["jid"].as_str()).collect();
+    assert_eq!(
+        (payloads.len(), unique.len()),
+        (20_000, 20_000),
+        "every job in Redis once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_redis_is_down_the_backlog_grows_and_then_drains() {
+    let (pg, pool) = pg().await;
+    let mut server = RedisServer::start(&[]).unwrap();
+    let redis = Redis::connect(&server.url(), &fairjob_tests::namespace()).await;
+    let pump = pump_process(redis.url(), redis.ns(), &pg.url(), &[], &[]);
+    let mut tx = pool.begin().await.unwrap();
+    let first = EchoJob("before".into())
+        .keep_until_done()
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    eventually!(
+        within LONG,
+        count(&pool, "published_at IS NOT NULL").await == 1,
+        "the pump works"
+    );
+
+    server.kill();
+    let mut tx = pool.begin().await.unwrap();
+    perform_bulk_tx(
+        &mut *tx,
+        (0..100).map(|i| EchoJob(format!("during {i}")).keep_until_done()),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let status = fairjob_postgres::status(&pool).await.unwrap();
+    assert_eq!(
+        status.backlog, 100,
+        "the backlog waits for Redis: {status:?}"
+    );
+    assert!(status.lag.unwrap() >= Duration::from_secs(9), "{status:?}");
+
+    // Back without its data (no persistence): the earlier job is republished too.
+    server.restart(&[]).unwrap();
+    eventually!(
+        within LONG,
+        count(&pool, "published_at IS NOT NULL").await == 101,
+        "the backlog drains"
+    );
+    let redis = Redis::connect(&server.url(), redis.ns()).await;
+    let payloads = redis.payloads(&redis.keys().queue("default")).await;
+    let unique: BTreeSet<&str> = payloads.iter().filter_map(|p| p["jid"].as_str()).collect();
+    assert_eq!(unique.len(), 101, "every job in Redis");
+    assert!(
+        unique.contains(first.as_str()),
+        "the job Redis lost is back"
+    );
+    kill(pump);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_postgres_is_down_the_worker_runs_what_redis_has_and_the_pump_resumes() {
+    let (pg, pool) = pg().await;
+    let redis = Redis::start().await;
+    let mut worker = redis
+        .worker_process()
+        .queues(["default"])
+        .flag("--postgres", pg.url())
+        .start();
+    let mut tx = pool.begin().await.unwrap();
+    RecordJob("via postgres".into())
+        .keep_until_done()
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    eventually!(
+        within LONG,
+        count(&pool, "state = 'done'").await == 1,
+        "the pump and the worker work"
+    );
+    drop(pool);
+
+    pg.stop().unwrap();
+    let client = redis.client().await;
+    for i in 0..10 {
+        RecordJob(format!("direct {i}"))
+            .perform_async(&client)
+            .await
+            .unwrap();
+    }
+    eventually!(
+        within LONG,
+        redis.recorded().await == 11,
+        "the worker runs what Redis has while PostgreSQL is away"
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(
+        worker.is_running(),
+        "the worker outlives PostgreSQL's absence"
+    );
+
+    pg.start_again().unwrap();
+    let pool = PgPool::connect(&pg.url()).await.unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    RecordJob("after".into())
+        .keep_until_done()
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    eventually!(
+        within LONG,
+        count(&pool, "state = 'done'").await == 2,
+        "the pump resumes"
+    );
+    worker.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_library_worker_runs_the_pump_with_workerbuilder_postgres() {
+    use fairjob_postgres::WorkerBuilderExt;
+    let (_pg, pool) = pg().await;
+    let redis = Redis::start().await;
+    let worker = redis
+        .worker()
+        .queues(fairjob_tests::queues(&["default", "billing"]))
+        .postgres_with(pool.clone(), |p| {
+            p.keep_queues(["billing"])
+                .check_interval(Duration::from_millis(100))
+                .listen(true)
+        })
+        .build()
+        .await
+        .unwrap();
+    let run = fairjob_tests::spawn(worker);
+    let mut tx = pool.begin().await.unwrap();
+    let mut billing = EchoJob("billing".into()).into_push().unwrap();
+    billing.set_queue("billing");
+    let jid = billing.perform_async_tx(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+    fairjob_postgres::notify_pumps(&pool).await.unwrap();
+    eventually!(
+        within LONG,
+        fairjob_postgres::find_job(&pool, &jid)
+            .await
+            .unwrap()
+            .is_some_and(|r| r.state == "done"),
+        "the worker's own pump keeps the billing job until it is done"
+    );
+    let status = fairjob_postgres::status(&pool).await.unwrap();
+    assert_eq!(
+        status.pumps.iter().filter(|p| p.alive).count(),
+        1,
+        "{status:?}"
+    );
+    run.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_overview_shows_the_postgres_side() {
+    use fairjob_tests::web::{Dashboard, Http};
+    let (pg, pool) = pg().await;
+    let redis = Redis::start().await;
+    let mut tx = pool.begin().await.unwrap();
+    perform_bulk_tx(
+        &mut *tx,
+        (0..3).map(|i| EchoJob(format!("kept {i}")).keep_until_done()),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    // The worker serves another queue: the kept jobs stay in Redis, not ended.
+    let url = pg.url();
+    let dashboard = Dashboard::start(
+        redis.url(),
+        redis.ns(),
+        &[
+            "run",
+            "-q",
+            "elsewhere",
+            "--postgres",
+            &url,
+            "--web",
+            "127.0.0.1:0",
+        ],
+        &[],
+    );
+    let mut http = Http::new();
+    eventually!(
+        within LONG,
+        let body = http.get(&format!("{}/", dashboard.url), &[]).body;
+        body.contains("PostgreSQL outbox")
+            && body.contains("<tr><th>kept jobs in Redis, not ended</th><td>3</td></tr>")
+            && body.contains("<tr><th>pumps alive</th><td>1</td></tr>"),
+        "the overview's PostgreSQL panel"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_job_missing_from_redis_past_the_grace_is_published_again_and_a_done_one_is_not() {
+    let (_pg, pool) = pg().await;
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    let mut tx = pool.begin().await.unwrap();
+    let jids = perform_bulk_tx(
+        &mut *tx,
+        (0..3).map(|i| EchoJob(format!("kept {i}")).keep_until_done()),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let pump = Pump::new(pool.clone(), client.clone()).lost_grace(Duration::ZERO);
+    assert_eq!(pump.pump_once().await.unwrap().kept, 3);
+    assert_eq!(pump.check().await.unwrap().missing, 0, "all three are live");
+
+    // A failover that kept the epoch but dropped the writes of job 0 (its
+    // push and its live mark); job 1 ended and its end is not drained yet.
+    let queue = redis.keys().queue("default");
+    let payloads = redis.lrange(&queue).await;
+    let lost = payloads.iter().find(|p| p.contains(&jids[0])).unwrap();
+    let _: i64 = redis
+        .query(redis::cmd("LREM").arg(&queue).arg(0).arg(lost))
+        .await;
+    let _: i64 = redis
+        .query(
+            redis::cmd("SREM")
+                .arg(redis.key("fairjob:{staged}:live"))
+                .arg(&jids[0]),
+        )
+        .await;
+    client
+        .record_relay_ends(&[(fairjob::RelayEnd::Done, jids[1].clone())])
+        .await
+        .unwrap();
+
+    let checked = pump.check().await.unwrap();
+    assert_eq!(
+        (checked.missing, checked.completions),
+        (1, 1),
+        "{checked:?}"
+    );
+    let state = |jid: String| {
+        let pool = pool.clone();
+        async move {
+            fairjob_postgres::find_job(&pool, &jid)
+                .await
+                .unwrap()
+                .unwrap()
+                .state
+        }
+    };
+    assert_eq!(state(jids[0].clone()).await, "pending");
+    assert_eq!(
+        state(jids[1].clone()).await,
+        "done",
+        "a done job is never republished"
+    );
+    assert_eq!(state(jids[2].clone()).await, "published");
+    assert_eq!(pump.pump_once().await.unwrap().pushed, 1);
+    assert_eq!(state(jids[0].clone()).await, "published");
+    let payloads = redis.lrange(&queue).await;
+    assert_eq!(
+        payloads.iter().filter(|p| p.contains(&jids[0])).count(),
+        1,
+        "job 0 is back, once"
+    );
+    let status = fairjob_postgres::status(&pool).await.unwrap();
+    assert_eq!(status.republished.len(), 1);
+    assert_eq!(status.republished[0].jobs, 1);
+}
