@@ -122,7 +122,7 @@ fn setting<T: std::str::FromStr>(form: &Params, key: &str) -> Result<Setting<T>,
 }
 
 /// `POST /shards/{queue}`: a tenant's (or the defaults') weight, floor, cap,
-/// rate (`10/s`), through the client's `shard_policy`.
+/// rate (`10/s`), burst, through the client's `shard_policy`.
 pub(crate) async fn on_shards(
     state: &WebState,
     queue: &str,
@@ -141,10 +141,12 @@ pub(crate) async fn on_shards(
         Some("default" | "none") => Setting::Clear,
         Some(v) => Setting::Set(fairjob::rate::parse_tenant_rate(v).map_err(WebError::BadRequest)?),
     };
+    let burst: Setting<u32> = setting(form, "burst")?;
     let clear = matches!(weight, Setting::Clear)
         && matches!(floor, Setting::Clear)
         && matches!(cap, Setting::Clear)
-        && matches!(rate, Setting::Clear);
+        && matches!(rate, Setting::Clear)
+        && matches!(burst, Setting::Clear | Setting::Keep);
     if clear {
         change = change.reset();
     } else {
@@ -162,6 +164,11 @@ pub(crate) async fn on_shards(
         match rate {
             Setting::Set(r) => change = change.rate(r),
             Setting::Clear => change = change.no_rate(),
+            Setting::Keep => {}
+        }
+        match burst {
+            Setting::Set(b) => change = change.burst(b),
+            Setting::Clear => change = change.no_burst(),
             Setting::Keep => {}
         }
     }

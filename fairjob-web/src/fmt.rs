@@ -22,6 +22,17 @@ pub fn iteration_text(view: Option<&fairjob::inspect::IterationView>) -> String 
     if v.cancelled {
         out.push_str(", cancelled");
     }
+    if let Some(at) = v.yield_asked_at {
+        out.push_str(&format!(
+            ", asked to yield {}{}",
+            format_time(at),
+            if v.yield_ignored {
+                " (ignored past the cool-down)"
+            } else {
+                ""
+            }
+        ));
+    }
     out
 }
 

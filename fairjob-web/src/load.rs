@@ -100,6 +100,21 @@ pub(crate) async fn explain(
     Ok(explanation)
 }
 
+/// A sharded queue's fair-yield settings, as shown (defaults filled in).
+pub(crate) async fn yield_settings(
+    state: &WebState,
+    queue: &str,
+) -> Result<fairjob::preempt::YieldSettings, WebError> {
+    let stored = state.inspector().yield_policy(queue).await?;
+    let d = fairjob::preempt::YieldSettings::DEFAULT;
+    Ok(fairjob::preempt::YieldSettings {
+        grace: stored.grace.unwrap_or(d.grace),
+        min_run: stored.min_run.unwrap_or(d.min_run),
+        cooldown: stored.cooldown.unwrap_or(d.cooldown),
+        enabled: !stored.off,
+    })
+}
+
 /// A sharded queue, a page of its tenants.
 pub(crate) async fn shards(
     state: &WebState,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use fairjob::config::{WorkerConfig, parse_duration};
-use fairjob::inspect::{Setting, ShardPolicy};
+use fairjob::inspect::{Setting, ShardPolicy, YieldPolicy};
 use fairjob::{Registry, Worker};
 
 /// The fairjob worker.
@@ -256,8 +256,9 @@ enum Command {
     },
     /// Set a sharded queue's fair-share settings for a tenant, or the defaults
     /// (weight: share under contention; floor: jobs guaranteed running; cap:
-    /// running limit, 0 pauses). "default" removes a tenant's own value, "none"
-    /// removes a cap
+    /// running limit, 0 pauses; burst: running limit while no other tenant
+    /// has pending work), and the queue's fair-yield settings. "default"
+    /// removes a tenant's own value, "none" removes a cap or burst
     ShardPolicy {
         /// Queue name
         queue: String,
@@ -277,6 +278,24 @@ enum Command {
         /// a tenant whose rate is spent waits, its place kept, while others run
         #[arg(long)]
         rate: Option<String>,
+        /// Burst: the running limit while no other tenant of the queue has
+        /// pending work, above the cap (a number, "none" or "default")
+        #[arg(long)]
+        burst: Option<String>,
+        /// Fair yield's grace for the queue: how long a tenant waits below
+        /// its share before an over-share tenant's iterable job is asked to
+        /// yield (e.g. "1s"; "default" removes it)
+        #[arg(long)]
+        yield_grace: Option<String>,
+        /// Fair yield's minimum run before a job may be asked (e.g. "1s")
+        #[arg(long)]
+        yield_min_run: Option<String>,
+        /// Fair yield's cool-down: no job asked again within it (e.g. "10s")
+        #[arg(long)]
+        yield_cooldown: Option<String>,
+        /// Fair yield on the queue: "on" (the default) or "off"
+        #[arg(long)]
+        fair_yield: Option<String>,
     },
     /// Serve the dashboard (no jobs run): queues, tenants, shards, limits, retries, explain
     Web {
@@ -647,6 +666,11 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
             weight,
             floor,
             cap,
+            burst,
+            yield_grace,
+            yield_min_run,
+            yield_cooldown,
+            fair_yield,
             rate,
         } => {
             let rate = match rate.as_deref() {
@@ -662,9 +686,21 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
                 floor: setting(floor.as_deref(), "floor")?,
                 cap: setting(cap.as_deref(), "cap")?,
                 rate,
+                burst: setting(burst.as_deref(), "burst")?,
+            };
+            let yields = YieldPolicy {
+                grace: duration_setting(yield_grace.as_deref(), "yield-grace")?,
+                min_run: duration_setting(yield_min_run.as_deref(), "yield-min-run")?,
+                cooldown: duration_setting(yield_cooldown.as_deref(), "yield-cooldown")?,
+                enabled: match fair_yield.as_deref() {
+                    None => Setting::Keep,
+                    Some("on" | "default") => Setting::Clear,
+                    Some("off") => Setting::Set(false),
+                    Some(v) => bail!("--fair-yield takes `on` or `off`, not {v:?}"),
+                },
             };
             inspect?
-                .shard_policy(&queue, tenant.as_deref(), policy)
+                .shard_policy(&queue, tenant.as_deref(), policy, yields)
                 .await
         }
         Command::ShardLimit {
@@ -682,6 +718,18 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
             inspect?.shard_limit(&queue, tenant.as_deref(), limit).await
         }
     }
+}
+
+/// A `shard-policy` duration: absent (keep), `default` (clear), or a duration.
+fn duration_setting(value: Option<&str>, what: &str) -> Result<Setting<std::time::Duration>> {
+    Ok(match value {
+        None => Setting::Keep,
+        Some("default") => Setting::Clear,
+        Some(v) => Setting::Set(
+            parse_duration(v)
+                .map_err(|e| anyhow::anyhow!("--{what} takes a duration or `default`: {e}"))?,
+        ),
+    })
 }
 
 /// A `shard-policy` value: absent (keep), `default`/`none` (clear), or a number.

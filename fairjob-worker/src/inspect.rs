@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use fairjob::config::WorkerConfig;
 use fairjob::fair::DEFAULT_MAX_WINDOW;
 use fairjob::inspect::encode_key as encode;
-use fairjob::inspect::{Inspector, Setting, ShardPolicy};
+use fairjob::inspect::{Inspector, Setting, ShardPolicy, YieldPolicy};
 use fairjob::inspect::{MAX_READ_ROWS, Page};
 use fairjob::wire::{WireRule, reroute_window, rule_window};
 use fairjob::{Registry, Retry};
@@ -192,7 +192,8 @@ impl Inspect {
             if first {
                 println!(
                     "sharded queue {queue}: {} tenant(s), {} runnable, inbox {}; defaults: weight {}, \
-                     floor {}, cap {}; rate {}; virtual time {:.3}; {} waiting for their rate",
+                     floor {}, cap {}; rate {}; virtual time {:.3}; {} waiting for their rate; \
+                     default burst {}",
                     view.tenants,
                     view.runnable,
                     view.inbox,
@@ -204,7 +205,9 @@ impl Inspect {
                     view.default_rate
                         .map_or_else(|| "none".to_owned(), fairjob::rate::describe_tenant_rate),
                     view.virtual_time,
-                    view.rate_waiting
+                    view.rate_waiting,
+                    view.default_burst
+                        .map_or_else(|| "none".to_owned(), |b| b.to_string()),
                 );
                 let next: Vec<&str> = view
                     .next_up
@@ -267,6 +270,21 @@ impl Inspect {
                     ),
                 );
             }
+            for row in &view.rows {
+                if row.burst.is_none() && row.yields_requested == 0 && row.yields_ignored == 0 {
+                    continue;
+                }
+                println!(
+                    "  {}: burst {}; fair yield asked {}, honoured {}, ignored {}",
+                    row.tenant.as_deref().unwrap_or("(no tenant)"),
+                    row.burst
+                        .or(view.default_burst)
+                        .map_or_else(|| "none".to_owned(), |b| b.to_string()),
+                    row.yields_requested,
+                    row.yields_honoured,
+                    row.yields_ignored
+                );
+            }
             match view.next {
                 Some(cursor) => page.cursor = cursor,
                 None => {
@@ -286,12 +304,24 @@ impl Inspect {
         queue: &str,
         tenant: Option<&str>,
         policy: ShardPolicy,
+        yields: YieldPolicy,
     ) -> Result<()> {
+        self.inspector.set_yield_policy(queue, yields).await?;
         self.inspector
             .set_shard_policy(queue, tenant, policy)
             .await?;
         let show = |s: &str, v: String| format!("{s} {v}");
         let mut changed = Vec::new();
+        let secs = |s: Setting<std::time::Duration>| match s {
+            Setting::Keep => Setting::Keep,
+            Setting::Clear => Setting::Clear,
+            Setting::Set(d) => Setting::Set(format!("{}ms", d.as_millis())),
+        };
+        let on = match yields.enabled {
+            Setting::Keep => Setting::Keep,
+            Setting::Clear => Setting::Set("on"),
+            Setting::Set(b) => Setting::Set(if b { "on" } else { "off" }),
+        };
         for (name, v) in [
             ("weight", describe(policy.weight)),
             ("floor", describe(policy.floor)),
@@ -304,6 +334,14 @@ impl Inspect {
                     Setting::Keep => Setting::Keep,
                 }),
             ),
+            ("burst", describe(policy.burst)),
+            ("queue-wide yield grace", describe(secs(yields.grace))),
+            ("queue-wide yield min run", describe(secs(yields.min_run))),
+            (
+                "queue-wide yield cool-down",
+                describe(secs(yields.cooldown)),
+            ),
+            ("fair yield", describe(on)),
         ] {
             if let Some(v) = v {
                 changed.push(show(name, v));

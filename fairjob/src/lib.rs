@@ -53,6 +53,7 @@ pub mod job;
 pub mod limit;
 pub mod metrics;
 mod otel;
+pub mod preempt;
 pub mod prelude;
 pub mod queues;
 pub mod rate;

@@ -58,6 +58,15 @@ pub const RECOVERED_TOTAL: &str = "fairjob_recovered_total";
 /// Yields of running jobs back to their queues' tails, by `reason`
 /// (`shutdown`, `slice`, `cancelled`, `asked`, `job`). Counter.
 pub const YIELDS_TOTAL: &str = "fairjob_yields_total";
+/// Fair-yield requests sent to running iterable jobs of sharded queues, by
+/// `queue` and `reason` (`share`, `floor`, `burst`). Counter.
+pub const YIELD_REQUESTS_TOTAL: &str = "fairjob_yield_requests_total";
+/// Fair-yield requests this process's jobs left unhonoured past the
+/// cool-down (the job is not killed), by `queue`. Counter.
+pub const YIELD_IGNORED_TOTAL: &str = "fairjob_yield_ignored_total";
+/// Time a waiting tenant of a sharded queue took to get a slot (from when
+/// fair yield first saw it waiting in the dispatch order), by `queue`. Histogram.
+pub const SLOT_WAIT_SECONDS: &str = "fairjob_shard_slot_wait_seconds";
 /// Completions of this process fenced (the job had been recovered from it). Counter.
 pub const FENCED_TOTAL: &str = "fairjob_fenced_total";
 /// Jobs this process is running, by `process` (its identity). Gauge.
@@ -154,6 +163,19 @@ impl Outcome {
 /// Registers every series' description and unit with the installed recorder
 /// (call after installing it; the worker does at start).
 pub fn describe() {
+    describe_counter!(
+        YIELD_REQUESTS_TOTAL,
+        "Fair-yield requests sent to running iterable jobs, by queue and reason (share, floor, burst)."
+    );
+    describe_counter!(
+        YIELD_IGNORED_TOTAL,
+        "Fair-yield requests left unhonoured past the cool-down (the job keeps running), by queue."
+    );
+    describe_histogram!(
+        SLOT_WAIT_SECONDS,
+        Unit::Seconds,
+        "Time a waiting tenant of a sharded queue took to get a slot, by queue."
+    );
     describe_counter!(
         JOBS_TOTAL,
         "Jobs finished, by outcome (success, retry, dead, discarded, fenced)."

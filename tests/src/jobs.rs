@@ -583,6 +583,40 @@ impl fairjob::Iterate for ShardStepJob {
     }
 }
 
+/// [`StepLedgerJob`] on the tenant-sharded queue `thron` with a slice of an
+/// hour: only fair yield (or shutdown) makes it give its slot back.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "ThronStepJob", queue = "thron", shard_by_tenant)]
+#[fair_tenant(tenant)]
+#[iterable(checkpoint = "200ms", slice = "1h")]
+pub struct ThronStepJob {
+    /// The tenant.
+    pub tenant: String,
+    /// Number of steps.
+    pub steps: u64,
+    /// Sleep per step.
+    pub ms: u64,
+}
+
+impl fairjob::Iterate for ThronStepJob {
+    type Cursor = u64;
+
+    async fn step(
+        &self,
+        cursor: Option<u64>,
+        cx: &JobContext,
+    ) -> Result<fairjob::Step<u64>, JobError> {
+        let n = cursor.map_or(0, |c| c + 1);
+        if n >= self.steps {
+            return Ok(fairjob::Step::Done);
+        }
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        let seq = cx.token().raw.split('|').next().unwrap_or("");
+        ledger("step", &format!("{}:{n}:{seq}", cx.jid()));
+        Ok(fairjob::Step::Next(n))
+    }
+}
+
 /// An `#[iterable]` job whose step `fail_at` fails on the first attempt;
 /// the steps that succeeded are pushed to [`FLAKY_STEPS`].
 #[derive(Debug, Serialize, Deserialize, Job)]

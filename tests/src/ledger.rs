@@ -120,3 +120,33 @@ impl Ledger {
             .collect()
     }
 }
+
+/// Per jid, the steps the iterable test jobs wrote (`step <jid>:<n>:<seq>
+/// <pid>`), in ledger order, as `(step, run)` where a run is `pid/seq` (a
+/// token's sequence number is unique within one process only).
+pub fn step_ledger(
+    dir: &std::path::Path,
+) -> std::collections::BTreeMap<String, Vec<(u64, String)>> {
+    let mut out: std::collections::BTreeMap<String, Vec<(u64, String)>> = Default::default();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        for line in text.lines() {
+            let mut parts = line.split(' ');
+            if parts.next() != Some("step") {
+                continue;
+            }
+            let (Some(id), Some(pid)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let mut id = id.split(':');
+            let (Some(jid), Some(n), Some(seq)) = (id.next(), id.next(), id.next()) else {
+                continue;
+            };
+            let Ok(n) = n.parse() else { continue };
+            out.entry(jid.to_owned())
+                .or_default()
+                .push((n, format!("{pid}/{seq}")));
+        }
+    }
+    out
+}

@@ -30,6 +30,7 @@ const LIBRARY: &[(&str, u8)] = &[
     ("limit", 3),
     ("rate", 3),
     ("queues", 3),
+    ("preempt", 3),
     ("config", 3),
     ("metrics", 3),
     ("otel", 3),

@@ -1,6 +1,7 @@
 //! `/shards/{queue}`: a sharded queue's tenants in dispatch order, their
-//! settings and measured share, and changing a tenant's or the defaults'
-//! weight, floor, cap and rate (POST).
+//! settings, rate, measured share and fair-yield requests (asked / honoured
+//! / ignored), and changing a tenant's or the defaults' weight, floor, cap,
+//! rate and burst (POST).
 
 use askama::Template;
 use axum::extract::Path;
@@ -26,6 +27,8 @@ pub(crate) struct ShardLine {
     floor: String,
     cap: String,
     rate: String,
+    burst: String,
+    yields: String,
     pass: String,
     order: String,
     share: String,
@@ -43,6 +46,7 @@ pub(crate) struct ShardsPage {
     dispatched: String,
     share_minutes: u64,
     defaults: String,
+    fair_yield: String,
     rate_waiting: String,
     next_up: Vec<String>,
     rows: Vec<ShardLine>,
@@ -56,6 +60,7 @@ pub(crate) async fn shards(
 ) -> Result<Response, WebError> {
     let cursor = request.query.cursor()?;
     let view = load::shards(&request.state, &queue, cursor).await?;
+    let fy = load::yield_settings(&request.state, &queue).await?;
     let page = ShardsPage {
         chrome: request.chrome("/queues"),
         href: url_component(&queue),
@@ -65,15 +70,25 @@ pub(crate) async fn shards(
         inbox: format_count(view.inbox),
         dispatched: format_count(view.dispatched),
         share_minutes: SHARE_MINUTES,
+        fair_yield: if fy.enabled {
+            format!(
+                "on: grace {:?}, min run {:?}, cool-down {:?}",
+                fy.grace, fy.min_run, fy.cooldown
+            )
+        } else {
+            "off".to_owned()
+        },
         defaults: format!(
-            "{} / {} / {} / {}",
+            "{} / {} / {} / {} / {}",
             view.default_weight
                 .map_or_else(|| "1".to_owned(), |w| w.to_string()),
             view.default_floor.unwrap_or(0),
             view.default_limit
                 .map_or_else(|| "none".to_owned(), |l| l.to_string()),
             view.default_rate
-                .map_or_else(|| "none".to_owned(), describe_tenant_rate)
+                .map_or_else(|| "none".to_owned(), describe_tenant_rate),
+            view.default_burst
+                .map_or_else(|| "none".to_owned(), |l| l.to_string())
         ),
         rate_waiting: format_count(view.rate_waiting),
         next_up: view
@@ -119,6 +134,21 @@ pub(crate) async fn shards(
                             None => rate,
                         }
                     },
+                    burst: match (r.burst, view.default_burst) {
+                        (Some(b), _) => b.to_string(),
+                        (None, Some(d)) => format!("{d} (default)"),
+                        (None, None) => "none".to_owned(),
+                    },
+                    yields: if r.yields_requested == 0 && r.yields_ignored == 0 {
+                        "-".to_owned()
+                    } else {
+                        format!(
+                            "{} / {} / {}",
+                            format_count(r.yields_requested),
+                            format_count(r.yields_honoured),
+                            format_count(r.yields_ignored)
+                        )
+                    },
                     pass: r.pass.map_or_else(|| "-".to_owned(), |p| format!("{p:.3}")),
                     order: r.rotation.map_or_else(
                         || "-".to_owned(),
@@ -137,7 +167,8 @@ pub(crate) async fn shards(
     request.render(&page, ShardsPage::as_live)
 }
 
-/// `POST /shards/{queue}`: a tenant's or the defaults' weight, floor, cap, rate.
+/// `POST /shards/{queue}`: a tenant's or the defaults' weight, floor, cap, rate,
+/// burst.
 pub(crate) async fn post_shards(
     Path(queue): Path<String>,
     form: CheckedForm,

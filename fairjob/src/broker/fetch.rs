@@ -184,7 +184,9 @@ impl RedisBroker {
         }
         inv.key(&queue.inflight)
             .key(queue.sk.served(epoch_minute()))
-            .key(&queue.sk.fetchers);
+            .key(&queue.sk.fetchers)
+            .key(&queue.sk.waits)
+            .key(&queue.sk.slot_waits);
         inv.arg(n)
             .arg(seq)
             .arg(&queue.suffix)

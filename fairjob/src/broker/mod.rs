@@ -32,7 +32,7 @@
 //! | `remember_rejections` | the last 1,000 refused duplicates, for explain | `LPUSH`+`LTRIM` | `()` |
 //! | **fetch** (`fetch.rs`) | | | |
 //! | `fetch_plain`, `fetch_plain_alone`, `fetch_plain_after_wait` | moves jobs from plain queues into the worker's in-progress record | `fetch.lua` (behind `BLPOP`) | `Vec<(usize, Reserved)>` |
-//! | `fetch_shard`, `fetch_shard_hinted` | sorts a sharded queue's inbox, brings back tenants whose rate allows a start, dispatches by stride order (a tenant whose rate is spent waits in `rwait`, its pass kept), records running counts; hinted: also how long until the first waiting tenant is due (an idle worker's wait) | `shard_fetch.lua` | `Vec<Reserved>`, `Option<Duration>` |
+//! | `fetch_shard`, `fetch_shard_hinted` | sorts a sharded queue's inbox, brings back tenants whose rate allows a start, dispatches by stride order (a tenant's burst while no other is in the order; a tenant whose rate is spent waits in `rwait`, its pass kept), records running counts; a dispatched tenant fair yield saw waiting leaves `waits` and its wait goes to `slotwaits`; hinted: also how long until the first waiting tenant is due (an idle worker's wait) | `shard_fetch.lua` | `Vec<Reserved>`, `Option<Duration>` |
 //! | **end of a job** (`finish.rs`) | | | |
 //! | `finish` | ack, retry, dead, requeue (front) or yield (back: queue's or tenant shard's tail) of one job, fenced by its token; an ack or a burial releases its unique lock in the same step | `finish.lua`, `shard_finish.lua`, `front.lua` (on a cluster, a plain queue's lock: `unique_release.lua` after) | `FinishReply` |
 //! | `ack_many` | acks a batch of one sharded queue's jobs | `shard_ack_many.lua` | `Vec<bool>` |
@@ -52,7 +52,13 @@
 //! | `reconcile_rates` | cluster: redelivers staged rate waiters whose deliverer died; repairs the shared schedule from each limiter's own | `SSCAN`, `reclaim.lua`, `front.lua`, `ZSCORE`, `ZADD`/`ZREM` | redelivered `u64` |
 //! | **tenant shards** (`shards.rs`) | | | |
 //! | `set_shard_policy`, `set_shard_limit` | a tenant's (or the default) weight, floor, cap, rate; re-checks runnability | `shard_policy.lua` | `()` |
+//! | `set_shard_policy`'s `burst` | a tenant's (or the default) burst: its running limit while no other tenant is in the dispatch order (dispatch and runnability use it; `lib_shard.lua`'s `shard_limit`) | `shard_policy.lua` | `()` |
 //! | `migrate_shard_ring` | moves a 0.1 round-robin ring to fair-share structures | `shard_policy.lua` | `u64` |
+//! | **fair yield** (`yields.rs`) | | | |
+//! | `yield_tick` | a worker's tick on a sharded queue: records its running iterable jobs in `runs`, drops its finished and dead workers' records (counting honoured requests), returns its jobs' requests (counting ignored ones); with the decision lock, keeps `waits`, drains `slotwaits`, re-admits a tenant that may burst again, and returns the decision snapshot | `shard_yield.lua` | `Tick` |
+//! | `yield_ask` | marks running iterable jobs asked to yield (not within the cool-down), counts requests per tenant | `shard_yield_ask.lua` | jids |
+//! | `set_yield_policy`, `yield_policy` | a queue's grace, minimum run, cool-down, on/off | `HSET`/`HDEL`, `HMGET` on `policy` | `()`, `StoredYield` |
+//! | `yield_counts`, `yield_request` | requested / honoured / ignored per tenant; one running job's request (asked at, ignored) for busy | `HMGET`, `HGET` on `runs` | `Vec<YieldCounts>`, `Option<(f64, bool)>` |
 //! | **processes and leases** (`process.rs`) | | | |
 //! | `register_worker`, `forget_worker`, `leave_processes` | fairjob's worker record; Sidekiq's `processes` | `SADD`/`SREM`/`DEL` | `()` |
 //! | `renew_lease`, `try_reaper_lock`, `sampler_lease` | the process lease; the reaper's and the sampler's locks | `lease.lua`, `SET NX PX`, `sampler_lease.lua` | `bool` |
@@ -126,6 +132,7 @@ mod slots;
 pub mod stats;
 mod token;
 mod unique;
+mod yields;
 
 use std::fmt;
 #[cfg(feature = "testing")]
@@ -158,6 +165,7 @@ pub use shards::{Setting, ShardPolicy, ShardRate};
 pub use slots::{Acquired, RESERVATION_TTL, SlotRequest};
 pub use token::{SlotHold, Src, Token};
 pub(crate) use unique::{UniqueHold, UniqueLock};
+pub use yields::{MyRun, RunRow, Snapshot, StoredYield, TenantRow, Tick, YieldCounts, YieldPolicy};
 
 use crate::error::{Error, Result};
 

@@ -150,6 +150,8 @@ script!(CRON_SET, "cron_set.lua");
 script!(CRON_RECONCILE, "cron_reconcile.lua");
 script!(CRON_RELEASE, "cron_release.lua");
 script!(UNIQUE_RELEASE, "unique_release.lua");
+script!(SHARD_YIELD, "shard_yield.lua");
+script!(SHARD_YIELD_ASK, "shard_yield_ask.lua");
 script!(RELAY_STAGE, "relay_stage.lua");
 script!(UNIQUE_TAKE, "unique_take.lua");
 
@@ -157,7 +159,7 @@ script!(UNIQUE_TAKE, "unique_take.lua");
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
 /// slow call was.
 pub fn script_hashes() -> Vec<(&'static str, String)> {
-    let all: [(&str, &LazyLock<Lua>); 34] = [
+    let all: [(&str, &LazyLock<Lua>); 36] = [
         ("push", &PUSH),
         ("fetch", &FETCH),
         ("shard_fetch", &SHARD_FETCH),
@@ -189,6 +191,8 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("cron_reconcile", &CRON_RECONCILE),
         ("cron_release", &CRON_RELEASE),
         ("unique_release", &UNIQUE_RELEASE),
+        ("shard_yield", &SHARD_YIELD),
+        ("shard_yield_ask", &SHARD_YIELD_ASK),
         ("relay_stage", &RELAY_STAGE),
         ("unique_take", &UNIQUE_TAKE),
         ("unique_push", &UNIQUE_PUSH),
@@ -206,6 +210,11 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
     ),
     ("iterate_save.lua", include_str!("scripts/iterate_save.lua")),
     ("lib_shard.lua", include_str!("scripts/lib_shard.lua")),
+    ("shard_yield.lua", include_str!("scripts/shard_yield.lua")),
+    (
+        "shard_yield_ask.lua",
+        include_str!("scripts/shard_yield_ask.lua"),
+    ),
     ("push.lua", include_str!("scripts/push.lua")),
     ("fetch.lua", include_str!("scripts/fetch.lua")),
     ("shard_fetch.lua", include_str!("scripts/shard_fetch.lua")),

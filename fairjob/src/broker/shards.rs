@@ -1,5 +1,6 @@
 //! Tenant-sharded queues' fair-share settings in Redis: a tenant's (or the
-//! default) weight, floor, cap and rate (`shard_policy.lua`), re-checking tenants in
+//! default) weight, floor, cap, rate and burst (`shard_policy.lua`), the
+//! queue's fair-yield settings, re-checking tenants in
 //! bounded batches so a change applies to the very next dispatch; and the
 //! migration of a 0.1 round-robin ring into the fair-share order.
 
@@ -66,6 +67,9 @@ pub struct ShardPolicy {
     /// Starts per period (default none): a tenant whose rate is spent is
     /// skipped, its pass kept, until its rate allows its next start.
     pub rate: Setting<ShardRate>,
+    /// The running limit instead of the cap while no other tenant of the
+    /// queue has pending work (counts only above a cap; default none).
+    pub burst: Setting<u32>,
 }
 
 impl ShardPolicy {
@@ -142,9 +146,10 @@ impl RedisBroker {
                 inv.arg(arg(policy.weight))
                     .arg(arg(policy.floor))
                     .arg(arg(policy.cap))
-                    .arg(arg(policy.rate));
+                    .arg(arg(policy.rate))
+                    .arg(arg(policy.burst));
             } else {
-                inv.arg("-").arg("-").arg("-").arg("-");
+                inv.arg("-").arg("-").arg("-").arg("-").arg("-");
             }
             inv.arg(BATCH);
             for t in &batch {
@@ -206,6 +211,7 @@ impl RedisBroker {
             inv.key(&sk.wake);
             inv.arg(&sk.shard_prefix)
                 .arg("*")
+                .arg("-")
                 .arg("-")
                 .arg("-")
                 .arg("-")

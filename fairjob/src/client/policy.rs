@@ -4,7 +4,7 @@
 //! rate, `.rate(rate::parse_tenant_rate("10/s")?)`, from the tenant's next start.
 
 use super::Client;
-use crate::broker::{Setting, ShardPolicy, ShardRate};
+use crate::broker::{Setting, ShardPolicy, ShardRate, YieldPolicy};
 use crate::error::Result;
 
 /// A change of a sharded queue's fair-share settings (see [`Client::shard_policy`]).
@@ -15,6 +15,7 @@ pub struct ShardPolicyChange<'a> {
     queue: String,
     tenant: Option<String>,
     policy: ShardPolicy,
+    yields: YieldPolicy,
 }
 
 impl Client {
@@ -27,6 +28,7 @@ impl Client {
             queue: queue.into(),
             tenant: None,
             policy: ShardPolicy::default(),
+            yields: YieldPolicy::default(),
         }
     }
 }
@@ -71,15 +73,58 @@ impl ShardPolicyChange<'_> {
         self
     }
 
-    /// Removes the weight, floor, cap and rate set here (a tenant falls back
-    /// to the queue's defaults; the defaults to weight 1, floor 0, no cap, no
-    /// rate).
+    /// Its running limit while no other tenant of the queue has pending work
+    /// (counts only above its cap): it bursts while alone, and comes back
+    /// down to its cap when others wait (fair yield asks its iterable jobs
+    /// above the cap to yield).
+    pub fn burst(mut self, burst: u32) -> Self {
+        self.policy.burst = Setting::Set(burst);
+        self
+    }
+
+    /// Removes the burst set here.
+    pub fn no_burst(mut self) -> Self {
+        self.policy.burst = Setting::Clear;
+        self
+    }
+
+    /// The queue's fair-yield grace (queue-wide, whatever the tenant): how
+    /// long a tenant waits below its share before a job of an over-share
+    /// tenant is asked to yield (default 1 s).
+    pub fn yield_grace(mut self, grace: std::time::Duration) -> Self {
+        self.yields.grace = Setting::Set(grace);
+        self
+    }
+
+    /// The queue's minimum run before a job may be asked to yield (default 1 s).
+    pub fn yield_min_run(mut self, min_run: std::time::Duration) -> Self {
+        self.yields.min_run = Setting::Set(min_run);
+        self
+    }
+
+    /// The queue's cool-down: a job is not asked again within it, and a
+    /// request unhonoured after it counts as ignored (default 10 s).
+    pub fn yield_cooldown(mut self, cooldown: std::time::Duration) -> Self {
+        self.yields.cooldown = Setting::Set(cooldown);
+        self
+    }
+
+    /// Turns the queue's fair yield on (the default) or off.
+    pub fn fair_yield(mut self, on: bool) -> Self {
+        self.yields.enabled = Setting::Set(on);
+        self
+    }
+
+    /// Removes the weight, floor, cap, rate and burst set here (a tenant
+    /// falls back to the queue's defaults; the defaults to weight 1, floor 0,
+    /// no cap, no rate, no burst).
     pub fn reset(mut self) -> Self {
         self.policy = ShardPolicy {
             weight: Setting::Clear,
             floor: Setting::Clear,
             cap: Setting::Clear,
             rate: Setting::Clear,
+            burst: Setting::Clear,
         };
         self
     }
@@ -92,8 +137,9 @@ impl ShardPolicyChange<'_> {
 
     /// Writes the change; it applies to the next dispatch.
     pub async fn apply(self) -> Result<()> {
-        self.client
-            .broker()
+        let broker = self.client.broker();
+        broker.set_yield_policy(&self.queue, self.yields).await?;
+        broker
             .set_shard_policy(&self.queue, self.tenant.as_deref(), self.policy)
             .await
     }

@@ -25,6 +25,11 @@ pub struct IterationView {
     pub yields: u64,
     /// It was cancelled.
     pub cancelled: bool,
+    /// When fair yield asked the running job to yield (epoch seconds), if it
+    /// did and the job has not yielded yet.
+    pub yield_asked_at: Option<f64>,
+    /// That request is unhonoured past the cool-down (the job keeps running).
+    pub yield_ignored: bool,
 }
 
 /// The view of a raw `it-{jid}` hash (`None` when empty).
@@ -52,6 +57,24 @@ impl Inspector {
     /// The progress of iterable job `jid`, if it has saved state.
     pub async fn iteration(&self, jid: &str) -> Result<Option<IterationView>> {
         Ok(iteration_view(&self.broker.iteration_read(jid).await?))
+    }
+
+    /// The progress of iterable job `jid` running from `queue`, with fair
+    /// yield's request to it when the queue is sharded.
+    pub async fn running_iteration(
+        &self,
+        jid: &str,
+        queue: &str,
+        sharded: bool,
+    ) -> Result<Option<IterationView>> {
+        let Some(mut v) = self.iteration(jid).await? else {
+            return Ok(None);
+        };
+        if sharded && let Some((at, ignored)) = self.broker.yield_request(queue, jid).await? {
+            v.yield_asked_at = Some(at);
+            v.yield_ignored = ignored;
+        }
+        Ok(Some(v))
     }
 }
 

@@ -37,6 +37,7 @@ pub use crate::broker::read::{
 };
 pub use crate::broker::{
     Acted, JobSet, MAX_BULK, ProcessSignal, SetAction, Setting, ShardPolicy, ShardRate,
+    StoredYield, YieldCounts, YieldPolicy,
 };
 pub use crate::wire::ClassInfo;
 pub use crate::wire::cron::CronSource;
@@ -242,6 +243,18 @@ impl Inspector {
         self.broker.set_shard_policy(queue, tenant, policy).await
     }
 
+    /// A sharded queue's fair-yield settings as stored (`None`: the default,
+    /// [`crate::preempt::YieldSettings::DEFAULT`]).
+    pub async fn yield_policy(&self, queue: &str) -> Result<StoredYield> {
+        self.broker.yield_policy(queue).await
+    }
+
+    /// Changes a sharded queue's fair-yield settings (grace, minimum run,
+    /// cool-down, on/off; queue-wide).
+    pub async fn set_yield_policy(&self, queue: &str, policy: YieldPolicy) -> Result<()> {
+        self.broker.set_yield_policy(queue, policy).await
+    }
+
     /// Sets a sharded queue's running limit (cap) for a tenant (`None`: the
     /// default); `limit` `None` removes it.
     pub async fn set_shard_limit(
@@ -266,10 +279,8 @@ impl Inspector {
     }
 }
 
-/// When a job was enqueued, from its raw payload (`enqueued_at`, else
-/// `created_at`): the start of its wait.
+/// When a job's current wait began, from its raw payload (its last requeue
+/// by a yield, else `enqueued_at`, else `created_at`).
 fn enqueued_at(raw: &[u8]) -> Option<f64> {
-    let p = crate::wire::Payload::parse_slice(raw).ok()?;
-    p.timestamp("enqueued_at")
-        .or_else(|| p.timestamp("created_at"))
+    crate::wire::Payload::parse_slice(raw).ok()?.wait_started()
 }

@@ -122,9 +122,18 @@ impl Inspector {
     pub async fn processes(&self, page: Page) -> Result<ProcessPage> {
         let (records, next) = self.broker.process_records(page).await?;
         let mut rows: Vec<ProcessRow> = records.into_iter().filter_map(process_row).collect();
-        // One bounded read per running job of the page: its iterable state.
+        // One bounded read per running job of the page: its iterable state
+        // (and on a sharded queue, fair yield's request to it).
+        let sharded = if rows.iter().any(|r| !r.jobs.is_empty()) {
+            self.queue_names().await?.1
+        } else {
+            Default::default()
+        };
         for job in rows.iter_mut().flat_map(|r| r.jobs.iter_mut()) {
-            job.iteration = self.iteration(&job.jid).await?;
+            let on_shards = sharded.contains(&job.queue);
+            job.iteration = self
+                .running_iteration(&job.jid, &job.queue, on_shards)
+                .await?;
         }
         Ok(ProcessPage {
             busy: rows.iter().map(|r| r.busy).sum(),

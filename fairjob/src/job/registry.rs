@@ -52,6 +52,11 @@ impl Prepared {
     pub(crate) fn into_run(self) -> Run {
         self.run
     }
+
+    /// An `#[iterable]` job (fair yield may ask it to give its slot back).
+    pub(crate) fn is_iterable(&self) -> bool {
+        matches!(self.run, Run::Iterate(..))
+    }
 }
 
 /// A slot a job needs: `full_key` with the type's declared limit.

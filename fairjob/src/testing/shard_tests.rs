@@ -347,6 +347,46 @@ async fn the_reconciler_counts_the_jobs_of_a_worker_it_was_not_told_about() {
     assert_eq!(sim.card(&sk.fetchers).await, 0);
 }
 
+#[tokio::test]
+async fn a_burst_holds_while_alone_and_the_cap_binds_when_another_waits() {
+    let mut sim = Sim::new().await;
+    sim.push("a", 50).await;
+    sim.policy(
+        Some("a"),
+        ShardPolicy {
+            cap: Setting::Set(1),
+            burst: Setting::Set(3),
+            ..ShardPolicy::default()
+        },
+    )
+    .await;
+    // Alone: up to its burst, not beyond.
+    for _ in 0..3 {
+        assert_eq!(sim.dispatch().await.as_deref(), Some("a"));
+    }
+    assert_eq!(sim.dispatch().await, None, "no further than the burst");
+    // Another tenant waits: the freed slots go to b, and a (above its cap
+    // of 1) gets none while b has pending work.
+    sim.finish(0).await;
+    sim.push("b", 2).await;
+    assert_eq!(sim.dispatch().await.as_deref(), Some("b"));
+    sim.finish(0).await; // one of a's
+    assert_eq!(sim.running_of("a"), 1);
+    assert_eq!(
+        sim.dispatch().await.as_deref(),
+        Some("b"),
+        "a is at its cap"
+    );
+    // b drained (its two jobs run): a may burst again once one of its jobs ends.
+    sim.finish(0).await; // a's last
+    for _ in 0..3 {
+        assert_eq!(sim.dispatch().await.as_deref(), Some("a"));
+    }
+    assert_eq!(sim.running_of("a"), 3);
+    assert_eq!(sim.running_of("b"), 2);
+    assert_eq!(sim.dispatch().await, None, "a at its burst again");
+}
+
 fn rate(limit: u32, per_us: u64) -> ShardPolicy {
     ShardPolicy {
         rate: Setting::Set(crate::broker::ShardRate { limit, per_us }),
@@ -396,4 +436,44 @@ async fn a_tenant_whose_rate_is_spent_is_skipped_with_its_place_kept() {
     tokio::time::sleep(std::time::Duration::from_millis(60)).await;
     let order = sim.serial(1).await;
     assert_eq!(order, ["a"]);
+}
+
+#[tokio::test]
+async fn a_tenant_waiting_for_its_rate_does_not_hold_back_a_burst() {
+    let mut sim = Sim::new().await;
+    sim.push("b", 5).await;
+    sim.policy(Some("b"), rate(1, 3_600_000_000)).await;
+    sim.push("a", 10).await;
+    sim.policy(
+        Some("a"),
+        ShardPolicy {
+            cap: Setting::Set(1),
+            burst: Setting::Set(3),
+            ..ShardPolicy::default()
+        },
+    )
+    .await;
+    assert_eq!(sim.dispatch().await.as_deref(), Some("b"));
+    // b's rate is spent: it waits out of the order, so a is alone and bursts.
+    let sk = sim.broker().keys().shard(Q);
+    assert_eq!(sim.card(&sk.rwait).await, 1, "b waits for its rate");
+    for _ in 0..3 {
+        assert_eq!(sim.dispatch().await.as_deref(), Some("a"));
+    }
+    assert_eq!(sim.dispatch().await, None, "no further than a's burst");
+    assert_eq!(sim.running_of("a"), 3);
+    // b's rate removed: back in the order, and a (above its cap) waits.
+    sim.policy(
+        Some("b"),
+        ShardPolicy {
+            rate: Setting::Clear,
+            ..ShardPolicy::default()
+        },
+    )
+    .await;
+    assert_eq!(sim.card(&sk.rwait).await, 0);
+    for _ in 0..2 {
+        assert_eq!(sim.dispatch().await.as_deref(), Some("b"));
+    }
+    assert_eq!(sim.running_of("a"), 3);
 }

@@ -10,6 +10,10 @@ pub const ORIGINAL_QUEUE: &str = "fairjob_original_queue";
 pub const QUEUE_PINNED: &str = "fairjob_queue_pinned";
 /// How many times a worker died (or lost its lease) while running this job.
 pub const INTERRUPTED_COUNT: &str = "interrupted_count";
+/// When a job was last put back on its queue by a yield (epoch seconds): the
+/// start of its current wait. `enqueued_at` keeps the first enqueue, so a
+/// yielded job's next wait does not include its earlier runs.
+pub const REQUEUED_AT: &str = "fairjob_requeued_at";
 /// Marks a parked job of a sharded queue, so that when a slot frees it goes to
 /// the front of its tenant's list (read by the shard scripts).
 pub const SLOT_RELEASED: &str = "fairjob_slot_released";

@@ -134,7 +134,15 @@ impl Payload {
         self.get::<String>(key)
     }
 
-    /// Sets (or replaces, in place) a field.
+    /// When its current wait began: its last requeue by a yield
+    /// (`fairjob_requeued_at`), else `enqueued_at`, else `created_at`.
+    pub fn wait_started(&self) -> Option<f64> {
+        self.timestamp(super::fields::REQUEUED_AT)
+            .or_else(|| self.timestamp("enqueued_at"))
+            .or_else(|| self.timestamp("created_at"))
+    }
+
+    /// Sets a field.
     pub fn set(&mut self, key: &str, value: impl Serialize) {
         let raw = serde_json::value::to_raw_value(&value)
             .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("null is JSON"));

@@ -78,8 +78,18 @@ pub fn wait(payload: &Payload, sharded: bool, now: f64) -> Option<Wait> {
     let enqueued = payload
         .timestamp("enqueued_at")
         .or_else(|| payload.timestamp("created_at"))?;
-    let retry = payload.retry_count().is_some();
-    let asked = if retry {
+    // A job that yielded (fair share, its slice, shutdown) went back at
+    // `fairjob_requeued_at`, keeping its first `enqueued_at`: this wait began
+    // at the requeue. A requeue older than `enqueued_at` belongs to an
+    // earlier attempt (a retry was enqueued since).
+    let requeued = payload
+        .timestamp(super::fields::REQUEUED_AT)
+        .filter(|at| *at >= enqueued && *at <= now);
+    let enqueued = requeued.unwrap_or(enqueued);
+    let retry = requeued.is_none() && payload.retry_count().is_some();
+    let asked = if requeued.is_some() {
+        Some(enqueued)
+    } else if retry {
         payload
             .timestamp("retried_at")
             .or_else(|| payload.timestamp("failed_at"))
@@ -133,6 +143,20 @@ mod tests {
     fn payload(extra: &str) -> Payload {
         Payload::parse(format!(r#"{{"class":"A","args":[],"jid":"j"{extra}}}"#).into_bytes())
             .unwrap()
+    }
+
+    #[test]
+    fn a_yielded_jobs_wait_starts_at_its_requeue() {
+        let p = payload(r#","created_at":100.0,"enqueued_at":100.0,"fairjob_requeued_at":160.0"#);
+        let w = wait(&p, true, 160.5).unwrap();
+        assert_eq!(w.total_ms, 500);
+        assert_eq!(w.reason, WaitReason::Shard);
+        // A requeue before the latest enqueue (a retry since) is an earlier attempt's.
+        let p = payload(
+            r#","created_at":100.0,"enqueued_at":170.0,"retry_count":0,"retried_at":169.0,"fairjob_requeued_at":160.0"#,
+        );
+        let w = wait(&p, false, 170.5).unwrap();
+        assert_eq!(w.total_ms, 1500);
     }
 
     #[test]

@@ -34,6 +34,7 @@ mod acks;
 mod builder;
 mod cron;
 mod exit;
+mod fair_yield;
 mod fetch;
 mod handle;
 mod heartbeat;
@@ -91,6 +92,10 @@ pub(crate) struct Stats {
 pub(crate) struct Running {
     pub cx: JobContext,
     pub slot: Option<SlotHold>,
+    /// An `#[iterable]` job (fair yield may ask it to yield).
+    pub iterable: bool,
+    /// When this run started (epoch seconds).
+    pub started: f64,
 }
 
 /// State shared by the fetch loop, job tasks and background loops.

@@ -117,7 +117,10 @@ async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
             _ => "job",
         };
         ::metrics::counter!(metrics::YIELDS_TOTAL, "reason" => reason).increment(1);
-        let exit = Exit::Yield(cx.payload().to_json());
+        // Its next wait starts now; `enqueued_at` keeps the first enqueue.
+        let mut payload = cx.payload().clone();
+        payload.set(crate::wire::fields::REQUEUED_AT, crate::wire::now_f64());
+        let exit = Exit::Yield(payload.to_json());
         (exit, metrics::Outcome::Yielded)
     } else {
         let outcome = retry::outcome(cx.payload(), &ran.result);
@@ -304,6 +307,8 @@ async fn perform(
     let running = Running {
         cx: cx.clone(),
         slot,
+        iterable: job.is_iterable(),
+        started: crate::wire::now_f64(),
     };
     shared
         .running
@@ -440,12 +445,10 @@ fn label(result: &Result<(), JobError>, outcome: &Outcome) -> metrics::Outcome {
     }
 }
 
-/// Counts how long the job waited from its (latest) enqueue to this start.
+/// Counts how long the job waited from its latest enqueue (or requeue by a
+/// yield) to this start.
 fn record_wait(shared: &Shared, token: &Token, payload: &Payload) {
-    let Some(enqueued) = payload
-        .timestamp("enqueued_at")
-        .or_else(|| payload.timestamp("created_at"))
-    else {
+    let Some(enqueued) = payload.wait_started() else {
         return;
     };
     let wait = (crate::wire::now_f64() - enqueued).max(0.0);

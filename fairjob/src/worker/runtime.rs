@@ -170,6 +170,7 @@ impl Worker {
         tasks.spawn(reaper::run(shared.clone(), background.clone()));
         tasks.spawn(sampler::run(shared.clone(), background.clone()));
         tasks.spawn(releaser::run(shared.clone(), background.clone()));
+        tasks.spawn(super::fair_yield::run(shared.clone(), background.clone()));
         for service in services {
             let stop = background.clone().cancelled_owned();
             tasks.spawn(service(shared.client.clone(), Box::pin(stop)));

@@ -1,5 +1,5 @@
 //! A sharded queue's tenants in fair-share terms: the defaults, the tenants
-//! served next, and per tenant pending, running, weight, floor, cap, rate, pass,
+//! served next, and per tenant pending, running, weight, floor, cap, rate, burst, pass,
 //! place in the dispatch order and the jobs dispatched over the last minutes.
 
 use std::collections::HashMap;
@@ -29,6 +29,8 @@ pub struct ShardView {
     pub default_floor: Option<u32>,
     /// The default cap (running limit), if set.
     pub default_limit: Option<u32>,
+    /// The default burst, if set.
+    pub default_burst: Option<u32>,
     /// The default rate (starts per period), if set.
     pub default_rate: Option<ShardRate>,
     /// Tenants out of the order, waiting for their rate.
@@ -78,6 +80,14 @@ pub struct ShardRow {
     pub under_floor: bool,
     /// Jobs dispatched over the last [`SHARE_MINUTES`] minutes.
     pub dispatched: u64,
+    /// Its own burst, if set.
+    pub burst: Option<u32>,
+    /// Fair-yield requests sent to its running jobs.
+    pub yields_requested: u64,
+    /// Of those, honoured (the job left its slot).
+    pub yields_honoured: u64,
+    /// Of those, unhonoured past the cool-down (the job kept running).
+    pub yields_ignored: u64,
 }
 
 /// A tenant as its shard key encodes it (`None`: the shard of jobs without one).
@@ -99,6 +109,7 @@ impl RedisBroker {
             .hget(&sk.policy, "w:*")
             .hget(&sk.policy, "f:*")
             .hget(&sk.policy, "c:*")
+            .hget(&sk.policy, "b:*")
             .get(&sk.vt)
             .llen(&sk.inbox)
             .zrange(&sk.floorq, 0, 9)
@@ -120,6 +131,7 @@ impl RedisBroker {
             Option<f64>,
             Option<u32>,
             Option<u32>,
+            Option<u32>,
             Option<f64>,
             u64,
             Vec<String>,
@@ -127,7 +139,7 @@ impl RedisBroker {
         );
         type Rates = (Option<String>, u64, (u64, u64));
         let values: Vec<redis::Value> = self.pipe(&pipe).await?;
-        let n_head = 9;
+        let n_head = 10;
         let (head, rest) = values.split_at(n_head);
         let (rates, rest) = rest.split_at(3);
         let (dr, rate_waiting, (secs, micros)): Rates =
@@ -137,7 +149,7 @@ impl RedisBroker {
         let head: Head =
             redis::FromRedisValue::from_redis_value(redis::Value::Array(head.to_vec()))
                 .map_err(redis::RedisError::from)?;
-        let (tenants, runnable, dw, df, dc, vt, inbox, floor_next, share_next) = head;
+        let (tenants, runnable, dw, df, dc, db, vt, inbox, floor_next, share_next) = head;
         let dispatched: u64 = served
             .iter()
             .map(|v| {
@@ -167,6 +179,7 @@ impl RedisBroker {
             default_weight: dw,
             default_floor: df,
             default_limit: dc,
+            default_burst: db,
             default_rate: dr.as_deref().and_then(ShardRate::from_stored),
             rate_waiting,
             now_us: secs * 1_000_000 + micros,
@@ -201,12 +214,16 @@ impl RedisBroker {
                     .zscore(&sk.lastpass, t)
                     .hget(&sk.policy, format!("r:{t}"))
                     .zscore(&sk.rwait, t)
-                    .hget(&sk.rstate, format!("p:{t}"));
+                    .hget(&sk.rstate, format!("p:{t}"))
+                    .hget(&sk.policy, format!("b:{t}"))
+                    .hget(&sk.yields, format!("r:{t}"))
+                    .hget(&sk.yields, format!("h:{t}"))
+                    .hget(&sk.yields, format!("i:{t}"));
                 for b in buckets {
                     pipe.hget(b, t);
                 }
             }
-            let per = 10 + buckets.len();
+            let per = 14 + buckets.len();
             let found: Vec<redis::Value> = self.pipe(&pipe).await?;
             let mut members = Vec::new();
             for (t, v) in batch.iter().zip(found.chunks(per)) {
@@ -225,7 +242,13 @@ impl RedisBroker {
                 let (pending, running, weight, floor, limit, member, last, rate, until, kept): Row =
                     redis::FromRedisValue::from_redis_value(redis::Value::Array(v[..10].to_vec()))
                         .map_err(redis::RedisError::from)?;
-                let dispatched = v[10..]
+                type Yields = (Option<u32>, Option<u64>, Option<u64>, Option<u64>);
+                let (burst, requested, honoured, ignored): Yields =
+                    redis::FromRedisValue::from_redis_value(redis::Value::Array(
+                        v[10..14].to_vec(),
+                    ))
+                    .map_err(redis::RedisError::from)?;
+                let dispatched = v[14..]
                     .iter()
                     .map(|x| {
                         redis::FromRedisValue::from_redis_value_ref(x)
@@ -248,6 +271,10 @@ impl RedisBroker {
                     rotation: None,
                     under_floor: false,
                     dispatched,
+                    burst,
+                    yields_requested: requested.unwrap_or(0),
+                    yields_honoured: honoured.unwrap_or(0),
+                    yields_ignored: ignored.unwrap_or(0),
                 });
             }
             // Place in the order: the pass and rank of each runnable tenant.

@@ -19,7 +19,10 @@
 -- joins the back of the round, and a tenant's name never decides. Per tenant, live in Redis, one HASH `policy`: `c:<tenant>` (cap, the
 -- running limit; 0 pauses), `w:<tenant>` (weight, default 1), `f:<tenant>`
 -- (floor, default 0), `r:<tenant>` (rate: `<limit>/<period µs>`, starts per
--- period, none when unset); `<tenant>` `*` holds the queue's defaults.
+-- period, none when unset), `b:<tenant>` (burst: the running limit instead of
+-- the cap while no other tenant is in the order); `<tenant>` `*` holds the
+-- queue's defaults, `y:grace`, `y:minrun`, `y:cooldown` (ms) and `y:off`
+-- the queue's fair-yield settings (see shard_yield.lua).
 --
 -- A tenant with a rate is judged by GCRA on Redis's clock (burst 0: starts
 -- spaced by ceil(period / limit) µs; `rstate` holds `t:<tenant>`, its
@@ -31,7 +34,8 @@
 -- (a bounded number per call), so it is served first when its rate allows;
 -- its pass is raised to vt if the others moved past it, so that the turns it
 -- could not take are never made up in a burst (e.g. when its rate is
--- removed after an hour). `lastpass`
+-- removed after an hour). A tenant waiting for its rate is not in the order,
+-- so it does not stop another tenant's burst. `lastpass`
 -- (ZSET) keeps a tenant's pass while it is out of the order and ahead of vt;
 -- entries at or below vt can never matter and are trimmed. State is
 -- O(active tenants).
@@ -90,16 +94,19 @@ local function shard_rate_interval(v)
   return math.ceil(per / l)
 end
 
--- A tenant's settings: cap (nil = none), weight (default 1), floor (default 0).
+-- A tenant's settings: cap (nil = none), weight (default 1), floor (default
+-- 0), rate (its emission interval in µs, nil = none), burst (nil = none: the
+-- running limit while no other tenant of the queue has pending work, when
+-- above the cap).
 local function shard_policy_of(sk, t)
   local p = shard_memo.settings[t]
   if p then return p end
-  local v = redis.call('HMGET', sk.policy, 'c:' .. t, 'w:' .. t, 'f:' .. t, 'c:*', 'w:*', 'f:*',
-    'r:' .. t, 'r:*')
-  local weight = tonumber(v[2] or v[5]) or 1
+  local v = redis.call('HMGET', sk.policy, 'c:' .. t, 'w:' .. t, 'f:' .. t, 'b:' .. t,
+    'c:*', 'w:*', 'f:*', 'b:*', 'r:' .. t, 'r:*')
+  local weight = tonumber(v[2] or v[6]) or 1
   if weight <= 0 then weight = 1 end
-  p = { cap = tonumber(v[1] or v[4]), weight = weight, floor = tonumber(v[3] or v[6]) or 0,
-    rate = shard_rate_interval(v[7] or v[8]) }
+  p = { cap = tonumber(v[1] or v[5]), weight = weight, floor = tonumber(v[3] or v[7]) or 0,
+    burst = tonumber(v[4] or v[8]), rate = shard_rate_interval(v[9] or v[10]) }
   shard_memo.settings[t] = p
   return p
 end
@@ -139,9 +146,28 @@ local function shard_flush(sk)
   end
 end
 
--- Pending jobs, under its cap (0 pauses) and not waiting for its rate.
+-- Another tenant than `t` is in the dispatch order (has pending work it may run).
+local function shard_others_ready(sk, t)
+  local n = redis.call('ZCARD', sk.ready)
+  if n == 0 then return false end
+  if redis.call('HEXISTS', sk.rmember, t) == 1 then n = n - 1 end
+  return n > 0
+end
+
+-- `t`'s running limit now: its cap, or its burst (when above the cap) while
+-- no other tenant is in the dispatch order. nil = none.
+local function shard_limit(sk, t)
+  local p = shard_policy_of(sk, t)
+  if p.cap ~= nil and p.burst ~= nil and p.burst > p.cap and not shard_others_ready(sk, t) then
+    return p.burst
+  end
+  return p.cap
+end
+
+-- Pending jobs, under its running limit (a cap of 0 pauses) and not waiting
+-- for its rate.
 local function shard_runnable(sk, t)
-  local cap = shard_policy_of(sk, t).cap
+  local cap = shard_limit(sk, t)
   if cap ~= nil and shard_running(sk, t) >= cap then return false end
   if redis.call('ZSCORE', sk.rwait, t) then return false end
   return redis.call('LLEN', sk.prefix .. t) > 0
@@ -384,9 +410,10 @@ local function shard_reserve(sk, served)
     local t = string.sub(top[1], 16)
     local pass = tonumber(top[2])
     local p = shard_policy_of(sk, t)
+    local limit = shard_limit(sk, t)
     local wait_until = nil
-    if p.cap == nil or shard_running(sk, t) < p.cap then wait_until = shard_rate_wait(sk, t, p) end
-    if p.cap ~= nil and shard_running(sk, t) >= p.cap then
+    if limit == nil or shard_running(sk, t) < limit then wait_until = shard_rate_wait(sk, t, p) end
+    if limit ~= nil and shard_running(sk, t) >= limit then
       shard_remember(sk, t, shard_unready(sk, t, top[1]))
     elseif wait_until then
       shard_rate_park(sk, t, top[1], pass, wait_until)
@@ -402,7 +429,7 @@ local function shard_reserve(sk, served)
           shard_memo.clock_dirty = true
         end
         local next_pass = pass + 1 / p.weight
-        local more = (p.cap == nil or running < p.cap) and redis.call('LLEN', sk.prefix .. t) > 0
+        local more = (limit == nil or running < limit) and redis.call('LLEN', sk.prefix .. t) > 0
         if more and wait ~= nil and wait > SHARD_PARK_AFTER_US then
           -- Its rate is spent: it waits out of the order, its next pass kept.
           shard_rate_park(sk, t, top[1], next_pass, due)
@@ -436,4 +463,19 @@ local function bury(dead, now, entry)
   redis.call('ZADD', dead, string.format('%.6f', now), entry)
   redis.call('ZREMRANGEBYSCORE', dead, '-inf', string.format('(%.6f', now - 15552000))
   redis.call('ZREMRANGEBYRANK', dead, 0, -10001)
+end
+
+-- Fair yield's record of one running iterable job (HASH `runs`, jid ->
+-- `tenant|worker|started|asked|ignored|seen`, tenant and worker encoded, times
+-- in epoch seconds; asked 0 = not asked).
+local function yield_parse(v)
+  local t, w, s, a, ig, seen = string.match(v or '', '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  if t == nil then return nil end
+  return { t = t, w = w, started = tonumber(s) or 0, asked = tonumber(a) or 0,
+    ignored = ig == '1', seen = tonumber(seen) or 0 }
+end
+
+local function yield_format(e)
+  return e.t .. '|' .. e.w .. '|' .. fj_num(e.started) .. '|' .. fj_num(e.asked) .. '|'
+    .. (e.ignored and '1' or '0') .. '|' .. fj_num(e.seen)
 end

@@ -9,7 +9,9 @@
 --
 -- KEYS[1] = inbox, KEYS[2..14] = the shard state (ShardKeys::state()),
 --   KEYS[15] = in-progress hash, KEYS[16] = this minute's dispatch counts,
---   KEYS[17] = the queue's fetchers (workers that may hold in-progress records).
+--   KEYS[17] = the queue's fetchers (workers that may hold in-progress records),
+--   KEYS[18] = fair yield's waiting tenants, KEYS[19] = their slot waits
+--   (a tenant seen waiting that gets a slot: how long it waited).
 -- ARGV[1] = n, ARGV[2] = first token sequence number,
 --   ARGV[3] = token suffix ('|<encoded queue>'), ARGV[4] = shard prefix,
 --   ARGV[5] = inbox entries to move at most, ARGV[6] = this worker's identity.
@@ -28,6 +30,12 @@ local out = {}
 for _ = 1, n do
   local t, job = shard_reserve(sk, served_key)
   if not job then break end
+  local since = redis.call('HGET', KEYS[after + 4], t)
+  if since then
+    redis.call('HDEL', KEYS[after + 4], t)
+    redis.call('LPUSH', KEYS[after + 5], fj_num(math.max(0, redis_now() - tonumber(since))))
+    redis.call('LTRIM', KEYS[after + 5], 0, 255)
+  end
   local token = seq .. ARGV[3] .. '|' .. t
   redis.call('HSET', inflight, token, job)
   out[#out + 1] = token
