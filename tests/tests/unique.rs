@@ -534,6 +534,41 @@ async fn replace_only_replaces_a_holder_waiting_where_the_new_push_would_wait() 
     assert_eq!(records, ["slow 2 a start"], "only the first push ran");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replace_searches_only_the_newest_thousand_entries_of_a_queue() {
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let job = |key: u64, note: &str| SlowDebounce {
+        key,
+        note: note.into(),
+        ms: 1,
+    };
+    let queue = redis.keys().queue("replace_limits");
+    // 999 newer jobs in front of the holder: found and replaced in place.
+    let near = job(1, "a").perform_async(&c).await.unwrap();
+    let _ = c.push_bulk((100..1099).map(|k| job(k, "x"))).await.unwrap();
+    assert_eq!(
+        job(1, "b").perform_async(&c).await.unwrap(),
+        near,
+        "replaced"
+    );
+    let list = redis.lrange(&queue).await;
+    assert!(
+        list.iter().any(|p| p.contains(r#""note":"b""#)),
+        "the new arguments wait"
+    );
+    // 1,000 newer jobs in front: the bounded search does not reach it, and
+    // the push is refused, never a second job.
+    let _ = c.push_bulk([job(2000, "x")]).await.unwrap();
+    assert_eq!(duplicate_of(job(1, "c").perform_async(&c).await), near);
+    let list = redis.lrange(&queue).await;
+    assert_eq!(list.len(), 1001);
+    assert!(
+        !list.iter().any(|p| p.contains(r#""note":"c""#)),
+        "not replaced"
+    );
+}
+
 /// A unique job with a reroute rule: a tenant's second job within an hour
 /// goes to `ur_slow`.
 #[derive(Debug, Serialize, Deserialize, Job)]

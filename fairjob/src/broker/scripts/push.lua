@@ -103,7 +103,10 @@ for jn = 1, tonumber(ARGV[2]) do
     local waiting = nil
     if replace and own.kind == 'p' then waiting = unique_waiting(u, digest) end
     local at = nil
-    if waiting then at = redis.call('LPOS', own.list, waiting) end
+    -- Bounded: only the newest 1,000 entries (the head, where pushes go)
+    -- are searched, so a long queue never makes this script slow; a holder
+    -- deeper in the queue is not replaced (the push is a duplicate).
+    if waiting then at = redis.call('LPOS', own.list, waiting, 'MAXLEN', 1000) end
     if at then
       local payload = unique_swap_jid(before .. own.qjson .. after, jid, holder)
       redis.call('LSET', own.list, at, payload)
