@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 static STARTED: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(
         "local t = redis.call('TIME') \
-         redis.call('RPUSH', KEYS[1], string.format('%d%06d', t[1], t[2]) .. ' ' .. ARGV[1]) \
+         redis.call('RPUSH', KEYS[1], string.format('%d%06d', t[1], t[2]) .. ' ' .. ARGV[1] .. ' ' .. ARGV[2]) \
          return 1",
     )
 });
@@ -68,7 +68,8 @@ async fn started(cx: &JobContext, key: &str) -> Result<(), JobError> {
     let b = cx.client().broker();
     let mut inv = STARTED.prepare_invoke();
     inv.key(format!("{}started:{key}", b.keys().prefix()))
-        .arg(cx.jid());
+        .arg(cx.jid())
+        .arg(std::process::id());
     let mut conn = b.connection();
     let _: i64 = inv.invoke_async(&mut conn).await?;
     Ok(())

