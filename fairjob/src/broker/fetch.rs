@@ -217,7 +217,7 @@ impl RedisBroker {
 const INBOX_MOVE: usize = 50;
 
 /// Tenants waiting for their rate one `shard_fetch.lua` call brings back at most.
-const RATE_WAKE: usize = 50;
+const RATE_WAKE: usize = 16;
 
 /// The current minute since the epoch (the dispatch counts' bucket).
 pub(crate) fn epoch_minute() -> u64 {
