@@ -75,6 +75,31 @@ async fn started(cx: &JobContext, key: &str) -> Result<(), JobError> {
     Ok(())
 }
 
+/// One start recorded by a job of this module: Redis µs, jid, and the pid
+/// of the process that ran it.
+pub type Start = (u64, String, String);
+
+/// Parses the lines of a `started:<key>` list; malformed lines are skipped.
+pub fn parse_starts(lines: &[String]) -> Vec<Start> {
+    lines
+        .iter()
+        .filter_map(|s| {
+            let mut f = s.split(' ');
+            let at = f.next()?.parse().ok()?;
+            Some((at, f.next()?.to_owned(), f.next()?.to_owned()))
+        })
+        .collect()
+}
+
+/// The most starts in any window of `window` µs (half-open).
+pub fn max_in_window(times: &[u64], window: u64) -> usize {
+    times
+        .iter()
+        .map(|&a| times.iter().filter(|&&t| t >= a && t < a + window).count())
+        .max()
+        .unwrap_or(0)
+}
+
 /// Jobs of the rate benchmark that have finished.
 pub static RATE_BENCH_DONE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 

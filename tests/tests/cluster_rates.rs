@@ -8,32 +8,17 @@ use std::time::Duration;
 
 use fairjob::testing::RedisCluster;
 use fairjob::{Client, QueueSpec, Worker};
-use fairjob_tests::rate_jobs::{RateJob, TenantRateJob};
+use fairjob_tests::rate_jobs::{RateJob, Start, TenantRateJob, max_in_window, parse_starts};
 use fairjob_tests::{eventually, namespace};
 
 /// The starts recorded under `key`: (Redis µs, jid).
-async fn starts(c: &Client, key: &str) -> Vec<(u64, String)> {
+async fn starts(c: &Client, key: &str) -> Vec<Start> {
     let k = format!("{}started:{key}", c.broker().keys().prefix());
     let lines: Vec<String> =
         fairjob_tests::query(c.broker(), redis::cmd("LRANGE").arg(k).arg(0).arg(-1))
             .await
             .unwrap();
-    lines
-        .iter()
-        .map(|s| {
-            let mut f = s.split(' ');
-            let (t, jid) = (f.next().unwrap(), f.next().unwrap());
-            (t.parse().unwrap(), jid.to_owned())
-        })
-        .collect()
-}
-
-fn max_in_window(times: &[u64], window: u64) -> usize {
-    times
-        .iter()
-        .map(|&a| times.iter().filter(|&&t| t >= a && t < a + window).count())
-        .max()
-        .unwrap_or(0)
+    parse_starts(&lines)
 }
 
 async fn count(c: &Client, cmd: &str, key: String) -> u64 {

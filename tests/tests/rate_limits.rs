@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use fairjob::broker::RateKeys;
-use fairjob_tests::rate_jobs::{RateFreeJob, RateJob};
+use fairjob_tests::rate_jobs::{RateFreeJob, RateJob, Start, max_in_window, parse_starts};
 use fairjob_tests::{Redis, TestWorker, eventually};
 
 /// A worker process of the queue `rates` at concurrency 10.
@@ -21,26 +21,8 @@ fn limiter(redis: &Redis, key: &str) -> RateKeys {
 }
 
 /// The starts recorded under `key`: (Redis µs, jid), in start order.
-async fn starts(redis: &Redis, key: &str) -> Vec<(u64, String)> {
-    redis
-        .lrange(redis.key(&format!("started:{key}")))
-        .await
-        .iter()
-        .map(|s| {
-            let mut f = s.split(' ');
-            let (t, jid) = (f.next().unwrap(), f.next().unwrap());
-            (t.parse().unwrap(), jid.to_owned())
-        })
-        .collect()
-}
-
-/// The most starts in any window of `window` µs (half-open).
-fn max_in_window(times: &[u64], window: u64) -> usize {
-    times
-        .iter()
-        .map(|&a| times.iter().filter(|&&t| t >= a && t < a + window).count())
-        .max()
-        .unwrap_or(0)
+async fn starts(redis: &Redis, key: &str) -> Vec<Start> {
+    parse_starts(&redis.lrange(redis.key(&format!("started:{key}"))).await)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -352,20 +334,13 @@ async fn a_job_limited_by_rate_and_slots_waits_for_each_in_turn() {
 }
 
 /// The starts of `key` on a server the test drives itself: (µs, jid).
-async fn starts_at(c: &fairjob::Client, key: &str) -> Vec<(u64, String)> {
+async fn starts_at(c: &fairjob::Client, key: &str) -> Vec<Start> {
     let k = format!("{}started:{key}", c.broker().keys().prefix());
     let lines: Vec<String> =
         fairjob_tests::query(c.broker(), redis::cmd("LRANGE").arg(k).arg(0).arg(-1))
             .await
             .unwrap_or_default();
-    lines
-        .iter()
-        .filter_map(|s| {
-            let mut f = s.split(' ');
-            let (t, jid) = (f.next()?, f.next()?);
-            Some((t.parse().ok()?, jid.to_owned()))
-        })
-        .collect()
+    parse_starts(&lines)
 }
 
 async fn len_of(c: &fairjob::Client, cmd: &str, key: String) -> u64 {
@@ -375,7 +350,7 @@ async fn len_of(c: &fairjob::Client, cmd: &str, key: String) -> u64 {
 }
 
 /// Distinct jids started, and starts beyond one per jid.
-fn ran_and_twice(s: &[(u64, String)]) -> (usize, usize) {
+fn ran_and_twice(s: &[Start]) -> (usize, usize) {
     let distinct: std::collections::BTreeSet<&String> = s.iter().map(|x| &x.1).collect();
     (distinct.len(), s.len() - distinct.len())
 }
@@ -463,16 +438,11 @@ async fn a_frozen_worker_holding_released_jobs_loses_none() {
     // so a window around the recovery may hold the limit plus those jobs;
     // jobs it was running pass the limiter again.
     let frozen_pid = first.pid().to_string();
-    let live: Vec<u64> = redis
-        .lrange(redis.key("started:frozen"))
+    let live: Vec<u64> = starts(&redis, "frozen")
         .await
-        .iter()
-        .filter_map(|s| {
-            let mut f = s.split(' ');
-            let t: u64 = f.next()?.parse().ok()?;
-            let pid = f.nth(1)?;
-            (pid != frozen_pid || t < cont_us).then_some(t)
-        })
+        .into_iter()
+        .filter(|(t, _, pid)| *pid != frozen_pid || *t < cont_us)
+        .map(|(t, _, _)| t)
         .collect();
     let recovered = usize::try_from(redis.stat("recovered").await).unwrap_or(0);
     let most = max_in_window(&live, 1_000_000);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use fairjob::broker::ShardRate;
 use fairjob::inspect::Page;
 use fairjob::rate::parse_tenant_rate;
-use fairjob_tests::rate_jobs::TenantRateJob;
+use fairjob_tests::rate_jobs::{TenantRateJob, max_in_window};
 use fairjob_tests::{Redis, eventually, queues};
 
 const Q: &str = "tenant_rates";
@@ -25,15 +25,6 @@ async fn starts(redis: &Redis, tenant: &str) -> Vec<u64> {
         .iter()
         .map(|s| s.split_once(' ').unwrap().0.parse().unwrap())
         .collect()
-}
-
-/// The most starts in any window of `window` µs (half-open).
-fn max_in_window(times: &[u64], window: u64) -> usize {
-    times
-        .iter()
-        .map(|&a| times.iter().filter(|&&t| t >= a && t < a + window).count())
-        .max()
-        .unwrap_or(0)
 }
 
 fn rate(text: &str) -> ShardRate {

@@ -176,7 +176,11 @@ async fn a_dead_holders_slot_is_reclaimed_and_the_waiter_runs() {
         "slot reclaimed and both jobs done {:?} after kill -9",
         killed.elapsed()
     );
-    assert_eq!(redis.zcard(limit(&redis, "solo").holders).await, 0);
+    // A job records its end before its finish releases the slot.
+    eventually!(
+        redis.zcard(limit(&redis, "solo").holders).await == 0,
+        "no holder is left once both have finished"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

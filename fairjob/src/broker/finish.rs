@@ -343,6 +343,34 @@ impl RedisBroker {
         Ok(FinishReply::Done)
     }
 
+    /// A job parked by a limiter (slot or rate) leaves this worker's
+    /// in-progress record, and on a sharded queue stops counting as running
+    /// for its tenant. 1 if it was there, 0 if a reaper recovered it meanwhile.
+    pub(super) async fn leave_record(&self, identity: &str, token: &Token) -> Result<i64> {
+        let Some(tenant) = &token.tenant else {
+            return self
+                .query(
+                    redis::cmd("HDEL")
+                        .arg(self.inflight_of(identity, token))
+                        .arg(&token.raw),
+                )
+                .await;
+        };
+        let sk = self.keys.shard(&token.queue);
+        let mut inv = SHARD_FINISH.call();
+        inv.key(sk.inflight(identity));
+        for key in sk.state() {
+            inv.key(key);
+        }
+        inv.key(&sk.wake);
+        inv.arg(token.raw.as_str())
+            .arg("done")
+            .arg("")
+            .arg(&sk.shard_prefix)
+            .arg(tenant.as_str());
+        self.invoke(&inv).await
+    }
+
     /// Releases the slot a job held, after the job left its record: one
     /// script in the limit's slot. On one server it also forgets the slot
     /// record and pushes released waiters to their queues; in cluster mode

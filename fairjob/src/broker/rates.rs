@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use super::scripts::{RATE_ACQUIRE, RATE_RELEASE, RATE_SET, RECLAIM, SHARD_FINISH};
+use super::scripts::{RATE_ACQUIRE, RATE_RELEASE, RATE_SET, RECLAIM};
 use super::slots::waiter_entry_of;
 use super::{RedisBroker, Setting, Token, keys};
 use crate::error::Result;
@@ -167,31 +167,7 @@ impl RedisBroker {
         if status == 1 {
             return Ok(RateAcquired::Pass);
         }
-        let left: i64 = match &token.tenant {
-            Some(tenant) => {
-                let sk = k.shard(&token.queue);
-                let mut inv = SHARD_FINISH.call();
-                inv.key(sk.inflight(identity));
-                for key in sk.state() {
-                    inv.key(key);
-                }
-                inv.key(&sk.wake);
-                inv.arg(token.raw.as_str())
-                    .arg("done")
-                    .arg("")
-                    .arg(&sk.shard_prefix)
-                    .arg(tenant.as_str());
-                self.invoke(&inv).await?
-            }
-            None => {
-                self.query(
-                    redis::cmd("HDEL")
-                        .arg(self.inflight_of(identity, token))
-                        .arg(&token.raw),
-                )
-                .await?
-            }
-        };
+        let left = self.leave_record(identity, token).await?;
         if left == 0 {
             let _: i64 = self
                 .query(

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::scripts::{SHARD_FINISH, SLOT_ACQUIRE, SLOT_SET, SLOT_TAKE};
+use super::scripts::{SLOT_ACQUIRE, SLOT_SET, SLOT_TAKE};
 use super::{RedisBroker, SlotHold, Token, keys};
 use crate::error::Result;
 
@@ -163,31 +163,7 @@ impl RedisBroker {
             return Ok(Acquired::Slot(hold));
         }
         // Parked: the job leaves its record.
-        let left: i64 = match &token.tenant {
-            Some(tenant) => {
-                let sk = k.shard(&token.queue);
-                let mut inv = SHARD_FINISH.call();
-                inv.key(sk.inflight(identity));
-                for key in sk.state() {
-                    inv.key(key);
-                }
-                inv.key(&sk.wake);
-                inv.arg(token.raw.as_str())
-                    .arg("done")
-                    .arg("")
-                    .arg(&sk.shard_prefix)
-                    .arg(tenant.as_str());
-                self.invoke(&inv).await?
-            }
-            None => {
-                self.query(
-                    redis::cmd("HDEL")
-                        .arg(self.inflight_of(identity, token))
-                        .arg(&token.raw),
-                )
-                .await?
-            }
-        };
+        let left = self.leave_record(identity, token).await?;
         let _: i64 = self
             .query(redis::cmd("HDEL").arg(k.slots(identity)).arg(&token.raw))
             .await?;
