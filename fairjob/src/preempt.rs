@@ -40,9 +40,9 @@
 //!   tenant is started when nobody else is in the order. Holds are kept only
 //!   while the queue runs yieldable jobs (with short jobs only, stride order
 //!   alone shares slot-time out).
-
+//!
 //! Layer 3: pure, no IO; the worker's fair-yield tick reads the snapshot
-//! (`broker::yields`) and writes the requests.
+//! (`broker::yields`) and writes the requests and holds.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

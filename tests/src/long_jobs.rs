@@ -32,14 +32,24 @@ pub async fn thron_backlog(c: &Client, tenant: &str, n: usize, steps: u64, ms: u
 /// Jobs of each tenant (as the shard keys encode it) running on sharded
 /// queue `queue` now, from the scheduler's running counts.
 pub async fn running_of(redis: &Redis, queue: &str, tenants: &[&str]) -> Vec<u32> {
+    try_running_of(redis, queue, tenants)
+        .await
+        .expect("HMGET running")
+}
+
+async fn try_running_of(
+    redis: &Redis,
+    queue: &str,
+    tenants: &[&str],
+) -> redis::RedisResult<Vec<u32>> {
     let key = redis.keys().shard(queue).running;
     let mut cmd = redis::cmd("HMGET");
     cmd.arg(key);
     for t in tenants {
         cmd.arg(*t);
     }
-    let v: Vec<Option<u32>> = redis.query(&cmd).await;
-    v.into_iter().map(|n| n.unwrap_or(0)).collect()
+    let v: Vec<Option<u32>> = cmd.query_async(&mut redis.conn()).await?;
+    Ok(v.into_iter().map(|n| n.unwrap_or(0)).collect())
 }
 
 /// Slot-time (slot-seconds) of each tenant of `tenants` on sharded queue
@@ -57,9 +67,13 @@ pub async fn slot_time(
     let mut prev = running_of(redis, queue, tenants).await;
     while last < start + window {
         tokio::time::sleep(Duration::from_millis(50)).await;
+        // A read that times out (a stalled machine) is skipped: the next
+        // one covers its time.
+        let Ok(cur) = try_running_of(redis, queue, tenants).await else {
+            continue;
+        };
         let now = Instant::now();
         let dt = now.duration_since(last).as_secs_f64();
-        let cur = running_of(redis, queue, tenants).await;
         for (i, t) in tenants.iter().enumerate() {
             // Trapezoid: the count may have changed anywhere in between.
             *out.get_mut(*t).expect("tenant") += dt * f64::from(prev[i] + cur[i]) / 2.0;
