@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use fairjob::Job;
-use fairjob::inspect::Reason;
+use fairjob::inspect::{Page, Reason};
 use fairjob_tests::jobs::{ThronPlainJob, ThronStepJob};
 use fairjob_tests::long_jobs::{running_of, slot_time, steps_of, thron_backlog};
 use fairjob_tests::metrics::MetricsWorker;
@@ -355,6 +355,17 @@ async fn a_request_not_honoured_in_time_is_counted_and_the_job_is_not_killed() {
     let it = e.iteration.expect("progress");
     assert_eq!(it.yield_reason.as_deref(), Some("share"), "{it:?}");
     assert!(it.yield_asked_at.is_some(), "{it:?}");
+    // So does the busy view's progress of the running job.
+    let busy = c.inspector().processes(Page::first(10)).await.unwrap();
+    let it = busy
+        .rows
+        .iter()
+        .flat_map(|r| r.jobs.iter())
+        .find(|j| j.jid == a)
+        .and_then(|j| j.iteration.clone())
+        .expect("the busy view shows A's job with its progress");
+    assert_eq!(it.yield_reason.as_deref(), Some("share"), "{it:?}");
+    assert!(it.yield_asked_at.is_some() && it.executions == 1, "{it:?}");
     let said = redis.cli(&["explain", &a]);
     assert!(
         said.contains("asked to yield at") && said.contains("reason share"),
