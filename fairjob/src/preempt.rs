@@ -36,8 +36,9 @@
 //!   share is held there: dispatch does not start it above its share (rounded
 //!   up) while another tenant is in the dispatch order (`h:<tenant>` in the
 //!   policy hash, a few seconds, renewed by the deciding ticks; see
-//!   `shard_limit` in `lib_shard.lua`). Holding never idles a slot: a held
-//!   tenant is started when nobody else is in the order. Holds are kept only
+//!   `shard_limit` in `lib_shard.lua`). A held tenant is started again when
+//!   nobody else is in the order (at once when one of its jobs ends, else at
+//!   the next tick, within 250 ms). Holds are kept only
 //!   while the queue runs yieldable jobs (with short jobs only, stride order
 //!   alone shares slot-time out).
 //!

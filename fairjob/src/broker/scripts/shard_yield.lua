@@ -182,6 +182,9 @@ for _, t in ipairs(order) do
   if p.hold then
     local _, hu = string.match(p.hold_raw, '^(%d+)|(%d+)$')
     hold_left = fj_num((tonumber(hu) - shard_now()) / 1000000)
+  elseif p.hold_raw then
+    -- An expired hold is dropped.
+    redis.call('HDEL', sk.policy, 'h:' .. t)
   end
   rows[#rows + 1] = p.hold and tostring(p.hold) or ''
   rows[#rows + 1] = hold_left
