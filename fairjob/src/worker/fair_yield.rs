@@ -7,7 +7,7 @@
 //! pure) and which tenants dispatch holds at their share
 //! ([`crate::preempt::share_holds`]), and writes both.
 //!
-//! The channel: a per-queue hash of running iterable jobs in the queue's own
+//! The channel: a per-queue hash of running yieldable jobs in the queue's own
 //! Redis slot, read by every worker at its tick. The lease renewal and the
 //! heartbeat come every few seconds (a third of the lease: 10 s by default),
 //! too late for a request that must arrive within about a second; the
