@@ -53,6 +53,21 @@ pub fn reason_text(reason: &Reason) -> String {
             format_time(*since),
             format_duration(*elapsed_secs)
         ),
+        Reason::YieldRequested {
+            asked_at,
+            why,
+            ignored,
+        } => format!(
+            "asked to yield at {} by fair yield (reason {}): it gives its slot back at its next \
+             step or check of should_yield{}",
+            format_time(*asked_at),
+            why.as_deref().unwrap_or("unknown"),
+            if *ignored {
+                "; unhonoured past the cool-down, it keeps running (never killed)"
+            } else {
+                ""
+            }
+        ),
         Reason::Fetched { identity } => format!(
             "fetched by {identity}: starting (taking a slot, or just started and not yet in its \
              heartbeat)"

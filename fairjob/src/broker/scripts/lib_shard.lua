@@ -20,7 +20,8 @@
 -- running limit; 0 pauses), `w:<tenant>` (weight, default 1), `f:<tenant>`
 -- (floor, default 0), `r:<tenant>` (rate: `<limit>/<period µs>`, starts per
 -- period, none when unset), `b:<tenant>` (burst: the running limit instead of
--- the cap while no other tenant is in the order); `<tenant>` `*` holds the
+-- the cap while no other tenant is in the order), `h:<tenant>` (fair yield's
+-- share hold, `<limit>|<until µs>`, see shard_limit); `<tenant>` `*` holds the
 -- queue's defaults, `y:grace`, `y:minrun`, `y:cooldown` (ms) and `y:off`
 -- the queue's fair-yield settings (see shard_yield.lua).
 --
@@ -117,12 +118,15 @@ local function shard_policy_of(sk, t)
   local p = shard_memo.settings[t]
   if p then return p end
   local v = redis.call('HMGET', sk.policy, 'c:' .. t, 'w:' .. t, 'f:' .. t, 'b:' .. t,
-    'c:*', 'w:*', 'f:*', 'b:*', 'r:' .. t, 'r:*')
+    'c:*', 'w:*', 'f:*', 'b:*', 'r:' .. t, 'r:*', 'h:' .. t)
   local weight = tonumber(v[2] or v[6]) or 1
   if weight <= 0 then weight = 1 end
   local rate, rwin = shard_rate_interval(v[9] or v[10])
   p = { cap = tonumber(v[1] or v[5]), weight = weight, floor = tonumber(v[3] or v[7]) or 0,
-    burst = tonumber(v[4] or v[8]), rate = rate, rwin = rwin }
+    burst = tonumber(v[4] or v[8]), rate = rate, rwin = rwin, hold_raw = v[11] }
+  -- Fair yield's share hold `<limit>|<until µs>` (see shard_limit).
+  local hl, hu = string.match(v[11] or '', '^(%d+)|(%d+)$')
+  if hl and tonumber(hu) > shard_now() then p.hold = tonumber(hl) end
   shard_memo.settings[t] = p
   return p
 end
@@ -171,9 +175,17 @@ local function shard_others_ready(sk, t)
 end
 
 -- `t`'s running limit now: its cap, or its burst (when above the cap) while
--- no other tenant is in the dispatch order. nil = none.
+-- no other tenant is in the dispatch order; while another is, also at most
+-- its share hold (`h:<tenant>`, written by fair yield's decision for a
+-- tenant at or above its share while another waits below its own, for a few
+-- seconds: stride order counts starts, so a tenant with longer jobs would
+-- otherwise be started above its share of slot-time). nil = none.
 local function shard_limit(sk, t)
   local p = shard_policy_of(sk, t)
+  if p.hold ~= nil and shard_others_ready(sk, t) then
+    if p.cap == nil or p.hold < p.cap then return p.hold end
+    return p.cap
+  end
   if p.cap ~= nil and p.burst ~= nil and p.burst > p.cap and not shard_others_ready(sk, t) then
     return p.burst
   end
@@ -513,14 +525,20 @@ end
 -- Fair yield's record of one running iterable job (HASH `runs`, jid ->
 -- `tenant|worker|started|asked|ignored|seen`, tenant and worker encoded, times
 -- in epoch seconds; asked 0 = not asked).
+-- A fair-yield run record: `tenant|worker|started|asked|ignored|seen`, and
+-- since they were added `|reason|last` (when an earlier run of the job was
+-- last asked; worker '' for a job between runs); an older record parses.
 local function yield_parse(v)
-  local t, w, s, a, ig, seen = string.match(v or '', '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  local t, w, s, a, ig, seen, why, last = string.match(v or '',
+    '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|?([^|]*)|?([^|]*)$')
   if t == nil then return nil end
   return { t = t, w = w, started = tonumber(s) or 0, asked = tonumber(a) or 0,
-    ignored = ig == '1', seen = tonumber(seen) or 0 }
+    ignored = ig == '1', seen = tonumber(seen) or 0, reason = why or '',
+    last = tonumber(last) or 0 }
 end
 
 local function yield_format(e)
   return e.t .. '|' .. e.w .. '|' .. fj_num(e.started) .. '|' .. fj_num(e.asked) .. '|'
-    .. (e.ignored and '1' or '0') .. '|' .. fj_num(e.seen)
+    .. (e.ignored and '1' or '0') .. '|' .. fj_num(e.seen) .. '|' .. (e.reason or '') .. '|'
+    .. fj_num(e.last or 0)
 end
