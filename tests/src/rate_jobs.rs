@@ -297,7 +297,7 @@ impl Perform for BenchProofFreeJob {
 
 /// The dispatches of a tenant with a rate on a sharded queue, on Redis's
 /// clock, as the dispatch counted them: its pace keeps its last starts
-/// (`h:<tenant>` in the queue's `rstate`, at least one period of them), and
+/// (`s:<tenant>` in the queue's `rstate`, at least one period of them), and
 /// this log polls that record every 50 ms and keeps every time it saw. What a
 /// job records itself adds the jitter between its dispatch and its own call
 /// to Redis; the limit is judged at the dispatch.
@@ -313,7 +313,7 @@ impl DispatchLog {
         let seen: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>> =
             std::sync::Arc::default();
         let (client, key) = (client.clone(), client.broker().keys().shard(queue).rstate);
-        let field = format!("h:{tenant}");
+        let field = format!("s:{tenant}");
         let log = std::sync::Arc::clone(&seen);
         let task = tokio::spawn(async move {
             loop {

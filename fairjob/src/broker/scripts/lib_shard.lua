@@ -31,7 +31,7 @@
 -- with a fetch) is counted from its due time, up to T/2 late (the catch-up
 -- credit), so the rate is held and not undershot by the fetches' cadence;
 -- the credit never puts more than `limit` starts in a window of `period`:
--- `h:<tenant>` keeps the times of its last H starts (H the largest divisor
+-- `s:<tenant>` keeps the times of its last H starts (H the largest divisor
 -- of limit not above 64, fixed-width 16-digit µs) and a start waits until
 -- the H-th latest is H * T old (H divides limit, so `limit` starts always
 -- span at least the period). Found at the head of the order with its rate
@@ -296,7 +296,7 @@ end
 -- rate is cut to one interval (a changed rate applies from the next start).
 local function shard_rate_wait(sk, t, p)
   if p.rate == nil then return nil end
-  local v = redis.call('HMGET', sk.rstate, 't:' .. t, 'h:' .. t)
+  local v = redis.call('HMGET', sk.rstate, 't:' .. t, 's:' .. t)
   local tat, now = tonumber(v[1]), shard_now()
   if tat and tat > now + p.rate then
     tat = now + p.rate
@@ -313,14 +313,14 @@ end
 local function shard_rate_count(sk, t, p)
   if p.rate == nil then return nil end
   local now = shard_now()
-  local v = redis.call('HMGET', sk.rstate, 't:' .. t, 'h:' .. t)
+  local v = redis.call('HMGET', sk.rstate, 't:' .. t, 's:' .. t)
   local tat = tonumber(v[1]) or now
   local credit = math.floor(p.rate / 2)
   if tat < now - credit then tat = now - credit end
   tat = tat + p.rate
   local h = (v[2] or '') .. string.format('%016d', now)
   if #h > 16 * p.rwin then h = string.sub(h, #h - 16 * p.rwin + 1) end
-  redis.call('HSET', sk.rstate, 't:' .. t, fj_num(tat), 'h:' .. t, h)
+  redis.call('HSET', sk.rstate, 't:' .. t, fj_num(tat), 's:' .. t, h)
   local due = shard_rate_window_due(h, p)
   if due == nil or tat > due then due = tat end
   return due - now, due
@@ -328,7 +328,7 @@ end
 
 -- Drops `t`'s rate state once it can no longer hold back a start.
 local function shard_rate_forget(sk, t)
-  local v = redis.call('HMGET', sk.rstate, 't:' .. t, 'h:' .. t)
+  local v = redis.call('HMGET', sk.rstate, 't:' .. t, 's:' .. t)
   if not v[1] and not v[2] then return end
   local p, now = shard_policy_of(sk, t), shard_now()
   if v[1] and (p.rate == nil or tonumber(v[1]) <= now) then
@@ -336,7 +336,7 @@ local function shard_rate_forget(sk, t)
   end
   if v[2] and (p.rate == nil
       or tonumber(string.sub(v[2], -16)) + p.rwin * p.rate <= now) then
-    redis.call('HDEL', sk.rstate, 'h:' .. t)
+    redis.call('HDEL', sk.rstate, 's:' .. t)
   end
 end
 
