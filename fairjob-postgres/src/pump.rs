@@ -632,7 +632,7 @@ impl Pump {
                     }
                     jobs.push((row, job, kept));
                 }
-                Err(e) => failed.push((row.id, e.to_string())),
+                Err(e) => failed.push((row.id, failure(&e, &row.jid))),
             }
         }
         // 2. Stage what was not staged yet, fenced by the relay epoch.
@@ -680,7 +680,7 @@ impl Pump {
                                 gone.push(row.id)
                             }
                         }
-                        Err(e) if is_bad_job(&e) => failed.push((row.id, e.to_string())),
+                        Err(e) if is_bad_job(&e) => failed.push((row.id, failure(&e, &row.jid))),
                         Err(e) => return Err(e.into()),
                     }
                 }
@@ -706,7 +706,7 @@ impl Pump {
                     true
                 }
                 Err(e) if is_bad_job(&e) => {
-                    failed.push((row.id, e.to_string()));
+                    failed.push((row.id, failure(&e, &row.jid)));
                     continue;
                 }
                 Err(e) => return Err(e.into()),
@@ -909,6 +909,19 @@ fn decode(row: &Claimed) -> Result<PushJob, fairjob::Error> {
     let mut job = PushJob::new(payload);
     job.set_default_tenant(row.default_tenant.clone());
     Ok(job)
+}
+
+/// The error kept in a failed row: what went wrong, and what fixes it.
+fn failure(e: &fairjob::Error, jid: &str) -> String {
+    let fix = match e {
+        fairjob::Error::PayloadTooLarge { .. } => {
+            "make the job smaller or raise the pushing client's max_payload_bytes"
+        }
+        _ => "correct the row's payload (or the pushing client's settings)",
+    };
+    format!(
+        "{e}. Kept in fairjob.outbox, never retried: {fix}, then run `UPDATE fairjob.outbox SET failed_at = NULL, error = NULL, staged = false WHERE jid = '{jid}'` and a pump pushes it"
+    )
 }
 
 /// A job's own fault (too large, bad queue name, undecodable): not retried.
