@@ -919,3 +919,83 @@ async fn two_pumps_draining_the_same_completions_write_each_end_once_and_drop_no
     assert_eq!(client.relay_ends_waiting().await.unwrap(), 0);
     assert_eq!(count(&pool, "state = 'done'").await, 2500, "no end dropped");
 }
+
+/// The window the README documents: a kept job's end is recorded after its
+/// exit, as a second write. A worker killed between the two loses no job
+/// (at least once), but its row stays published and its jid live: the
+/// lost-job check leaves it alone, and it runs again only when Redis loses
+/// its epoch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_between_a_kept_jobs_exit_and_its_end_record_reruns_it_only_when_redis_loses_data()
+ {
+    let (_pg, pool) = pg().await;
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    let mut tx = pool.begin().await.unwrap();
+    let jid = LedgerJob::sleeping(0)
+        .keep_until_done()
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let pump = Pump::new(pool.clone(), client.clone()).lost_grace(Duration::ZERO);
+    assert_eq!(pump.pump_once().await.unwrap().kept, 1);
+
+    let dir = ledger_dir("pg-end-window");
+    let marker = dir.join("exited");
+    let mut worker = redis
+        .worker_process()
+        .queues(["ledger"])
+        .ledger(&dir)
+        .env(
+            fairjob::worker::HANG_BEFORE_RELAY_END_ENV,
+            marker.as_os_str(),
+        )
+        .start();
+    eventually!(within LONG, marker.exists(), "the job runs and exits");
+    worker.signal("KILL");
+    worker.wait_timeout(Duration::from_secs(10));
+    assert_eq!(Ledger::read(&dir).started(&jid), 1);
+    assert_eq!(
+        client.relay_ends_waiting().await.unwrap(),
+        0,
+        "no end recorded"
+    );
+
+    // The row stays published; its jid is live, so it is not taken for lost.
+    let checked = pump.check().await.unwrap();
+    assert_eq!(
+        (checked.completions, checked.missing),
+        (0, 0),
+        "{checked:?}"
+    );
+    let row = fairjob_postgres::find_job(&pool, &jid)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.state, "published", "{row:?}");
+    assert_eq!(pump.pump_once().await.unwrap().pushed, 0);
+
+    // Redis losing its data republishes it: it runs again (at least once).
+    redis_cli(redis.server().port(), &["flushall"]);
+    assert_eq!(pump.check().await.unwrap().republished, 1);
+    assert_eq!(pump.pump_once().await.unwrap().pushed, 1);
+    let mut again = redis
+        .worker_process()
+        .queues(["ledger"])
+        .ledger(&dir)
+        .start();
+    eventually!(
+        within LONG,
+        {
+            pump.check().await.unwrap();
+            fairjob_postgres::find_job(&pool, &jid)
+                .await
+                .unwrap()
+                .is_some_and(|r| r.state == "done")
+        },
+        "the job runs again and is recorded done"
+    );
+    assert_eq!(Ledger::read(&dir).started(&jid), 2);
+    again.stop();
+}
