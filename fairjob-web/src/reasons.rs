@@ -357,12 +357,15 @@ mod tests {
 }
 
 /// An explanation as the JSON twin serves it: every field of
-/// [`Explanation`], with each reason rendered ([`RenderedReason`]).
+/// [`Explanation`], with each reason rendered ([`RenderedReason`]), and what
+/// the places besides Redis know of the jid (`elsewhere`, when there are any).
 #[derive(Debug, serde::Serialize)]
 pub(crate) struct ExplanationJson {
     #[serde(flatten)]
     explanation: Explanation,
     reasons: Vec<RenderedReason>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) elsewhere: Vec<crate::load::SourceView>,
 }
 
 impl From<Explanation> for ExplanationJson {
@@ -376,6 +379,7 @@ impl From<Explanation> for ExplanationJson {
         ExplanationJson {
             explanation,
             reasons,
+            elsewhere: Vec::new(),
         }
     }
 }

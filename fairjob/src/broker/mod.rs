@@ -74,7 +74,7 @@
 //! | `relay_stage` | `stage_claims` fenced by the epoch: nothing staged unless the epoch key holds the relay's epoch | `relay_stage.lua` | `bool` |
 //! | `relay_completed` | a kept job's end (`done`/`dead` and its jid), written by the worker after its `finish`; its jid leaves the live set | `MULTI` (`RPUSH`, `SREM`) | `()` |
 //! | `relay_mark_live`, `relay_live_members` | kept jobs Redis has (added after the relay's push); which of some jids are there | `SADD`, `SMISMEMBER` | `()`, `Vec<bool>` |
-//! | `relay_take_completed`, `relay_completed_len` | the pump drains completions into PostgreSQL; the list's length for views | `LPOP` count, `LLEN` | entries, `u64` |
+//! | `relay_peek_completed`, `relay_trim_completed`, `relay_completed_len` | the pump drains completions into PostgreSQL: reads the head, writes PostgreSQL, then removes what it read if the head still holds it; the list's length for views | `LRANGE`, `relay_trim.lua`, `LLEN` | entries, removed count, `u64` |
 //! | **self-healing** (`reconcile.rs`) | | | |
 //! | `reconcile_shard`, `reconcile_slots` | recounts running jobs; drops slots no record holds | `shard_reconcile.lua`, `reclaim.lua`, `slot_forget.lua` | `Healed` |
 //! | **operators' actions** (`actions.rs`) | | | |
