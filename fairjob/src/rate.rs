@@ -166,7 +166,7 @@ pub struct TenantPace {
 pub fn tenant_window(limit: u32) -> u32 {
     (1..=limit.clamp(1, 64))
         .rev()
-        .find(|d| limit % d == 0)
+        .find(|d| limit.is_multiple_of(*d))
         .unwrap_or(1)
 }
 

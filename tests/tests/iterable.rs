@@ -1,7 +1,9 @@
 //! Iterable jobs (`#[iterable]`, `Iterate`): the testing fake runs them, and
 //! with real worker processes they resume after a yield (slice), after
 //! SIGTERM (every one checkpoints and is requeued, then resumes), after
-//! `kill -9` (from the last checkpoint), and a cancel stops one. The
+//! `kill -9` (from the last checkpoint), after SIGSTOP past the lease (the
+//! stale run's checkpoint is refused and it abandons the run), and a cancel
+//! stops one. The
 //! `StepLedgerJob` writes `step <jid>:<n>:<run> <pid>` per step to the ledger.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -331,6 +333,97 @@ async fn kill_9_resumes_from_the_last_checkpoint() {
         "the rest once each"
     );
     assert!(second.stop().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_workers_stale_checkpoint_is_refused_and_its_run_abandoned() {
+    let redis = Redis::start().await;
+    let dir = ledger_dir("iter-stop");
+    let c = redis.client().await;
+    // 80 steps of 40 ms; checkpoint every 200 ms (about 5 steps).
+    let jid = StepLedgerJob { steps: 80, ms: 40 }
+        .perform_async(&c)
+        .await
+        .unwrap();
+    let worker = redis
+        .ledger_worker(&dir)
+        .flag("--lease", "1500ms")
+        .flag("--reaper-interval", "300ms");
+    let mut first = worker.start();
+    eventually!(let n = step_count(&dir, &jid); n >= 10, "ten steps ran");
+    // Frozen past its lease while it runs the job.
+    first.signal("STOP");
+    let frozen_pid = format!("{}/", first.pid());
+    let frozen_steps = step_count(&dir, &jid);
+    let mut second = worker.start();
+    eventually!(
+        within Duration::from_secs(20),
+        let resumed = steps(&dir)
+            .get(&jid)
+            .map_or(0, |s| s.iter().filter(|(_, r)| !r.starts_with(&frozen_pid)).count());
+        resumed >= 10,
+        "recovered past the lease and resumed by the second worker"
+    );
+    // Woken: its next checkpoint is refused (the second run holds the fence)
+    // and it abandons the run without requeueing or finishing the job.
+    first.signal("CONT");
+    eventually!(
+        within Duration::from_secs(40),
+        let done = {
+            let got: BTreeSet<u64> = steps(&dir)
+                .get(&jid)
+                .into_iter()
+                .flatten()
+                .map(|(n, _)| *n)
+                .collect();
+            got.len()
+        };
+        done == 80,
+        "every step ran"
+    );
+    eventually!(
+        within Duration::from_secs(10),
+        let left = redis.query::<bool>(redis::cmd("EXISTS").arg(redis.keys().iteration(&jid))).await;
+        !left,
+        "the job completed once: its iteration state is removed"
+    );
+    // Nothing runs after that: no third run, no requeued copy.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let seen = steps(&dir).remove(&jid).unwrap();
+    consecutive_per_run(&seen);
+    // The frozen worker's one run; the rest are the second worker's (the
+    // job's 1 s slice sends it back to the queue now and then).
+    let runs: BTreeSet<&String> = seen.iter().map(|(_, r)| r).collect();
+    let second_pid = format!("{}/", second.pid());
+    assert_eq!(
+        runs.iter().filter(|r| r.starts_with(&frozen_pid)).count(),
+        1,
+        "{runs:?}"
+    );
+    assert!(
+        runs.iter()
+            .all(|r| r.starts_with(&frozen_pid) || r.starts_with(&second_pid)),
+        "{runs:?}"
+    );
+    let stale = seen
+        .iter()
+        .filter(|(_, r)| r.starts_with(&frozen_pid))
+        .count()
+        .saturating_sub(frozen_steps);
+    println!(
+        "iterable: frozen worker ran {stale} steps after SIGCONT before its checkpoint was refused"
+    );
+    assert!(
+        stale <= 7,
+        "the stale run stops at its next checkpoint (200 ms, ~5 steps): it ran {stale} more"
+    );
+    let queued: usize = redis
+        .query(redis::cmd("LLEN").arg(redis.keys().queue("ledger")))
+        .await;
+    assert_eq!(queued, 0, "the abandoned run did not requeue the job");
+    assert_eq!(redis.zcard(redis.key("retry")).await, 0, "no retry spent");
+    assert!(second.stop().is_some());
+    assert!(first.stop().is_some(), "the frozen worker goes on running");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

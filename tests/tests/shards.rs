@@ -537,10 +537,13 @@ async fn a_stalled_workers_late_finish_is_fenced_and_releases_nothing() {
     limited_backlog(&c, "stall", 1, 3, 1000).await;
     let sampler = Sampler::start(&redis, None);
     let w1 = worker(&redis, 5).start();
+    // Holds it and has started it (a job fetched but not yet started when
+    // the worker freezes would run once only, on the second worker).
     eventually!(
         within Duration::from_secs(20),
-        let held = inflight_of_pid(&redis, w1.pid()).await; !held.is_empty(),
-        "the first worker holds a job"
+        let held = inflight_of_pid(&redis, w1.pid()).await;
+        !held.is_empty() && redis.records().await.iter().any(|l| l == "stall 0"),
+        "the first worker holds a job and has started it"
     );
     w1.signal("STOP");
     let w2 = worker(&redis, 5).start();

@@ -325,7 +325,7 @@ async fn shard_phases(reps: u64, concurrency: usize) {
             .await
             .unwrap();
         // Tenant 1, unlimited, has far more than the run can take.
-        let other = paced * 100;
+        let other = paced * 500;
         client
             .push_bulk((0..other).map(|_| BenchShardJob { tenant: 1 }))
             .await
