@@ -275,13 +275,13 @@ impl RedisBroker {
         if token.is_sharded() || self.is_cluster() {
             self.keys.shard(&token.queue).inflight(identity)
         } else {
-            self.own_inflight(identity).into_owned()
+            self.keys.inflight(identity)
         }
     }
 
     /// `keys.inflight(identity)`, built once for the first identity asked
-    /// (a worker's own, asked at every ack; encoding it costs more than the
-    /// rest of an ack's preparation).
+    /// (only a worker's plain acks ask, each for its own record; encoding it
+    /// costs more than the rest of an ack's preparation).
     pub(crate) fn own_inflight(&self, identity: &str) -> std::borrow::Cow<'_, str> {
         let (id, key) = self
             .own_inflight
