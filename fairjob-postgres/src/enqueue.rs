@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fairjob::{IntoPush, PushJob};
 use sqlx::PgExecutor;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Enqueue inside the caller's transaction: pass `&mut *tx` (any sqlx
 /// Postgres executor works: `&mut PgConnection`, or `&PgPool` outside a
@@ -169,8 +169,30 @@ async fn insert<'c>(
     .bind(&run_ats)
     .bind(&keeps)
     .execute(conn)
-    .await?;
+    .await
+    .map_err(schema_not_ready)?;
     Ok(jids)
+}
+
+/// An insert's error, named for what fixes it when the table, a column or
+/// the schema is missing (`42P01`, `42703`, `3F000`): the schema is older
+/// than this crate's.
+fn schema_not_ready(e: sqlx::Error) -> Error {
+    let missing = e
+        .as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| matches!(c.as_ref(), "42P01" | "42703" | "3F000"));
+    if missing {
+        let detail = e
+            .as_database_error()
+            .map(|d| d.message().to_owned())
+            .unwrap_or_default();
+        return Error::SchemaNotReady {
+            detail,
+            wanted: crate::schema::SCHEMA_VERSION,
+        };
+    }
+    Error::Postgres(e)
 }
 
 /// The channel [`notify_pumps`] notifies and a listening pump

@@ -27,6 +27,18 @@ pub enum Error {
         /// The version this crate needs.
         wanted: i32,
     },
+    /// An enqueue found the fairjob schema missing or older than this
+    /// crate's (a table or column it writes does not exist); the caller's
+    /// transaction failed with it, so nothing was half-enqueued.
+    #[error(
+        "cannot enqueue: the fairjob schema in PostgreSQL is missing or older than this crate's (version {wanted}): {detail}; run `fairjob-worker postgres migrate --postgres URL` (or call fairjob_postgres::migrate(&pool)) first"
+    )]
+    SchemaNotReady {
+        /// PostgreSQL's message.
+        detail: String,
+        /// The version this crate needs.
+        wanted: i32,
+    },
     /// The database's fairjob schema is newer than this crate's.
     #[error(
         "the fairjob schema in PostgreSQL is at version {found}, newer than this crate's {wanted}: upgrade fairjob-postgres"

@@ -52,7 +52,7 @@ mod worker;
 
 pub use enqueue::{CHANNEL, EnqueueTx, KeepExt, KeepUntilDone, notify_pumps, perform_bulk_tx};
 pub use error::{Error, Result};
-pub use pump::{CheckStats, HANG_AFTER_PUSH_ENV, Pump, PumpStats};
+pub use pump::{CheckStats, HANG_AFTER_DRAIN_READ_ENV, HANG_AFTER_PUSH_ENV, Pump, PumpStats};
 pub use schema::{SCHEMA_VERSION, check_schema, migrate};
 pub use status::{
     JobRow, LAST_EVENTS, PumpRow, RepublishEvent, Status, TOP_TENANTS, find_job, status,

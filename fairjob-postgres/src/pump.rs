@@ -39,8 +39,12 @@
 //! (with the relay epoch it was staged in) instead of deleting it. The
 //! worker that acks or buries it records `done`/`dead` and its jid in
 //! Redis's completion list; the pump drains that list into the rows
-//! (`done_at`, `state`) every [`Pump::check_interval`]. Finished rows are
-//! deleted after [`Pump::retention`].
+//! (`done_at`, `state`) every [`Pump::check_interval`]: it reads the list's
+//! head, writes the rows, and only then removes what it read
+//! (`relay_trim.lua`, if the head still holds it), so a pump killed between
+//! the read and the write loses no end (the next drain reads it again; an
+//! end written twice changes nothing). Finished rows are deleted after
+//! [`Pump::retention`].
 //!
 //! **Redis losing data** is found by the relay epoch: a random token the
 //! first pump writes in Redis (`SET NX`) and PostgreSQL remembers
@@ -85,7 +89,12 @@ use crate::metrics as m;
 /// test can kill it exactly there.
 pub const HANG_AFTER_PUSH_ENV: &str = "FAIRJOB_PUMP_TEST_HANG_AFTER_PUSH";
 
-/// Completions taken off Redis's list per round trip.
+/// Test hook: when this environment variable is set (to a file path), a
+/// pump that has read completions from Redis writes that file and hangs
+/// before writing them to PostgreSQL, so a test can kill it exactly there.
+pub const HANG_AFTER_DRAIN_READ_ENV: &str = "FAIRJOB_PUMP_TEST_HANG_AFTER_DRAIN_READ";
+
+/// Completions read from Redis's list per round trip.
 const DRAIN_BATCH: usize = 1000;
 /// How often a running pump records itself alive, applies the retention and
 /// samples its gauges.
@@ -403,20 +412,31 @@ impl Pump {
         Ok(stats)
     }
 
-    /// Moves completions from Redis's list into the rows; entries taken off
-    /// Redis are pushed back if PostgreSQL fails.
+    /// Moves completions from Redis's list into the rows: reads the list's
+    /// head, writes PostgreSQL, and only then removes what it read (if the
+    /// head still holds it: another pump may have drained it first). A pump
+    /// killed or failing in between removed nothing; writing an end twice
+    /// changes nothing (`done_at IS NULL`).
     async fn drain(&self) -> Result<usize> {
         let mut total = 0;
         for _ in 0..50 {
-            let ends = self.client.take_relay_ends(DRAIN_BATCH).await?;
-            if ends.is_empty() {
+            let read = self.client.peek_relay_ends(DRAIN_BATCH).await?;
+            if read.entries_read() == 0 {
                 break;
             }
-            let (jids, states): (Vec<&str>, Vec<&str>) = ends
+            if let Some(path) = std::env::var_os(HANG_AFTER_DRAIN_READ_ENV) {
+                tracing::warn!(
+                    "{HANG_AFTER_DRAIN_READ_ENV} is set: hanging between reading completions and writing them to PostgreSQL"
+                );
+                let _ = std::fs::write(path, b"hanging\n");
+                std::future::pending::<()>().await;
+            }
+            let (jids, states): (Vec<&str>, Vec<&str>) = read
+                .ends
                 .iter()
                 .map(|(e, jid)| (jid.as_str(), e.as_str()))
                 .unzip();
-            let written = sqlx::query(
+            sqlx::query(
                 "UPDATE fairjob.outbox o SET done_at = now(), state = e.state, claimed_until = NULL
                  FROM UNNEST($1::text[], $2::text[]) AS e(jid, state)
                  WHERE o.jid = e.jid AND o.done_at IS NULL",
@@ -424,18 +444,15 @@ impl Pump {
             .bind(&jids)
             .bind(&states)
             .execute(&self.pool)
-            .await;
-            if let Err(e) = written {
-                if let Err(back) = self.client.record_relay_ends(&ends).await {
-                    tracing::error!(error = %back, lost = ends.len(), "completions taken from Redis could not be written to PostgreSQL nor put back; those jobs stay published");
-                }
-                return Err(e.into());
+            .await?;
+            if !self.client.trim_relay_ends(&read).await? {
+                break; // another pump drains the list too
             }
-            for (end, _) in &ends {
+            for (end, _) in &read.ends {
                 ::metrics::counter!(m::COMPLETIONS_TOTAL, "state" => end.as_str()).increment(1);
             }
-            total += ends.len();
-            if ends.len() < DRAIN_BATCH {
+            total += read.ends.len();
+            if read.entries_read() < DRAIN_BATCH {
                 break;
             }
         }
@@ -615,7 +632,7 @@ impl Pump {
                     }
                     jobs.push((row, job, kept));
                 }
-                Err(e) => failed.push((row.id, e.to_string())),
+                Err(e) => failed.push((row.id, failure(&e, &row.jid))),
             }
         }
         // 2. Stage what was not staged yet, fenced by the relay epoch.
@@ -663,7 +680,7 @@ impl Pump {
                                 gone.push(row.id)
                             }
                         }
-                        Err(e) if is_bad_job(&e) => failed.push((row.id, e.to_string())),
+                        Err(e) if is_bad_job(&e) => failed.push((row.id, failure(&e, &row.jid))),
                         Err(e) => return Err(e.into()),
                     }
                 }
@@ -689,7 +706,7 @@ impl Pump {
                     true
                 }
                 Err(e) if is_bad_job(&e) => {
-                    failed.push((row.id, e.to_string()));
+                    failed.push((row.id, failure(&e, &row.jid)));
                     continue;
                 }
                 Err(e) => return Err(e.into()),
@@ -892,6 +909,19 @@ fn decode(row: &Claimed) -> Result<PushJob, fairjob::Error> {
     let mut job = PushJob::new(payload);
     job.set_default_tenant(row.default_tenant.clone());
     Ok(job)
+}
+
+/// The error kept in a failed row: what went wrong, and what fixes it.
+fn failure(e: &fairjob::Error, jid: &str) -> String {
+    let fix = match e {
+        fairjob::Error::PayloadTooLarge { .. } => {
+            "make the job smaller or raise the pushing client's max_payload_bytes"
+        }
+        _ => "correct the row's payload (or the pushing client's settings)",
+    };
+    format!(
+        "{e}. Kept in fairjob.outbox, never retried: {fix}, then run `UPDATE fairjob.outbox SET failed_at = NULL, error = NULL, staged = false WHERE jid = '{jid}'` and a pump pushes it"
+    )
 }
 
 /// A job's own fault (too large, bad queue name, undecodable): not retried.

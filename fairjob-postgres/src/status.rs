@@ -150,6 +150,47 @@ impl JobRow {
             self.tenant, self.age
         )
     }
+
+    /// The row as label/value rows (the dashboard's explain page).
+    pub fn rows(&self) -> Vec<(String, String)> {
+        let state = match self.state.as_str() {
+            "pending" => "committed, not in Redis yet (waiting for a pump)".to_owned(),
+            "failed" => "kept as failed, never pushed".to_owned(),
+            "published" => "in Redis (kept in PostgreSQL until it ends)".to_owned(),
+            s => format!("ended ({s}); the row stays until the retention"),
+        };
+        let mut rows = vec![
+            ("state".to_owned(), state),
+            (
+                "tenant".to_owned(),
+                if self.tenant.is_empty() {
+                    "(no tenant)".to_owned()
+                } else {
+                    self.tenant.clone()
+                },
+            ),
+            (
+                "kept until done".to_owned(),
+                if self.keep { "yes" } else { "no (outbox)" }.to_owned(),
+            ),
+            ("committed".to_owned(), format!("{:.0} s ago", self.age)),
+        ];
+        if let Some(at) = self.run_at {
+            let wait = at - fairjob::wire::now_f64();
+            rows.push((
+                "scheduled".to_owned(),
+                if wait > 0.0 {
+                    format!("due in {wait:.0} s")
+                } else {
+                    format!("due {:.0} s ago", -wait)
+                },
+            ));
+        }
+        if let Some(e) = &self.error {
+            rows.push(("why it cannot be pushed".to_owned(), e.clone()));
+        }
+        rows
+    }
 }
 
 /// The status (a few bounded queries; the backlog count reads the pending

@@ -115,11 +115,11 @@ pub(crate) async fn explain(
         .ok_or_else(|| WebError::BadRequest("`jid` is required".into()))?;
     let (tenant, cursor) = (query.value("tenant"), query.value("cursor"));
     let budget = query.number("budget")?;
-    Ok(Json(
-        load::explain(&state, jid, tenant, cursor, budget)
-            .await?
-            .into(),
-    ))
+    let mut json: ExplanationJson = load::explain(&state, jid, tenant, cursor, budget)
+        .await?
+        .into();
+    json.elsewhere = load::explain_sources(&state, jid).await;
+    Ok(Json(json))
 }
 
 /// `GET /api/shards/{queue}?cursor=`.

@@ -33,6 +33,16 @@ pub(crate) type PanelFn = dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<
     + Send
     + Sync;
 
+/// Looks a jid up outside Redis for the explain page (fairjob-postgres'
+/// outbox): `Ok(Some(panel))` is shown under the Redis walk, `Ok(None)` shows
+/// nothing, `Err` is shown as the reason the lookup failed.
+pub(crate) type ExplainFn = dyn Fn(
+        String,
+    )
+        -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Option<Panel>, String>> + Send>>
+    + Send
+    + Sync;
+
 /// The dashboard's settings.
 #[derive(Clone)]
 #[non_exhaustive]
@@ -58,6 +68,8 @@ pub struct WebConfig {
     pub(crate) worker: Option<fairjob::WorkerHandle>,
     /// Panels other crates add to the overview.
     pub(crate) panels: Vec<Arc<PanelFn>>,
+    /// Places besides Redis where explain looks a jid up.
+    pub(crate) explain_sources: Vec<Arc<ExplainFn>>,
 }
 
 impl Default for WebConfig {
@@ -71,6 +83,7 @@ impl Default for WebConfig {
             redact: None,
             worker: None,
             panels: Vec::new(),
+            explain_sources: Vec::new(),
         }
     }
 }
@@ -85,6 +98,8 @@ impl fmt::Debug for WebConfig {
             .field("allowed_origins", &self.allowed_origins)
             .field("redact_args", &self.redact.is_some())
             .field("worker", &self.worker.is_some())
+            .field("panels", &self.panels.len())
+            .field("explain_sources", &self.explain_sources.len())
             .finish()
     }
 }
@@ -144,6 +159,21 @@ impl WebConfig {
         Fut: std::future::Future<Output = Result<Panel, String>> + Send + 'static,
     {
         self.panels.push(Arc::new(move || Box::pin(load())));
+        self
+    }
+
+    /// Adds a place besides Redis where explain (the page and `/api/explain`)
+    /// looks a jid up, e.g. fairjob-postgres' outbox for a job committed but
+    /// not in Redis yet: `look_up(jid)` runs on each explain request; its
+    /// panel (escaped like every value) is shown under the Redis walk.
+    #[must_use]
+    pub fn explain_source<F, Fut>(mut self, look_up: F) -> Self
+    where
+        F: Fn(String) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Option<Panel>, String>> + Send + 'static,
+    {
+        self.explain_sources
+            .push(Arc::new(move |jid| Box::pin(look_up(jid))));
         self
     }
 

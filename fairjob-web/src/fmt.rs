@@ -24,8 +24,12 @@ pub fn iteration_text(view: Option<&fairjob::inspect::IterationView>) -> String 
     }
     if let Some(at) = v.yield_asked_at {
         out.push_str(&format!(
-            ", asked to yield {}{}",
+            ", asked to yield {}{}{}",
             format_time(at),
+            v.yield_reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default(),
             if v.yield_ignored {
                 " (ignored past the cool-down)"
             } else {

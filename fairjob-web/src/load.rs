@@ -100,6 +100,40 @@ pub(crate) async fn explain(
     Ok(explanation)
 }
 
+/// What a place besides Redis knows of a jid (explain's other sources).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct SourceView {
+    /// The panel's heading ("" when the lookup failed).
+    pub title: String,
+    /// `(label, value)` rows.
+    pub rows: Vec<(String, String)>,
+    /// Why the lookup failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Looks `jid` up in each place besides Redis the dashboard was given
+/// ([`crate::WebConfig::explain_source`]), in order.
+pub(crate) async fn explain_sources(state: &WebState, jid: &str) -> Vec<SourceView> {
+    let mut out = Vec::new();
+    for look_up in &state.config.explain_sources {
+        match look_up(jid.to_owned()).await {
+            Ok(Some(p)) => out.push(SourceView {
+                title: p.title,
+                rows: p.rows,
+                error: None,
+            }),
+            Ok(None) => {}
+            Err(e) => out.push(SourceView {
+                title: String::new(),
+                rows: Vec::new(),
+                error: Some(e),
+            }),
+        }
+    }
+    out
+}
+
 /// A sharded queue's fair-yield settings, as shown (defaults filled in).
 pub(crate) async fn yield_settings(
     state: &WebState,

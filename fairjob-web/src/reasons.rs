@@ -53,6 +53,21 @@ pub fn reason_text(reason: &Reason) -> String {
             format_time(*since),
             format_duration(*elapsed_secs)
         ),
+        Reason::YieldRequested {
+            asked_at,
+            why,
+            ignored,
+        } => format!(
+            "asked to yield at {} by fair yield (reason {}): it gives its slot back at its next \
+             step or check of should_yield{}",
+            format_time(*asked_at),
+            why.as_deref().unwrap_or("unknown"),
+            if *ignored {
+                "; unhonoured past the cool-down, it keeps running (never killed)"
+            } else {
+                ""
+            }
+        ),
         Reason::Fetched { identity } => format!(
             "fetched by {identity}: starting (taking a slot, or just started and not yet in its \
              heartbeat)"
@@ -342,12 +357,15 @@ mod tests {
 }
 
 /// An explanation as the JSON twin serves it: every field of
-/// [`Explanation`], with each reason rendered ([`RenderedReason`]).
+/// [`Explanation`], with each reason rendered ([`RenderedReason`]), and what
+/// the places besides Redis know of the jid (`elsewhere`, when there are any).
 #[derive(Debug, serde::Serialize)]
 pub(crate) struct ExplanationJson {
     #[serde(flatten)]
     explanation: Explanation,
     reasons: Vec<RenderedReason>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) elsewhere: Vec<crate::load::SourceView>,
 }
 
 impl From<Explanation> for ExplanationJson {
@@ -361,6 +379,7 @@ impl From<Explanation> for ExplanationJson {
         ExplanationJson {
             explanation,
             reasons,
+            elsewhere: Vec::new(),
         }
     }
 }

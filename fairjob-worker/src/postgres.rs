@@ -217,22 +217,39 @@ pub(crate) async fn spawn_pump(
     Ok(RunningPump { stop, task })
 }
 
-/// The dashboard's overview panel of the PostgreSQL side (a lazy pool: the
-/// dashboard starts even while PostgreSQL is away).
+/// The dashboard's view of the PostgreSQL side (a lazy pool: the dashboard
+/// starts even while PostgreSQL is away): the overview's panel, and explain
+/// finding a jid that is still only in PostgreSQL.
 #[cfg(feature = "web")]
-pub(crate) fn panel(web: fairjob_web::WebConfig, url: &str) -> Result<fairjob_web::WebConfig> {
+pub(crate) fn web_hooks(web: fairjob_web::WebConfig, url: &str) -> Result<fairjob_web::WebConfig> {
     let pool = PgPoolOptions::new()
         .max_connections(2)
         .acquire_timeout(Duration::from_secs(3))
         .connect_lazy(url)
         .with_context(|| "bad PostgreSQL URL ([postgres] url / --postgres)")?;
-    Ok(web.panel(move || {
-        let pool = pool.clone();
-        async move {
-            match fairjob_postgres::status(&pool).await {
-                Ok(s) => Ok(fairjob_web::Panel::new("PostgreSQL outbox", s.rows())),
-                Err(e) => Err(format!("PostgreSQL outbox: {e}")),
+    let explain_pool = pool.clone();
+    Ok(web
+        .panel(move || {
+            let pool = pool.clone();
+            async move {
+                match fairjob_postgres::status(&pool).await {
+                    Ok(s) => Ok(fairjob_web::Panel::new("PostgreSQL outbox", s.rows())),
+                    Err(e) => Err(format!("PostgreSQL outbox: {e}")),
+                }
             }
-        }
-    }))
+        })
+        .explain_source(move |jid| {
+            let pool = explain_pool.clone();
+            async move {
+                let rows = match fairjob_postgres::find_job(&pool, &jid).await {
+                    Ok(Some(row)) => row.rows(),
+                    Ok(None) => vec![(
+                        "row".to_owned(),
+                        "none (never enqueued through PostgreSQL, or its row is gone)".to_owned(),
+                    )],
+                    Err(e) => return Err(format!("PostgreSQL: {e}")),
+                };
+                Ok(Some(fairjob_web::Panel::new("In PostgreSQL", rows)))
+            }
+        }))
 }

@@ -43,7 +43,7 @@ async fn bind(
 )> {
     let mut web = web_config(opts);
     if let Some(url) = &config.postgres.url {
-        web = crate::postgres::panel(web, url)?;
+        web = crate::postgres::web_hooks(web, url)?;
     }
     fairjob_web::check_bind(addr, &web)?;
     let client = fairjob::ClientBuilder::from_config(config.client.clone())

@@ -64,7 +64,7 @@ pub mod worker;
 
 pub use client::{
     Bulk, Client, ClientBuilder, ClientMiddleware, ClientNext, CronSpec, IntoPush, PushJob,
-    RelayEnd, StagedPush, client_middleware_fn,
+    RelayEnd, RelayEndsRead, StagedPush, client_middleware_fn,
 };
 pub use config::{ClientConfig, PostgresConfig, WorkerConfig};
 pub use error::{Error, JobError, Result};

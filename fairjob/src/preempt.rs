@@ -1,6 +1,7 @@
-//! Fair-share yield on tenant-sharded queues: which running iterable jobs to
-//! ask to give their slot back, so a tenant that waits gets its share without
-//! anything being killed.
+//! Fair-share yield on tenant-sharded queues: which running jobs to ask to
+//! give their slot back (iterable jobs, and plain jobs that poll
+//! `cx.should_yield()`), so a tenant that waits gets its share without
+//! anything being killed, and which tenants dispatch holds at their share.
 //!
 //! The rule, from one snapshot of a queue (its tenants' running and pending
 //! jobs, settings and how long they have waited; its running iterable jobs):
@@ -22,13 +23,27 @@
 //!   minus requests still outstanding (asked within the cool-down), each to
 //!   the over-share tenant with the largest excess left, to its job that ran
 //!   longest since its last yield, among those that ran at least the minimum
-//!   run and were not asked within the cool-down.
+//!   run and were not asked within the cool-down (in this run or an earlier
+//!   one: a job asked, yielded and started again is not asked again before
+//!   the cool-down has passed).
 //! - A tenant above its cap while another tenant waits (it burst while alone)
 //!   is asked for every job above its cap (reason `burst`).
 //! - With fewer than two tenants with work nobody is asked (work conserving).
+//! - Share holds ([`share_holds`]): stride order counts *starts*, so a tenant
+//!   whose jobs run longer than another's would be started above its share of
+//!   slot-time again and again (and asked to yield again and again). While two
+//!   or more tenants have pending work, each of them running at or above its
+//!   share is held there: dispatch does not start it above its share (rounded
+//!   up) while another tenant is in the dispatch order (`h:<tenant>` in the
+//!   policy hash, a few seconds, renewed by the deciding ticks; see
+//!   `shard_limit` in `lib_shard.lua`). A held tenant is started again when
+//!   nobody else is in the order (at once when one of its jobs ends, else at
+//!   the next tick, within 250 ms). Holds are kept only
+//!   while the queue runs yieldable jobs (with short jobs only, stride order
+//!   alone shares slot-time out).
 //!
 //! Layer 3: pure, no IO; the worker's fair-yield tick reads the snapshot
-//! (`broker::yields`) and writes the requests.
+//! (`broker::yields`) and writes the requests and holds.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -85,7 +100,8 @@ pub struct TenantLoad {
     pub waited: Option<f64>,
 }
 
-/// One running iterable job of the snapshot.
+/// One running yieldable job of the snapshot (iterable, or a plain job that
+/// polls `cx.should_yield()`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunningJob {
     /// Its jid.
@@ -94,8 +110,13 @@ pub struct RunningJob {
     pub tenant: String,
     /// Seconds since this run started (its last yield).
     pub ran: f64,
-    /// Seconds since it was last asked to yield, if it was.
+    /// Seconds since this run was asked to yield, if it was (an
+    /// outstanding request while under the cool-down).
     pub asked: Option<f64>,
+    /// Seconds since any run of the job was last asked (this one or one
+    /// before a yield), if one was: the job is not asked again within the
+    /// cool-down of it. `None`: see `asked`.
+    pub last_asked: Option<f64>,
 }
 
 /// Why a job is asked to yield (the `reason` label of the requests metric).
@@ -187,6 +208,28 @@ pub fn fair_allocation(tenants: &[TenantLoad], slots: f64) -> Vec<f64> {
     alloc
 }
 
+/// The share holds to keep now (see the module doc): while two or more
+/// tenants have pending work, each of them that runs at or above its share
+/// is held there (its share rounded up, at least 1): dispatch does not start
+/// it above that while another tenant is in the dispatch order. Empty when
+/// fair yield is off or fewer than two tenants have pending work.
+pub fn share_holds(tenants: &[TenantLoad], s: &YieldSettings) -> Vec<(String, u32)> {
+    let pending = tenants.iter().filter(|t| t.pending > 0).count();
+    if !s.enabled || pending < 2 {
+        return Vec::new();
+    }
+    let slots: f64 = tenants.iter().map(|t| f64::from(t.running)).sum();
+    let alloc = fair_allocation(tenants, slots);
+    tenants
+        .iter()
+        .zip(&alloc)
+        .filter_map(|(t, a)| {
+            let limit = (a - 1e-9).ceil().max(1.0) as u32;
+            (t.pending > 0 && t.running >= limit).then(|| (t.tenant.clone(), limit))
+        })
+        .collect()
+}
+
 /// The requests to send now (see the module doc).
 pub fn decide(tenants: &[TenantLoad], jobs: &[RunningJob], s: &YieldSettings) -> Vec<Ask> {
     let with_work = tenants
@@ -211,7 +254,11 @@ pub fn decide(tenants: &[TenantLoad], jobs: &[RunningJob], s: &YieldSettings) ->
     // Candidates per tenant, longest run first.
     let mut candidates: BTreeMap<&str, Vec<&RunningJob>> = BTreeMap::new();
     for j in jobs {
-        if j.ran >= min_run && j.asked.is_none_or(|a| a >= cooldown) {
+        let last = match (j.asked, j.last_asked) {
+            (Some(a), Some(l)) => Some(a.min(l)),
+            (a, l) => a.or(l),
+        };
+        if j.ran >= min_run && last.is_none_or(|a| a >= cooldown) {
             candidates.entry(j.tenant.as_str()).or_default().push(j);
         }
     }
@@ -352,6 +399,7 @@ mod tests {
             tenant: tenant.into(),
             ran,
             asked: None,
+            last_asked: None,
         }
     }
 
@@ -405,6 +453,47 @@ mod tests {
         jobs[1].asked = Some(11.0);
         let asks: Vec<String> = decide(&t, &jobs, &S).into_iter().map(|a| a.jid).collect();
         assert_eq!(asks, vec!["a3", "a2"]);
+    }
+
+    #[test]
+    fn a_job_asked_in_an_earlier_run_waits_out_the_cool_down() {
+        let t = [tenant("a", 2, 10, None), tenant("b", 0, 2, Some(2.0))];
+        let mut jobs = a_jobs(2);
+        // a1 yielded 4 s ago and runs again: not asked before 10 s.
+        jobs[1].last_asked = Some(4.0);
+        let asks: Vec<String> = decide(&t, &jobs, &S).into_iter().map(|a| a.jid).collect();
+        assert_eq!(asks, vec!["a0"]);
+        jobs[1].last_asked = Some(10.5);
+        let asks: Vec<String> = decide(&t, &jobs, &S).into_iter().map(|a| a.jid).collect();
+        assert_eq!(asks, vec!["a1"]);
+    }
+
+    #[test]
+    fn holds_keep_each_tenant_with_pending_work_at_its_share() {
+        let mut t = [tenant("a", 3, 50, None), tenant("b", 1, 50, None)];
+        t[0].weight = 3.0;
+        assert_eq!(
+            share_holds(&t, &S),
+            vec![("a".to_owned(), 3), ("b".to_owned(), 1)]
+        );
+        // Below its share: not held (it is the one to start).
+        t[0].running = 2;
+        assert_eq!(share_holds(&t, &S), vec![("b".to_owned(), 1)]);
+        // A lone tenant with pending work, or fair yield off: no holds.
+        t[1].pending = 0;
+        assert!(share_holds(&t, &S).is_empty());
+        t[1].pending = 50;
+        let off = YieldSettings {
+            enabled: false,
+            ..S
+        };
+        assert!(share_holds(&t, &off).is_empty());
+        // Under one slot of share: held at 1, never 0.
+        let t: Vec<TenantLoad> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|n| tenant(n, u32::from(*n != "e"), 5, None))
+            .collect();
+        assert!(share_holds(&t, &S).iter().all(|(_, l)| *l == 1));
     }
 
     #[test]

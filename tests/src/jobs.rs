@@ -617,6 +617,40 @@ impl fairjob::Iterate for ThronStepJob {
     }
 }
 
+/// A plain (not iterable) job of the tenant-sharded queue `thron` that
+/// polls `cx.should_yield()` after each of its `steps` steps of `ms` ms:
+/// when asked it saves its place with `cx.checkpoint()` and returns
+/// `JobError::yield_now()`; its next run resumes from `cx.saved_cursor()`.
+/// Writes `step <jid>:<n>:<run>` per step to the ledger, like
+/// [`ThronStepJob`].
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "ThronPlainJob", queue = "thron", shard_by_tenant)]
+#[fair_tenant(tenant)]
+pub struct ThronPlainJob {
+    /// The tenant.
+    pub tenant: String,
+    /// Number of steps.
+    pub steps: u64,
+    /// Sleep per step.
+    pub ms: u64,
+}
+
+impl Perform for ThronPlainJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        let start = cx.saved_cursor::<u64>().await?.unwrap_or(0);
+        let seq = cx.token().raw.split('|').next().unwrap_or("").to_owned();
+        for n in start..self.steps {
+            tokio::time::sleep(Duration::from_millis(self.ms)).await;
+            ledger("step", &format!("{}:{n}:{seq}", cx.jid()));
+            if n + 1 < self.steps && cx.should_yield() {
+                cx.checkpoint(&(n + 1)).await?;
+                return Err(JobError::yield_now());
+            }
+        }
+        Ok(())
+    }
+}
+
 /// An `#[iterable]` job whose step `fail_at` fails on the first attempt;
 /// the steps that succeeded are pushed to [`FLAKY_STEPS`].
 #[derive(Debug, Serialize, Deserialize, Job)]

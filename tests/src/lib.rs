@@ -21,6 +21,7 @@ pub mod fair_jobs;
 pub mod jobs;
 mod ledger;
 pub mod logs;
+pub mod long_jobs;
 pub mod metrics;
 pub mod rate_jobs;
 pub mod ruby;

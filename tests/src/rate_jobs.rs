@@ -294,3 +294,60 @@ impl Perform for BenchProofFreeJob {
         Ok(())
     }
 }
+
+/// The dispatches of a tenant with a rate on a sharded queue, on Redis's
+/// clock, as the dispatch counted them: its pace keeps its last starts
+/// (`s:<tenant>` in the queue's `rstate`, at least one period of them), and
+/// this log polls that record every 50 ms and keeps every time it saw. What a
+/// job records itself adds the jitter between its dispatch and its own call
+/// to Redis; the limit is judged at the dispatch.
+#[derive(Debug)]
+pub struct DispatchLog {
+    seen: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DispatchLog {
+    /// Starts polling `tenant`'s record on `queue`.
+    pub fn start(client: &fairjob::Client, queue: &str, tenant: &str) -> DispatchLog {
+        let seen: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>> =
+            std::sync::Arc::default();
+        let (client, key) = (client.clone(), client.broker().keys().shard(queue).rstate);
+        let field = format!("s:{tenant}");
+        let log = std::sync::Arc::clone(&seen);
+        let task = tokio::spawn(async move {
+            loop {
+                let h: Option<String> =
+                    crate::query(client.broker(), redis::cmd("HGET").arg(&key).arg(&field))
+                        .await
+                        .unwrap_or_default();
+                if let Some(h) = h {
+                    let mut seen = log.lock().expect("dispatch log");
+                    for i in (0..h.len() / 16).map(|i| i * 16) {
+                        if let Ok(t) = h[i..i + 16].parse::<u64>() {
+                            seen.insert(t);
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        DispatchLog { seen, task }
+    }
+
+    /// Every dispatch seen so far (µs), in order.
+    pub fn times(&self) -> Vec<u64> {
+        self.seen
+            .lock()
+            .expect("dispatch log")
+            .iter()
+            .copied()
+            .collect()
+    }
+}
+
+impl Drop for DispatchLog {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -369,5 +369,185 @@ async fn a_job_too_large_is_kept_as_failed_and_the_rest_go_on() {
             .await
             .unwrap();
     assert_eq!(jid, big);
-    assert!(error.contains("5"), "the error names the size: {error}");
+    assert!(
+        error.contains("is 5") && error.contains("maximum of 1000 bytes"),
+        "the error names the size: {error}"
+    );
+    assert!(
+        error.contains("raise the pushing client's max_payload_bytes"),
+        "and the fix: {error}"
+    );
+    // Nothing lost: after the fix (a client that allows it) and the SQL the
+    // error names, the job is pushed.
+    apply_named_fix(&pool, &error).await;
+    let stats = Pump::new(pool.clone(), redis.client().await)
+        .pump_once()
+        .await
+        .unwrap();
+    assert_eq!((stats.pushed, stats.failed), (1, 0));
+    let q = queued(&redis).await;
+    assert!(q.iter().any(|p| p["jid"] == big.as_str()), "{q:?}");
+    assert_eq!(outbox_rows(&pool).await, 0);
+}
+
+/// Runs the `UPDATE …` a failed row's error names (between backticks).
+async fn apply_named_fix(pool: &PgPool, error: &str) {
+    let sql = error
+        .split('`')
+        .find(|part| part.starts_with("UPDATE fairjob.outbox"))
+        .unwrap_or_else(|| panic!("the error names the SQL that retries it: {error}"));
+    let done = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+        .execute(pool)
+        .await
+        .unwrap();
+    assert_eq!(done.rows_affected(), 1, "{sql}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payload_that_does_not_decode_is_kept_as_failed_until_fixed() {
+    let (_pg, pool, redis) = setup().await;
+    let mut tx = pool.begin().await.unwrap();
+    let bad = EchoJob("corrupted".into())
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    let good = EchoJob("fine".into())
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    // Corrupt one stored payload (a hand edit, a bad migration).
+    let original: String = sqlx::query_scalar("SELECT payload FROM fairjob.outbox WHERE jid = $1")
+        .bind(&bad)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE fairjob.outbox SET payload = '{\"class\": 12' WHERE jid = $1")
+        .bind(&bad)
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let pump = Pump::new(pool.clone(), redis.client().await);
+    let stats = pump.pump_once().await.unwrap();
+    assert_eq!((stats.pushed, stats.failed), (1, 1), "{stats:?}");
+    let q = queued(&redis).await;
+    assert_eq!(q.len(), 1);
+    assert_eq!(q[0]["jid"], good.as_str(), "the rest go on");
+    let row = fairjob_postgres::find_job(&pool, &bad)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.state, "failed", "{row:?}");
+    let error = row.error.clone().unwrap();
+    assert!(
+        error.contains("stored payload does not decode")
+            && error.contains("correct the row's payload"),
+        "the error says what is wrong and what fixes it: {error}"
+    );
+    assert!(
+        row.describe().contains("never pushed"),
+        "{}",
+        row.describe()
+    );
+    // A failed row is not retried by itself.
+    assert_eq!(pump.pump_once().await.unwrap().claimed, 0);
+
+    sqlx::query("UPDATE fairjob.outbox SET payload = $2 WHERE jid = $1")
+        .bind(&bad)
+        .bind(&original)
+        .execute(&pool)
+        .await
+        .unwrap();
+    apply_named_fix(&pool, &error).await;
+    assert_eq!(pump.pump_once().await.unwrap().pushed, 1);
+    let q = queued(&redis).await;
+    assert!(
+        q.iter().any(|p| p["jid"] == bad.as_str()),
+        "nothing lost: {q:?}"
+    );
+    assert_eq!(outbox_rows(&pool).await, 0);
+}
+
+/// Takes a migrated database back to schema version 1 (as the first
+/// release of the crate left it), keeping its rows.
+async fn downgrade_to_v1(pool: &PgPool) {
+    sqlx::raw_sql(
+        "DROP INDEX fairjob.outbox_pending;
+         DROP INDEX fairjob.outbox_published;
+         DROP INDEX fairjob.outbox_done;
+         ALTER TABLE fairjob.outbox DROP COLUMN keep, DROP COLUMN published_at,
+             DROP COLUMN published_epoch, DROP COLUMN done_at, DROP COLUMN state;
+         CREATE INDEX outbox_tenant_id ON fairjob.outbox (tenant, id) WHERE failed_at IS NULL;
+         DROP TABLE fairjob.relay, fairjob.republished, fairjob.pumps;
+         DELETE FROM fairjob.migrations WHERE version = 2;",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_older_than_the_crate_stops_enqueue_and_pump_naming_the_fix_and_loses_nothing() {
+    let (pg, pool, redis) = setup().await;
+    let mut tx = pool.begin().await.unwrap();
+    let before = perform_bulk_tx(&mut *tx, (0..3).map(|i| EchoJob(format!("before {i}"))))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    downgrade_to_v1(&pool).await;
+
+    // Enqueue: the caller's transaction fails with the fix named.
+    let mut tx = pool.begin().await.unwrap();
+    let err = EchoJob("on v1".into())
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SchemaNotReady { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("fairjob-worker postgres migrate"),
+        "{err}"
+    );
+    tx.rollback().await.unwrap();
+
+    // The pump, in a library and as a process, refuses to start.
+    let err = Pump::new(pool.clone(), redis.client().await)
+        .run(async {})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::SchemaOutdated {
+                found: 1,
+                wanted: 2
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("version 1"), "{err}");
+    let out = std::process::Command::new(fairjob_tests::bin("test-worker"))
+        .args(["-r", redis.url(), "--namespace", redis.ns()])
+        .args(["pump", "--postgres", &pg.url()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("fairjob-worker postgres migrate"),
+        "the process names the fix: {stderr}"
+    );
+
+    // After the migration the rows written before it are all pushed.
+    let out = redis.cli(&["postgres", "migrate", "--postgres", &pg.url()]);
+    assert!(out.contains("schema at version 2"), "{out}");
+    let stats = Pump::new(pool.clone(), redis.client().await)
+        .pump_once()
+        .await
+        .unwrap();
+    assert_eq!(stats.pushed, 3);
+    let q = queued(&redis).await;
+    for jid in &before {
+        assert!(q.iter().any(|p| p["jid"] == jid.as_str()), "{jid} lost");
+    }
 }

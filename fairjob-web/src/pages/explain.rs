@@ -1,5 +1,6 @@
 //! `/explain?jid=&tenant=&cursor=&budget=`: where one job is and why it
-//! waits (a walk, run on request only, resumable).
+//! waits (a walk, run on request only, resumable), and what the places
+//! besides Redis ([`crate::WebConfig::explain_source`]) know of it.
 
 use askama::Template;
 use axum::response::Response;
@@ -36,6 +37,8 @@ pub(crate) struct ExplainPage {
     total: String,
     job: Option<JobLines>,
     progress: String,
+    /// What the places besides Redis (fairjob-postgres' outbox) know of it.
+    elsewhere: Vec<load::SourceView>,
 }
 
 /// `GET /explain?jid=&tenant=&cursor=&budget=` (a walk, run on request only).
@@ -54,6 +57,7 @@ pub(crate) async fn explain(request: PageRequest) -> Result<Response, WebError> 
         total: String::new(),
         job: None,
         progress: String::new(),
+        elsewhere: Vec::new(),
     };
     if !jid.is_empty() {
         let explanation = load::explain(
@@ -94,6 +98,7 @@ pub(crate) async fn explain(request: PageRequest) -> Result<Response, WebError> 
             .iter()
             .map(RenderedReason::from)
             .collect();
+        page.elsewhere = load::explain_sources(&request.state, &jid).await;
     }
     render(&page)
 }

@@ -56,9 +56,9 @@
 //! | `migrate_shard_ring` | moves a 0.1 round-robin ring to fair-share structures | `shard_policy.lua` | `u64` |
 //! | **fair yield** (`yields.rs`) | | | |
 //! | `yield_tick` | a worker's tick on a sharded queue: records its running iterable jobs in `runs`, drops its finished and dead workers' records (counting honoured requests), returns its jobs' requests (counting ignored ones); with the decision lock, keeps `waits`, drains `slotwaits`, re-admits a tenant that may burst again, and returns the decision snapshot | `shard_yield.lua` | `Tick` |
-//! | `yield_ask` | marks running iterable jobs asked to yield (not within the cool-down), counts requests per tenant | `shard_yield_ask.lua` | jids |
+//! | `yield_ask` | writes share holds (`h:<tenant>` in the policy hash), marks running jobs asked to yield (not within the cool-down) with the reason, counts requests per tenant | `shard_yield_ask.lua` | jids |
 //! | `set_yield_policy`, `yield_policy` | a queue's grace, minimum run, cool-down, on/off | `HSET`/`HDEL`, `HMGET` on `policy` | `()`, `StoredYield` |
-//! | `yield_counts`, `yield_request` | requested / honoured / ignored per tenant; one running job's request (asked at, ignored) for busy | `HMGET`, `HGET` on `runs` | `Vec<YieldCounts>`, `Option<(f64, bool)>` |
+//! | `yield_counts`, `yield_request` | requested / honoured / ignored per tenant; one running job's request (asked at, ignored, reason) for busy and explain | `HMGET`, `HGET` on `runs` | `Vec<YieldCounts>`, `Option<YieldRequest>` |
 //! | **processes and leases** (`process.rs`) | | | |
 //! | `register_worker`, `forget_worker`, `leave_processes` | fairjob's worker record; Sidekiq's `processes` | `SADD`/`SREM`/`DEL` | `()` |
 //! | `renew_lease`, `try_reaper_lock`, `sampler_lease` | the process lease; the reaper's and the sampler's locks | `lease.lua`, `SET NX PX`, `sampler_lease.lua` | `bool` |
@@ -74,7 +74,7 @@
 //! | `relay_stage` | `stage_claims` fenced by the epoch: nothing staged unless the epoch key holds the relay's epoch | `relay_stage.lua` | `bool` |
 //! | `relay_completed` | a kept job's end (`done`/`dead` and its jid), written by the worker after its `finish`; its jid leaves the live set | `MULTI` (`RPUSH`, `SREM`) | `()` |
 //! | `relay_mark_live`, `relay_live_members` | kept jobs Redis has (added after the relay's push); which of some jids are there | `SADD`, `SMISMEMBER` | `()`, `Vec<bool>` |
-//! | `relay_take_completed`, `relay_completed_len` | the pump drains completions into PostgreSQL; the list's length for views | `LPOP` count, `LLEN` | entries, `u64` |
+//! | `relay_peek_completed`, `relay_trim_completed`, `relay_completed_len` | the pump drains completions into PostgreSQL: reads the head, writes PostgreSQL, then removes what it read if the head still holds it; the list's length for views | `LRANGE`, `relay_trim.lua`, `LLEN` | entries, removed count, `u64` |
 //! | **self-healing** (`reconcile.rs`) | | | |
 //! | `reconcile_shard`, `reconcile_slots` | recounts running jobs; drops slots no record holds | `shard_reconcile.lua`, `reclaim.lua`, `slot_forget.lua` | `Healed` |
 //! | **operators' actions** (`actions.rs`) | | | |
@@ -165,7 +165,9 @@ pub use shards::{Setting, ShardPolicy, ShardRate};
 pub use slots::{Acquired, RESERVATION_TTL, SlotRequest};
 pub use token::{SlotHold, Src, Token};
 pub(crate) use unique::{UniqueHold, UniqueLock};
-pub use yields::{MyRun, RunRow, Snapshot, StoredYield, TenantRow, Tick, YieldCounts, YieldPolicy};
+pub use yields::{
+    MyRun, RunRow, Snapshot, StoredYield, TenantRow, Tick, YieldCounts, YieldPolicy, YieldRequest,
+};
 
 use crate::error::{Error, Result};
 

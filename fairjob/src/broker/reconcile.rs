@@ -19,6 +19,11 @@ use crate::error::Result;
 /// Tenants, tenant lists and slot keys one pass looks at, per check.
 const PASS_BATCH: usize = 200;
 
+/// Tenants one `shard_reconcile.lua` call re-checks at most (a pass finds up
+/// to about 2 * PASS_BATCH; with 10,000 tenants waiting for their rates, 400
+/// in one call took 5.8 ms).
+const RECHECK_CALL: usize = 50;
+
 /// What one pass repaired.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Healed {
@@ -92,7 +97,42 @@ impl RedisBroker {
         // Every worker that may hold a job of the queue: the registered ones
         // (0.1 workers of a rolling upgrade aren't listed as fetchers) and the
         // queue's fetchers. The script refuses when a fetcher joined since.
-        let mut counted = None;
+        let tenants: Vec<&String> = tenants.iter().collect();
+        let (mut counts, mut fixed) = (0, 0);
+        // A call re-checks at most RECHECK_CALL tenants (each costs a few
+        // commands and its settings); every call recounts the running jobs
+        // (the jobs in flight: cheap, and idempotent).
+        for chunk in tenants
+            .chunks(RECHECK_CALL)
+            .chain(tenants.is_empty().then_some(&[][..]))
+        {
+            let Some((c, f)) = self.reconcile_shard_call(&sk, workers, chunk).await? else {
+                // Workers keep joining; the next pass counts.
+                return Ok(Healed::default());
+            };
+            counts += c;
+            fixed += f;
+        }
+        self.set_cursor(&tenants_at, t_next).await?;
+        self.set_cursor(&lists_at, l_next).await?;
+        Ok(Healed {
+            running_counts: counts,
+            tenants: fixed,
+            slot_holders: 0,
+        })
+    }
+
+    /// One `shard_reconcile.lua` call: the running counts and `tenants`;
+    /// `None` when workers kept joining (three tries).
+    async fn reconcile_shard_call(
+        &self,
+        sk: &super::ShardKeys,
+        workers: &[String],
+        tenants: &[&String],
+    ) -> Result<Option<(u64, u64)>> {
+        // Every worker that may hold a job of the queue: the registered ones
+        // (0.1 workers of a rolling upgrade aren't listed as fetchers) and the
+        // queue's fetchers. The script refuses when a fetcher joined since.
         for _ in 0..3 {
             let fetchers: Vec<String> =
                 self.query(redis::cmd("SMEMBERS").arg(&sk.fetchers)).await?;
@@ -110,26 +150,15 @@ impl RedisBroker {
             for w in &all {
                 inv.key(sk.inflight(w)).arg(*w);
             }
-            for t in &tenants {
-                inv.arg(t);
+            for t in tenants {
+                inv.arg(*t);
             }
             let reply: (i64, u64) = self.invoke(&inv).await?;
             if reply.0 >= 0 {
-                counted = Some((reply.0 as u64, reply.1));
-                break;
+                return Ok(Some((reply.0 as u64, reply.1)));
             }
         }
-        let Some((counts, fixed)) = counted else {
-            // Workers keep joining; the next pass counts.
-            return Ok(Healed::default());
-        };
-        self.set_cursor(&tenants_at, t_next).await?;
-        self.set_cursor(&lists_at, l_next).await?;
-        Ok(Healed {
-            running_counts: counts,
-            tenants: fixed,
-            slot_holders: 0,
-        })
+        Ok(None)
     }
 
     /// One page of slot keys: drops holders whose job is no longer in its

@@ -3,7 +3,7 @@
 //! jobs the relay keeps until they end.
 
 use super::RedisBroker;
-use super::scripts::RELAY_STAGE;
+use super::scripts::{RELAY_STAGE, RELAY_TRIM};
 use crate::error::Result;
 
 impl RedisBroker {
@@ -95,12 +95,32 @@ impl RedisBroker {
         Ok(found.into_iter().map(|f| f == 1).collect())
     }
 
-    /// Takes up to `n` completions off the list's head (`LPOP` with a count).
-    pub(crate) async fn relay_take_completed(&self, n: usize) -> Result<Vec<String>> {
-        let taken: Option<Vec<String>> = self
-            .query(redis::cmd("LPOP").arg(self.keys.relay_done()).arg(n.max(1)))
-            .await?;
-        Ok(taken.unwrap_or_default())
+    /// Reads up to `n` completions from the head of the list, taking none
+    /// (see [`RedisBroker::relay_trim_completed`]).
+    pub(crate) async fn relay_peek_completed(&self, n: usize) -> Result<Vec<String>> {
+        self.query(
+            redis::cmd("LRANGE")
+                .arg(self.keys.relay_done())
+                .arg(0)
+                .arg(n.max(1) - 1),
+        )
+        .await
+    }
+
+    /// Removes `read` (a [`RedisBroker::relay_peek_completed`]) from the
+    /// head of the list if the head still holds exactly it; returns how many
+    /// entries went (0: another reader drained them first).
+    pub(crate) async fn relay_trim_completed(&self, read: &[String]) -> Result<usize> {
+        if read.is_empty() {
+            return Ok(0);
+        }
+        let mut inv = RELAY_TRIM.call();
+        inv.key(self.keys.relay_done());
+        for e in read {
+            inv.arg(e.as_bytes());
+        }
+        let removed: i64 = self.invoke(&inv).await?;
+        Ok(removed.max(0) as usize)
     }
 
     /// Completions waiting to be drained.

@@ -153,13 +153,14 @@ script!(UNIQUE_RELEASE, "unique_release.lua");
 script!(SHARD_YIELD, "shard_yield.lua");
 script!(SHARD_YIELD_ASK, "shard_yield_ask.lua");
 script!(RELAY_STAGE, "relay_stage.lua");
+script!(RELAY_TRIM, "relay_trim.lua");
 script!(UNIQUE_TAKE, "unique_take.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
 /// slow call was.
 pub fn script_hashes() -> Vec<(&'static str, String)> {
-    let all: [(&str, &LazyLock<Lua>); 36] = [
+    let all: [(&str, &LazyLock<Lua>); 37] = [
         ("push", &PUSH),
         ("fetch", &FETCH),
         ("shard_fetch", &SHARD_FETCH),
@@ -194,6 +195,7 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("shard_yield", &SHARD_YIELD),
         ("shard_yield_ask", &SHARD_YIELD_ASK),
         ("relay_stage", &RELAY_STAGE),
+        ("relay_trim", &RELAY_TRIM),
         ("unique_take", &UNIQUE_TAKE),
         ("unique_push", &UNIQUE_PUSH),
     ];
@@ -264,6 +266,7 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
         include_str!("scripts/unique_release.lua"),
     ),
     ("relay_stage.lua", include_str!("scripts/relay_stage.lua")),
+    ("relay_trim.lua", include_str!("scripts/relay_trim.lua")),
     ("unique_take.lua", include_str!("scripts/unique_take.lua")),
     ("unique_push.lua", include_str!("scripts/unique_push.lua")),
 ];

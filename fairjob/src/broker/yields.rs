@@ -43,6 +43,9 @@ pub struct TenantRow {
     pub burst: Option<u32>,
     /// Seconds waiting in the dispatch order, if it is there.
     pub waited: Option<f64>,
+    /// Its share hold in force (see `preempt::share_holds`): the limit and
+    /// the seconds it has left.
+    pub hold: Option<(u32, f64)>,
 }
 
 /// A recorded run of the decision snapshot.
@@ -58,6 +61,11 @@ pub struct RunRow {
     pub asked: Option<f64>,
     /// When its run started (epoch seconds, as recorded): names the run.
     pub started: String,
+    /// Why it was asked (`share`, `floor`, `burst`), if it was.
+    pub reason: Option<String>,
+    /// Seconds since any run of the job was last asked, if one was within
+    /// the cool-down.
+    pub last_asked: Option<f64>,
 }
 
 /// A queue's fair-yield settings as stored (`None`: the default).
@@ -96,6 +104,18 @@ pub struct Tick {
     pub ignored: u64,
     /// The snapshot, when this worker decides this tick.
     pub snapshot: Option<Snapshot>,
+}
+
+/// A request to yield that a running job has not honoured yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct YieldRequest {
+    /// When it was asked, epoch seconds.
+    pub asked_at: f64,
+    /// Unhonoured past the cool-down (the job keeps running).
+    pub ignored: bool,
+    /// Why (`share`, `floor`, `burst`); `None` for a request recorded by an
+    /// older fairjob.
+    pub reason: Option<String>,
 }
 
 /// A change of a queue's fair-yield settings (queue-wide).
@@ -184,7 +204,7 @@ impl RedisBroker {
                     off: get(3) == "1",
                 },
                 tenants: tenants
-                    .chunks_exact(8)
+                    .chunks_exact(10)
                     .map(|c| TenantRow {
                         tenant: c[0].clone(),
                         running: num(&c[1]).unwrap_or(0),
@@ -194,16 +214,19 @@ impl RedisBroker {
                         cap: num(&c[5]),
                         burst: num(&c[6]),
                         waited: num(&c[7]),
+                        hold: num(&c[8]).zip(num(&c[9])),
                     })
                     .collect(),
                 runs: runs
-                    .chunks_exact(5)
+                    .chunks_exact(7)
                     .map(|c| RunRow {
                         jid: c[0].clone(),
                         tenant: c[1].clone(),
                         ran: num(&c[2]).unwrap_or(0.0),
                         asked: num(&c[3]),
                         started: c[4].clone(),
+                        reason: (!c[5].is_empty()).then(|| c[5].clone()),
+                        last_asked: num(&c[6]),
                     })
                     .collect(),
                 slot_waits: waits.iter().filter_map(|w| num(w)).collect(),
@@ -216,25 +239,36 @@ impl RedisBroker {
         })
     }
 
-    /// Asks these runs (jid, run start as the snapshot gave it) of running
-    /// iterable jobs of a sharded queue to yield (those still running that
-    /// run and not asked within `cooldown`); returns the jids marked.
+    /// Writes fair yield's decision on a sharded queue: share `holds`
+    /// (encoded tenant, limit for `hold_ttl`, or `None` to lift it), then
+    /// asks these runs (jid, run start as the snapshot gave it, reason) of
+    /// running jobs to yield (those still running that run and not asked
+    /// within `cooldown`); returns the jids marked.
     pub async fn yield_ask(
         &self,
         queue: &str,
         cooldown: Duration,
-        runs: &[(&str, &str)],
+        hold_ttl: Duration,
+        holds: &[(&str, Option<u32>)],
+        runs: &[(&str, &str, &str)],
     ) -> Result<Vec<String>> {
-        if runs.is_empty() {
+        if runs.is_empty() && holds.is_empty() {
             return Ok(Vec::new());
         }
         let sk = self.keys.shard(queue);
         let mut inv = SHARD_YIELD_ASK.call();
         inv.key(&sk.runs)
             .key(&sk.yields)
-            .arg(cooldown.as_secs_f64());
-        for (jid, started) in runs {
-            inv.arg(*jid).arg(*started);
+            .key(&sk.policy)
+            .arg(cooldown.as_secs_f64())
+            .arg(hold_ttl.as_micros() as u64)
+            .arg(holds.len());
+        for (tenant, limit) in holds {
+            inv.arg(*tenant)
+                .arg(limit.map(|l| l.to_string()).unwrap_or_default());
+        }
+        for (jid, started, reason) in runs {
+            inv.arg(*jid).arg(*started).arg(*reason);
         }
         self.invoke(&inv).await
     }
@@ -301,10 +335,9 @@ impl RedisBroker {
         })
     }
 
-    /// The fair-yield request of a running iterable job of a sharded queue,
-    /// if it was asked: (asked at, epoch seconds; unhonoured past the
-    /// cool-down).
-    pub async fn yield_request(&self, queue: &str, jid: &str) -> Result<Option<(f64, bool)>> {
+    /// The fair-yield request of a running job of a sharded queue, if it
+    /// was asked and has not yielded yet.
+    pub async fn yield_request(&self, queue: &str, jid: &str) -> Result<Option<YieldRequest>> {
         let sk = self.keys.shard(queue);
         let v: Option<String> = self
             .query(redis::cmd("HGET").arg(&sk.runs).arg(jid))
@@ -312,7 +345,14 @@ impl RedisBroker {
         Ok(v.and_then(|v| {
             let parts: Vec<&str> = v.split('|').collect();
             let asked: f64 = parts.get(3)?.parse().ok()?;
-            (asked > 0.0).then(|| (asked, parts.get(4) == Some(&"1")))
+            (asked > 0.0).then(|| YieldRequest {
+                asked_at: asked,
+                ignored: parts.get(4) == Some(&"1"),
+                reason: parts
+                    .get(6)
+                    .filter(|r| !r.is_empty())
+                    .map(|r| (*r).to_owned()),
+            })
         }))
     }
 

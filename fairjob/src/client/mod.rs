@@ -24,7 +24,7 @@ pub use cron::{CronSpec, Crons};
 pub use middleware::{ClientMiddleware, ClientNext, FnClientMiddleware, client_middleware_fn};
 pub use policy::ShardPolicyChange;
 pub use push::{Bulk, IntoPush, PushJob};
-pub use staged::{RelayEnd, StagedPush};
+pub use staged::{RelayEnd, RelayEndsRead, StagedPush};
 
 use crate::broker::{RedisBroker, redacted};
 use crate::config::ClientConfig;

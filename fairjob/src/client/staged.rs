@@ -147,6 +147,22 @@ impl RelayEnd {
 
 /// A relay's epoch, its fenced staging and the completions of jobs it keeps
 /// (fairjob-postgres' "Postgres stays the truth" mode).
+/// Ends read from the relay's completion list by [`Client::peek_relay_ends`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RelayEndsRead {
+    /// The entries as read (malformed ones too), for the trim.
+    entries: Vec<String>,
+    /// The ends parsed from them, in order.
+    pub ends: Vec<(RelayEnd, String)>,
+}
+
+impl RelayEndsRead {
+    /// How many entries were read (malformed ones too).
+    pub fn entries_read(&self) -> usize {
+        self.entries.len()
+    }
+}
+
 impl Client {
     /// The relay's epoch in Redis: `candidate` is written when there is none;
     /// returns the epoch Redis holds. A relay that remembered another epoch
@@ -178,20 +194,31 @@ impl Client {
         self.broker().relay_completed(&entries, &jids).await
     }
 
-    /// Takes up to `n` recorded ends off the completion list (malformed
-    /// entries are dropped with a warning).
-    pub async fn take_relay_ends(&self, n: usize) -> Result<Vec<(RelayEnd, String)>> {
-        let taken = self.broker().relay_take_completed(n).await?;
-        Ok(taken
-            .into_iter()
+    /// Reads up to `n` recorded ends from the head of the completion list,
+    /// taking none: once they are stored elsewhere,
+    /// [`Client::trim_relay_ends`] removes them. A reader killed in between
+    /// loses nothing (the next read sees them again); malformed entries are
+    /// skipped with a warning (and removed with the others).
+    pub async fn peek_relay_ends(&self, n: usize) -> Result<RelayEndsRead> {
+        let entries = self.broker().relay_peek_completed(n).await?;
+        let ends = entries
+            .iter()
             .filter_map(|e| {
-                let parsed = RelayEnd::parse(&e);
+                let parsed = RelayEnd::parse(e);
                 if parsed.is_none() {
-                    tracing::warn!(entry = %e, "malformed entry in the relay's completion list dropped");
+                    tracing::warn!(entry = %e, "malformed entry in the relay's completion list skipped");
                 }
                 parsed
             })
-            .collect())
+            .collect();
+        Ok(RelayEndsRead { entries, ends })
+    }
+
+    /// Removes the ends `read` found from the completion list, if its head
+    /// still holds exactly them; false when another reader removed them
+    /// first (its copy of them is the same).
+    pub async fn trim_relay_ends(&self, read: &RelayEndsRead) -> Result<bool> {
+        Ok(self.broker().relay_trim_completed(&read.entries).await? == read.entries.len())
     }
 
     /// Records kept jobs as live in Redis (after their push).

@@ -131,6 +131,16 @@ pub enum Reason {
         /// Seconds it has run.
         elapsed_secs: f64,
     },
+    /// Running on a tenant-sharded queue, and fair yield asked it to give
+    /// its slot back (it has not yet).
+    YieldRequested {
+        /// When it was asked, epoch seconds.
+        asked_at: f64,
+        /// Why: `share`, `floor` or `burst` (`None`: recorded by an older fairjob).
+        why: Option<String>,
+        /// Unhonoured past the cool-down: the job keeps running (never killed).
+        ignored: bool,
+    },
     /// Fetched by `identity`, not yet in its heartbeat.
     Fetched {
         /// The worker process.
@@ -348,10 +358,11 @@ pub enum Reason {
 impl Reason {
     /// The group the JSON twin names it by: `position`, `reroute`,
     /// `paused`, `tenant_limit`, `tenant_rate`, `dispatch_order`, `slot_wait`, `rate_wait`, `scheduled`,
-    /// `retry`, `dead`, `running`, `fetched`, `duplicate`, `not_found`.
+    /// `retry`, `dead`, `running`, `yield`, `fetched`, `duplicate`, `not_found`.
     pub fn kind(&self) -> &'static str {
         match self {
             Reason::Running { .. } => "running",
+            Reason::YieldRequested { .. } => "yield",
             Reason::Fetched { .. } => "fetched",
             Reason::QueuePosition { .. }
             | Reason::InboxPosition { .. }
@@ -833,12 +844,28 @@ impl Inspector {
         };
         match &location {
             Location::Running {
-                identity, since, ..
-            } => r.push(Reason::Running {
-                identity: identity.clone(),
-                since: *since,
-                elapsed_secs: now - since,
-            }),
+                identity,
+                since,
+                queue,
+            } => {
+                r.push(Reason::Running {
+                    identity: identity.clone(),
+                    since: *since,
+                    elapsed_secs: now - since,
+                });
+                if let Some(y) = self.broker.yield_request(queue, &out.jid).await? {
+                    if let Some(it) = out.iteration.as_mut() {
+                        it.yield_asked_at = Some(y.asked_at);
+                        it.yield_ignored = y.ignored;
+                        it.yield_reason = y.reason.clone();
+                    }
+                    r.push(Reason::YieldRequested {
+                        asked_at: y.asked_at,
+                        why: y.reason,
+                        ignored: y.ignored,
+                    });
+                }
+            }
             Location::Fetched { identity } => r.push(Reason::Fetched {
                 identity: identity.clone(),
             }),

@@ -30,6 +30,8 @@ pub struct IterationView {
     pub yield_asked_at: Option<f64>,
     /// That request is unhonoured past the cool-down (the job keeps running).
     pub yield_ignored: bool,
+    /// Why it was asked (`share`, `floor`, `burst`).
+    pub yield_reason: Option<String>,
 }
 
 /// The view of a raw `it-{jid}` hash (`None` when empty).
@@ -70,9 +72,10 @@ impl Inspector {
         let Some(mut v) = self.iteration(jid).await? else {
             return Ok(None);
         };
-        if sharded && let Some((at, ignored)) = self.broker.yield_request(queue, jid).await? {
-            v.yield_asked_at = Some(at);
-            v.yield_ignored = ignored;
+        if sharded && let Some(r) = self.broker.yield_request(queue, jid).await? {
+            v.yield_asked_at = Some(r.asked_at);
+            v.yield_ignored = r.ignored;
+            v.yield_reason = r.reason;
         }
         Ok(Some(v))
     }

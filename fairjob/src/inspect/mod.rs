@@ -37,7 +37,7 @@ pub use crate::broker::read::{
 };
 pub use crate::broker::{
     Acted, JobSet, MAX_BULK, ProcessSignal, SetAction, Setting, ShardPolicy, ShardRate,
-    StoredYield, YieldCounts, YieldPolicy,
+    StoredYield, YieldCounts, YieldPolicy, YieldRequest,
 };
 pub use crate::wire::ClassInfo;
 pub use crate::wire::cron::CronSource;

@@ -28,6 +28,9 @@ struct Inner {
     cancel: CancellationToken,
     stopping: CancellationToken,
     yield_asked: CancellationToken,
+    /// The job has called [`JobContext::should_yield`]: it polls, so fair
+    /// yield may ask it.
+    polls_yield: std::sync::atomic::AtomicBool,
     /// This run holds the fence of the job's `it-{jid}` state.
     claimed: std::sync::atomic::AtomicBool,
     /// This run's fence value: the token (unique within one worker's
@@ -83,6 +86,7 @@ impl JobContext {
                 cancel,
                 stopping,
                 yield_asked: CancellationToken::new(),
+                polls_yield: std::sync::atomic::AtomicBool::new(false),
                 claimed: std::sync::atomic::AtomicBool::new(false),
                 run_id: std::sync::OnceLock::new(),
                 client,
@@ -208,8 +212,25 @@ impl JobContext {
     /// shutting down, or the job was asked to yield. An iterable job's runner
     /// checks it between steps; a plain job may check it and return
     /// [`JobError::yield_now`](crate::JobError::yield_now).
+    ///
+    /// A plain job on a tenant-sharded queue that has called it once is
+    /// registered with fair yield at the worker's next tick (within 250 ms)
+    /// and may from then on be asked to yield like an iterable job: keep
+    /// polling it (every second or more often) and return
+    /// `JobError::yield_now()` when it says so, after
+    /// [`JobContext::checkpoint`] if the job resumes.
     pub fn should_yield(&self) -> bool {
+        self.inner
+            .polls_yield
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         self.inner.stopping.is_cancelled() || self.inner.yield_asked.is_cancelled()
+    }
+
+    /// The job has called [`JobContext::should_yield`] (fair yield may ask it).
+    pub(crate) fn polls_yield(&self) -> bool {
+        self.inner
+            .polls_yield
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// True once the worker began to shut down.

@@ -1,10 +1,13 @@
 //! Fair yield: a worker's tick on each tenant-sharded queue it fetches (every
-//! [`TICK`]). It records its running `#[iterable]` jobs and picks up the
-//! requests for them (`broker::yield_tick`); the one worker that takes the
-//! queue's decision lock this tick also decides who is asked
-//! ([`crate::preempt::decide`], pure) and writes the requests.
+//! [`TICK`]). It records its running yieldable jobs (`#[iterable]` jobs, and
+//! plain jobs that have called `cx.should_yield()` at least once: they poll
+//! it, so they can honour a request) and picks up the requests for them
+//! (`broker::yield_tick`); the one worker that takes the queue's decision
+//! lock this tick also decides who is asked ([`crate::preempt::decide`],
+//! pure) and which tenants dispatch holds at their share
+//! ([`crate::preempt::share_holds`]), and writes both.
 //!
-//! The channel: a per-queue hash of running iterable jobs in the queue's own
+//! The channel: a per-queue hash of running yieldable jobs in the queue's own
 //! Redis slot, read by every worker at its tick. The lease renewal and the
 //! heartbeat come every few seconds (a third of the lease: 10 s by default),
 //! too late for a request that must arrive within about a second; the
@@ -56,7 +59,7 @@ async fn tick(shared: &Shared, queue: &str) -> crate::Result<()> {
         .lock()
         .expect("running lock")
         .values()
-        .filter(|r| r.iterable && r.cx.queue() == queue)
+        .filter(|r| yieldable(r) && r.cx.queue() == queue)
         .map(|r| MyRun {
             jid: r.cx.jid().to_owned(),
             tenant: r.cx.token().tenant.clone().unwrap_or_default(),
@@ -86,17 +89,28 @@ async fn tick(shared: &Shared, queue: &str) -> crate::Result<()> {
     }
     let (tenants, jobs, settings) = decision_input(&snap);
     let asks = preempt::decide(&tenants, &jobs, &settings);
-    if asks.is_empty() {
+    // Holds only while the queue runs yieldable jobs (long jobs are what
+    // stride order alone can't share out by slot-time).
+    let want = if jobs.is_empty() {
+        Vec::new()
+    } else {
+        preempt::share_holds(&tenants, &settings)
+    };
+    let holds = hold_changes(&snap, &want);
+    if asks.is_empty() && holds.is_empty() {
         return Ok(());
     }
-    let runs: Vec<(&str, &str)> = asks
+    let runs: Vec<(&str, &str, &str)> = asks
         .iter()
         .filter_map(|a| {
             let run = snap.runs.iter().find(|r| r.jid == a.jid)?;
-            Some((a.jid.as_str(), run.started.as_str()))
+            Some((a.jid.as_str(), run.started.as_str(), a.reason.as_str()))
         })
         .collect();
-    let marked = broker.yield_ask(queue, settings.cooldown, &runs).await?;
+    let holds: Vec<(&str, Option<u32>)> = holds.iter().map(|(t, l)| (t.as_str(), *l)).collect();
+    let marked = broker
+        .yield_ask(queue, settings.cooldown, HOLD_TTL, &holds, &runs)
+        .await?;
     for a in asks.iter().filter(|a| marked.contains(&a.jid)) {
         ::metrics::counter!(
             metrics::YIELD_REQUESTS_TOTAL,
@@ -109,12 +123,45 @@ async fn tick(shared: &Shared, queue: &str) -> crate::Result<()> {
             job.jid = %a.jid,
             tenant = %a.tenant,
             reason = a.reason.as_str(),
-            "asked a running iterable job to yield"
+            "asked a running job to yield"
         );
     }
     deliver(shared, queue, &marked);
     Ok(())
 }
+
+/// A job fair yield may ask: iterable, or a plain job that polls
+/// `cx.should_yield()`.
+fn yieldable(r: &super::Running) -> bool {
+    r.iterable || r.cx.polls_yield()
+}
+
+/// The share holds to write: new or changed ones, ones with less than half
+/// their time to live left (renewed), and `None` for those in force that are
+/// no longer wanted (lifted).
+fn hold_changes(snap: &Snapshot, want: &[(String, u32)]) -> Vec<(String, Option<u32>)> {
+    let mut out = Vec::new();
+    for (t, limit) in want {
+        let now = snap
+            .tenants
+            .iter()
+            .find(|r| &r.tenant == t)
+            .and_then(|r| r.hold);
+        let fresh = now.is_some_and(|(l, left)| l == *limit && left > HOLD_TTL.as_secs_f64() / 2.0);
+        if !fresh {
+            out.push((t.clone(), Some(*limit)));
+        }
+    }
+    for r in &snap.tenants {
+        if r.hold.is_some() && !want.iter().any(|(t, _)| *t == r.tenant) {
+            out.push((r.tenant.clone(), None));
+        }
+    }
+    out
+}
+
+/// How long a share hold lasts unless a later deciding tick renews it.
+const HOLD_TTL: Duration = Duration::from_secs(3);
 
 /// The pure decision's input from a snapshot.
 fn decision_input(snap: &Snapshot) -> (Vec<TenantLoad>, Vec<RunningJob>, YieldSettings) {
@@ -147,6 +194,7 @@ fn decision_input(snap: &Snapshot) -> (Vec<TenantLoad>, Vec<RunningJob>, YieldSe
             tenant: r.tenant.clone(),
             ran: r.ran,
             asked: r.asked,
+            last_asked: r.last_asked,
         })
         .collect();
     (tenants, jobs, settings)
@@ -159,8 +207,8 @@ fn deliver(shared: &Shared, queue: &str, jids: &[String]) {
     }
     let running = shared.running.lock().expect("running lock");
     for r in running.values() {
-        if r.iterable && r.cx.queue() == queue && jids.iter().any(|j| j == r.cx.jid()) {
-            if !r.cx.should_yield() {
+        if yieldable(r) && r.cx.queue() == queue && jids.iter().any(|j| j == r.cx.jid()) {
+            if !r.cx.yield_asked() {
                 tracing::debug!(
                     job.queue = queue,
                     job.jid = r.cx.jid(),

@@ -14,11 +14,23 @@ use super::Shared;
 use crate::client::RelayEnd;
 use crate::wire::{Payload, fields};
 
+/// Test hook: when this environment variable is set (to a file path), a
+/// worker that ended a kept job writes that file and hangs before recording
+/// the end, so a test can kill it exactly in that window.
+pub const HANG_BEFORE_RELAY_END_ENV: &str = "FAIRJOB_TEST_HANG_BEFORE_RELAY_END";
+
 /// Records the end of `payload`'s run when the relay keeps it; retries a
 /// Redis error a few times, then gives up with an error in the log.
 pub(crate) async fn run_ended(shared: &Shared, payload: &Payload, dead: bool) {
     if !payload.get::<bool>(fields::PG_TRUTH).unwrap_or(false) {
         return;
+    }
+    if let Some(path) = std::env::var_os(HANG_BEFORE_RELAY_END_ENV) {
+        tracing::warn!(
+            "{HANG_BEFORE_RELAY_END_ENV} is set: hanging between a kept job's exit and the record of its end"
+        );
+        let _ = std::fs::write(path, b"hanging\n");
+        std::future::pending::<()>().await;
     }
     let end = if dead { RelayEnd::Dead } else { RelayEnd::Done };
     let ends = [(end, payload.jid())];

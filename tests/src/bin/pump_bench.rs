@@ -9,7 +9,10 @@
 //!   (`notify_pumps` after the commit), and pushed directly (`perform_async`),
 //!   p50/p99 of the time from the commit returning to the job starting.
 //!
-//! `cargo run --release -p fairjob-tests --bin pump_bench -- [--jobs 20000] [--tenants 10] [--batch 500] [--latency-jobs 200] [--rate 50]`
+//! Every figure is measured `--reps` times (default 3) with the paths
+//! alternated (the order rotating each rep) and printed with its median.
+//!
+//! `cargo run --release -p fairjob-tests --bin pump_bench -- [--jobs 20000] [--tenants 10] [--batch 500] [--latency-jobs 200] [--rate 50] [--reps 3]`
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -48,7 +51,7 @@ fn jobs(n: usize, tenants: usize) -> impl Iterator<Item = fairjob::Enqueue<EchoJ
     (0..n).map(move |i| EchoJob(i.to_string()).set_tenant(format!("t{}", i % tenants)))
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Path {
     Direct,
     Polling,
@@ -113,6 +116,31 @@ async fn latency(
     }
 }
 
+impl Path {
+    fn name(self) -> &'static str {
+        match self {
+            Path::Direct => "direct",
+            Path::Polling => "polling",
+            Path::Notify => "notify",
+        }
+    }
+}
+
+/// A throughput path's name: 0 = the direct push.
+fn name(pumps: usize) -> String {
+    match pumps {
+        0 => "direct push_bulk".to_owned(),
+        1 => "1 pump".to_owned(),
+        n => format!("{n} pumps"),
+    }
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 #[tokio::main]
 async fn main() {
     let n: usize = flag("--jobs", 20_000);
@@ -128,40 +156,64 @@ async fn main() {
         .unwrap();
     migrate(&pool).await.unwrap();
     let redis = Redis::start().await;
-    println!("{n} jobs, {tenants} tenants, batches of {batch}");
 
-    let client = redis.client().await;
-    let t = Instant::now();
-    client.push_bulk(jobs(n, tenants)).await.unwrap();
-    let direct = n as f64 / t.elapsed().as_secs_f64();
-    println!("direct push_bulk: {direct:.0} jobs/s");
-
-    for pumps in [1usize, 2, 4] {
-        let _: () = redis.query(&redis::cmd("FLUSHALL")).await;
-        let mut tx = pool.begin().await.unwrap();
-        perform_bulk_tx(&mut *tx, jobs(n, tenants)).await.unwrap();
-        tx.commit().await.unwrap();
-        let t = Instant::now();
-        let mut handles = Vec::new();
-        for _ in 0..pumps {
-            let pump = Pump::new(pool.clone(), redis.client().await).batch(batch);
-            handles.push(tokio::spawn(async move {
-                while pump.pump_once().await.unwrap().claimed > 0 {}
-            }));
+    let reps: usize = flag("--reps", 3);
+    println!("{n} jobs, {tenants} tenants, batches of {batch}, {reps} rep(s), paths alternated");
+    // Throughput: each rep runs every path in turn (the order rotating), so
+    // the machine's load falls on all of them alike.
+    let paths = [0usize, 1, 2, 4]; // 0 = direct push_bulk, else that many pumps
+    let mut rates: HashMap<usize, Vec<f64>> = HashMap::new();
+    for rep in 0..reps {
+        for k in 0..paths.len() {
+            let pumps = paths[(k + rep) % paths.len()];
+            let _: () = redis.query(&redis::cmd("FLUSHALL")).await;
+            let rate = if pumps == 0 {
+                let client = redis.client().await;
+                let t = Instant::now();
+                client.push_bulk(jobs(n, tenants)).await.unwrap();
+                n as f64 / t.elapsed().as_secs_f64()
+            } else {
+                let mut tx = pool.begin().await.unwrap();
+                perform_bulk_tx(&mut *tx, jobs(n, tenants)).await.unwrap();
+                tx.commit().await.unwrap();
+                let t = Instant::now();
+                let mut handles = Vec::new();
+                for _ in 0..pumps {
+                    let pump = Pump::new(pool.clone(), redis.client().await).batch(batch);
+                    handles.push(tokio::spawn(async move {
+                        while pump.pump_once().await.unwrap().claimed > 0 {}
+                    }));
+                }
+                for h in handles {
+                    h.await.unwrap();
+                }
+                n as f64 / t.elapsed().as_secs_f64()
+            };
+            let in_redis = redis.llen(redis.keys().queue(EchoJob::OPTIONS.queue)).await;
+            assert_eq!(in_redis, n);
+            println!(
+                "rep {}: {}: {rate:.0} jobs/s into Redis",
+                rep + 1,
+                name(pumps)
+            );
+            rates.entry(pumps).or_default().push(rate);
         }
-        for h in handles {
-            h.await.unwrap();
-        }
-        let rate = n as f64 / t.elapsed().as_secs_f64();
-        let in_redis = redis.llen(redis.keys().queue(EchoJob::OPTIONS.queue)).await;
-        assert_eq!(in_redis, n);
-        println!("{pumps} pump(s): {rate:.0} jobs/s into Redis");
+    }
+    for pumps in paths {
+        let runs = &rates[&pumps];
+        let shown: Vec<String> = runs.iter().map(|r| format!("{r:.0}")).collect();
+        println!(
+            "{}: median {:.0} jobs/s (reps: {})",
+            name(pumps),
+            median(runs),
+            shown.join(" · ")
+        );
     }
 
     // Commit → start, with a worker and a running pump.
     let _: () = redis.query(&redis::cmd("FLUSHALL")).await;
     println!(
-        "commit → start: {latency_jobs} jobs at {rate}/s each way (pump: poll 100ms, idle max 2s)"
+        "commit → start: {latency_jobs} jobs at {rate}/s each way per rep (pump: poll 100ms, idle max 2s)"
     );
     let worker = redis
         .worker()
@@ -171,35 +223,42 @@ async fn main() {
         .await
         .unwrap();
     let running = fairjob_tests::spawn(worker);
-    for (k, path) in [Path::Direct, Path::Polling, Path::Notify]
-        .into_iter()
-        .enumerate()
-    {
-        let pump =
-            Pump::new(pool.clone(), redis.client().await).listen(matches!(path, Path::Notify));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(pump.run(async {
-            let _ = stopped.await;
-        }));
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let _: () = redis.query(redis::cmd("DEL").arg(redis.key(STARTS))).await;
-        let ms = latency(
-            path,
-            latency_jobs,
-            rate,
-            &pool,
-            &redis,
-            (k as u64) * 1_000_000,
-        )
-        .await;
-        let _ = stop.send(());
-        task.await.unwrap().unwrap();
+    let mut lat: HashMap<&'static str, (Vec<f64>, Vec<f64>)> = HashMap::new();
+    let order = [Path::Direct, Path::Polling, Path::Notify];
+    let mut base = 0u64;
+    for rep in 0..reps {
+        for k in 0..order.len() {
+            let path = order[(k + rep) % order.len()];
+            let pump =
+                Pump::new(pool.clone(), redis.client().await).listen(matches!(path, Path::Notify));
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let task = tokio::spawn(pump.run(async {
+                let _ = stopped.await;
+            }));
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let _: () = redis.query(redis::cmd("DEL").arg(redis.key(STARTS))).await;
+            base += 1_000_000;
+            let ms = latency(path, latency_jobs, rate, &pool, &redis, base).await;
+            let _ = stop.send(());
+            task.await.unwrap().unwrap();
+            let (p50, p99) = (percentile(&ms, 50.0), percentile(&ms, 99.0));
+            println!(
+                "rep {}: {path:?}: p50 {p50:.1} ms, p99 {p99:.1} ms, max {:.1} ms ({} jobs)",
+                rep + 1,
+                ms.last().copied().unwrap_or(f64::NAN),
+                ms.len()
+            );
+            let e = lat.entry(path.name()).or_default();
+            e.0.push(p50);
+            e.1.push(p99);
+        }
+    }
+    for path in order {
+        let (p50s, p99s) = &lat[path.name()];
         println!(
-            "{path:?}: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} jobs)",
-            percentile(&ms, 50.0),
-            percentile(&ms, 99.0),
-            ms.last().copied().unwrap_or(f64::NAN),
-            ms.len()
+            "{path:?}: median p50 {:.1} ms, median p99 {:.1} ms",
+            median(p50s),
+            median(p99s)
         );
     }
     running.stop().await;

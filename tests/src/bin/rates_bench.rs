@@ -333,6 +333,7 @@ async fn shard_phases(reps: u64, concurrency: usize) {
         // Stops when tenant 0's jobs are done (or everything, whichever first
         // the counter reaches; tenant 1's jobs are counted too, so wait on 0's).
         SHARD_BENCH_STARTS.lock().unwrap().clear();
+        let dispatched = fairjob_tests::rate_jobs::DispatchLog::start(&client, "bench_shard", "0");
         let url2 = url.clone();
         let run = tokio::spawn(async move {
             phase(
@@ -378,6 +379,29 @@ async fn shard_phases(reps: u64, concurrency: usize) {
             most_in_second(&a),
             b as f64 / span.as_secs_f64()
         );
+        // Where the limit counts: the dispatches, on Redis's clock.
+        let d = dispatched.times();
+        if d.len() >= 2 {
+            let d_span = Duration::from_micros(d[d.len() - 1] - d[0]);
+            println!(
+                "shard precision, judged at the dispatch: {} dispatches seen over {d_span:.2?}, \
+                 achieved {:.1}/s, at most {} in any 1 s window",
+                d.len(),
+                (d.len() - 1) as f64 / d_span.as_secs_f64(),
+                fairjob_tests::rate_jobs::max_in_window(&d, 1_000_000)
+            );
+            let mut gaps: Vec<u64> = d.windows(2).map(|w| (w[1] - w[0]) / 1000).collect();
+            if std::env::var_os("RATES_BENCH_GAPS").is_some() {
+                println!("gaps (ms, in order): {gaps:?}");
+            }
+            gaps.sort_unstable();
+            println!(
+                "dispatch gaps: median {} ms, p90 {} ms, max {} ms",
+                gaps[gaps.len() / 2],
+                gaps[gaps.len() * 9 / 10],
+                gaps[gaps.len() - 1]
+            );
+        }
     }
     if many > 0 {
         let server = fairjob_tests::redis();

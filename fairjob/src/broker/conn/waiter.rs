@@ -15,6 +15,10 @@ use redis::{AsyncConnectionConfig, Cmd, Value};
 use super::connect::{ConnectOptions, Opener, cluster_client};
 use crate::broker::keys;
 
+/// How much of a short wait is slept on the process's timer rather than
+/// blocked in Redis (see [`Waiter::wait_at_most`]).
+const TIMEOUT_SLACK: Duration = Duration::from_millis(100);
+
 /// A connection of its own on which an idle worker blocks (BLPOP) on its
 /// queues' wake-up lists until a job arrives or `block` passes. On a cluster,
 /// the lists are grouped by hash slot and each group blocks on a connection of
@@ -103,21 +107,39 @@ impl Waiter {
 
     /// As [`Self::wait`], for at most `at_most` when that is shorter than the
     /// block time (a sharded queue's tenant waiting for its rate is due then).
+    ///
+    /// Redis times a blocking command out only when its event loop next turns
+    /// (up to `1 / hz`: 100 ms at the default `hz 10`), so a `BLPOP` of 20 ms
+    /// on a quiet server returns up to 100 ms late. The wait blocks in Redis
+    /// for all but [`TIMEOUT_SLACK`] of it (woken early by a token as usual)
+    /// and sleeps the rest on this process's timer: it ends on time, and
+    /// only its last 100 ms don't see a wake-up token.
     pub async fn wait_at_most(&mut self, at_most: Option<Duration>) {
         let Some(d) = at_most.filter(|d| *d < self.block) else {
             return self.wait().await;
         };
-        let short = d.max(Duration::from_millis(1));
-        let mut blpop = redis::cmd("BLPOP");
-        for k in &self.keys {
-            blpop.arg(k);
+        let started = tokio::time::Instant::now();
+        let deadline = started + d;
+        if let Some(blocking) = d
+            .checked_sub(TIMEOUT_SLACK)
+            .filter(|b| *b >= Duration::from_millis(1))
+        {
+            let mut blpop = redis::cmd("BLPOP");
+            for k in &self.keys {
+                blpop.arg(k);
+            }
+            blpop.arg(blocking.as_secs_f64());
+            let block = std::mem::replace(&mut self.block, blocking);
+            let full = std::mem::replace(&mut self.blpop, blpop);
+            self.wait().await;
+            self.block = block;
+            self.blpop = full;
+            if started.elapsed() < blocking {
+                // Woken (or Redis is away): the caller fetches now.
+                return;
+            }
         }
-        blpop.arg(short.as_secs_f64());
-        let block = std::mem::replace(&mut self.block, short);
-        let full = std::mem::replace(&mut self.blpop, blpop);
-        self.wait().await;
-        self.block = block;
-        self.blpop = full;
+        tokio::time::sleep_until(deadline).await;
     }
 
     /// Blocks until a wake-up token arrives or the block time passes. Returns

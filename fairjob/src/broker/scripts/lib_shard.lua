@@ -20,13 +20,21 @@
 -- running limit; 0 pauses), `w:<tenant>` (weight, default 1), `f:<tenant>`
 -- (floor, default 0), `r:<tenant>` (rate: `<limit>/<period µs>`, starts per
 -- period, none when unset), `b:<tenant>` (burst: the running limit instead of
--- the cap while no other tenant is in the order); `<tenant>` `*` holds the
+-- the cap while no other tenant is in the order), `h:<tenant>` (fair yield's
+-- share hold, `<limit>|<until µs>`, see shard_limit); `<tenant>` `*` holds the
 -- queue's defaults, `y:grace`, `y:minrun`, `y:cooldown` (ms) and `y:off`
 -- the queue's fair-yield settings (see shard_yield.lua).
 --
 -- A tenant with a rate is judged by GCRA on Redis's clock (burst 0: starts
--- spaced by ceil(period / limit) µs; `rstate` holds `t:<tenant>`, its
--- theoretical arrival time). Found at the head of the order with its rate
+-- spaced by T = ceil(period / limit) µs; `rstate` holds `t:<tenant>`, its
+-- theoretical arrival time). A start the dispatch made late (it comes only
+-- with a fetch) is counted from its due time, up to T/2 late (the catch-up
+-- credit), so the rate is held and not undershot by the fetches' cadence;
+-- the credit never puts more than `limit` starts in a window of `period`:
+-- `s:<tenant>` keeps the times of its last H starts (H the largest divisor
+-- of limit not above 64, fixed-width 16-digit µs) and a start waits until
+-- the H-th latest is H * T old (H divides limit, so `limit` starts always
+-- span at least the period). Found at the head of the order with its rate
 -- spent, it leaves the order WITHOUT advancing its pass: pass and member are
 -- kept in `rstate` (`p:`, `m:`) and it waits in `rwait` (ZSET tenant -> µs
 -- when its rate next allows a start) while the others are served. The next
@@ -91,22 +99,34 @@ local function shard_rate_interval(v)
   local l, per = string.match(v, '^(%d+)/(%d+)$')
   l, per = tonumber(l), tonumber(per)
   if not l or not per or l <= 0 or per <= 0 then return nil end
-  return math.ceil(per / l)
+  local h = 1
+  for d = math.min(l, 64), 1, -1 do
+    if l % d == 0 then
+      h = d
+      break
+    end
+  end
+  return math.ceil(per / l), h
 end
 
 -- A tenant's settings: cap (nil = none), weight (default 1), floor (default
--- 0), rate (its emission interval in µs, nil = none), burst (nil = none: the
+-- 0), rate (its emission interval in µs, nil = none) and rwin (the
+-- starts its window checks), burst (nil = none: the
 -- running limit while no other tenant of the queue has pending work, when
 -- above the cap).
 local function shard_policy_of(sk, t)
   local p = shard_memo.settings[t]
   if p then return p end
   local v = redis.call('HMGET', sk.policy, 'c:' .. t, 'w:' .. t, 'f:' .. t, 'b:' .. t,
-    'c:*', 'w:*', 'f:*', 'b:*', 'r:' .. t, 'r:*')
+    'c:*', 'w:*', 'f:*', 'b:*', 'r:' .. t, 'r:*', 'h:' .. t)
   local weight = tonumber(v[2] or v[6]) or 1
   if weight <= 0 then weight = 1 end
+  local rate, rwin = shard_rate_interval(v[9] or v[10])
   p = { cap = tonumber(v[1] or v[5]), weight = weight, floor = tonumber(v[3] or v[7]) or 0,
-    burst = tonumber(v[4] or v[8]), rate = shard_rate_interval(v[9] or v[10]) }
+    burst = tonumber(v[4] or v[8]), rate = rate, rwin = rwin, hold_raw = v[11] }
+  -- Fair yield's share hold `<limit>|<until µs>` (see shard_limit).
+  local hl, hu = string.match(v[11] or '', '^(%d+)|(%d+)$')
+  if hl and tonumber(hu) > shard_now() then p.hold = tonumber(hl) end
   shard_memo.settings[t] = p
   return p
 end
@@ -155,9 +175,17 @@ local function shard_others_ready(sk, t)
 end
 
 -- `t`'s running limit now: its cap, or its burst (when above the cap) while
--- no other tenant is in the dispatch order. nil = none.
+-- no other tenant is in the dispatch order; while another is, also at most
+-- its share hold (`h:<tenant>`, written by fair yield's decision for a
+-- tenant at or above its share while another waits below its own, for a few
+-- seconds: stride order counts starts, so a tenant with longer jobs would
+-- otherwise be started above its share of slot-time). nil = none.
 local function shard_limit(sk, t)
   local p = shard_policy_of(sk, t)
+  if p.hold ~= nil and shard_others_ready(sk, t) then
+    if p.cap == nil or p.hold < p.cap then return p.hold end
+    return p.cap
+  end
   if p.cap ~= nil and p.burst ~= nil and p.burst > p.cap and not shard_others_ready(sk, t) then
     return p.burst
   end
@@ -256,30 +284,60 @@ local function shard_rate_wake(sk, max)
   for _, t in ipairs(due) do shard_rate_unpark(sk, t) end
 end
 
+-- When the window of `t`'s last starts (`h`, as stored) lets it start
+-- again (nil: no constraint).
+local function shard_rate_window_due(h, p)
+  if not h or #h < 16 * p.rwin then return nil end
+  return tonumber(string.sub(h, #h - 16 * p.rwin + 1, #h - 16 * p.rwin + 16)) + p.rwin * p.rate
+end
+
 -- When `t`'s rate next allows a start (nil: now, or it has no rate). Never
--- more than one interval of its current rate away: a state left by a slower
--- rate is cut to that (a changed rate applies from the next start).
+-- more than one period of its current rate away: a state left by a slower
+-- rate is cut to one interval (a changed rate applies from the next start).
 local function shard_rate_wait(sk, t, p)
   if p.rate == nil then return nil end
-  local tat = tonumber(redis.call('HGET', sk.rstate, 't:' .. t))
-  local now = shard_now()
-  if tat == nil or tat <= now then return nil end
-  if tat > now + p.rate then
+  local v = redis.call('HMGET', sk.rstate, 't:' .. t, 's:' .. t)
+  local tat, now = tonumber(v[1]), shard_now()
+  if tat and tat > now + p.rate then
     tat = now + p.rate
     redis.call('HSET', sk.rstate, 't:' .. t, fj_num(tat))
   end
-  return tat
+  local due = shard_rate_window_due(v[2], p)
+  if tat and (due == nil or tat > due) then due = tat end
+  if due == nil or due <= now then return nil end
+  return due
 end
 
 -- Counts a start of `t` against its rate; returns how long (µs) until its
--- rate allows the next one (nil: it has no rate).
+-- rate allows the next one and when (nil: it has no rate).
 local function shard_rate_count(sk, t, p)
   if p.rate == nil then return nil end
   local now = shard_now()
-  local tat = tonumber(redis.call('HGET', sk.rstate, 't:' .. t)) or now
-  if tat < now then tat = now end
-  redis.call('HSET', sk.rstate, 't:' .. t, fj_num(tat + p.rate))
-  return tat + p.rate - now, tat + p.rate
+  local v = redis.call('HMGET', sk.rstate, 't:' .. t, 's:' .. t)
+  local tat = tonumber(v[1]) or now
+  local credit = math.floor(p.rate / 2)
+  if tat < now - credit then tat = now - credit end
+  tat = tat + p.rate
+  local h = (v[2] or '') .. string.format('%016d', now)
+  if #h > 16 * p.rwin then h = string.sub(h, #h - 16 * p.rwin + 1) end
+  redis.call('HSET', sk.rstate, 't:' .. t, fj_num(tat), 's:' .. t, h)
+  local due = shard_rate_window_due(h, p)
+  if due == nil or tat > due then due = tat end
+  return due - now, due
+end
+
+-- Drops `t`'s rate state once it can no longer hold back a start.
+local function shard_rate_forget(sk, t)
+  local v = redis.call('HMGET', sk.rstate, 't:' .. t, 's:' .. t)
+  if not v[1] and not v[2] then return end
+  local p, now = shard_policy_of(sk, t), shard_now()
+  if v[1] and (p.rate == nil or tonumber(v[1]) <= now) then
+    redis.call('HDEL', sk.rstate, 't:' .. t)
+  end
+  if v[2] and (p.rate == nil
+      or tonumber(string.sub(v[2], -16)) + p.rwin * p.rate <= now) then
+    redis.call('HDEL', sk.rstate, 's:' .. t)
+  end
 end
 
 -- A tenant whose next start is further away than this after a dispatch waits
@@ -291,15 +349,15 @@ local SHARD_PARK_AFTER_US = 1000
 -- when runnable (entering at max(last pass, vt)), out of it otherwise, and in
 -- `floorq` exactly while under its floor. A tenant waiting for its rate stays
 -- out until its time (or until its rate is removed, or changed so that its
--- time is more than one interval away: then it is judged again at the head of
+-- time is further away than its window of starts allows: then it is judged again at the head of
 -- the order). True when `t` entered the order (the caller then wakes an idle
 -- worker).
 local function shard_consider(sk, t)
   local w = redis.call('ZSCORE', sk.rwait, t)
   if w then
-    local r = shard_policy_of(sk, t).rate
+    local p = shard_policy_of(sk, t)
     w = tonumber(w)
-    if r ~= nil and w > shard_now() and w <= shard_now() + r then return false end
+    if p.rate ~= nil and w > shard_now() and w <= shard_now() + p.rate * p.rwin then return false end
     return shard_rate_unpark(sk, t)
   end
   local m = redis.call('HGET', sk.rmember, t)
@@ -357,8 +415,7 @@ local function shard_release(sk, t)
   if r == 0 and redis.call('LLEN', sk.prefix .. t) == 0 then
     redis.call('SREM', sk.tenants, t)
     -- A rate state in the past can never matter again.
-    local tat = redis.call('HGET', sk.rstate, 't:' .. t)
-    if tat and tonumber(tat) <= shard_now() then redis.call('HDEL', sk.rstate, 't:' .. t) end
+    shard_rate_forget(sk, t)
   end
   return entered
 end
@@ -468,14 +525,20 @@ end
 -- Fair yield's record of one running iterable job (HASH `runs`, jid ->
 -- `tenant|worker|started|asked|ignored|seen`, tenant and worker encoded, times
 -- in epoch seconds; asked 0 = not asked).
+-- A fair-yield run record: `tenant|worker|started|asked|ignored|seen`, and
+-- since they were added `|reason|last` (when an earlier run of the job was
+-- last asked; worker '' for a job between runs); an older record parses.
 local function yield_parse(v)
-  local t, w, s, a, ig, seen = string.match(v or '', '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  local t, w, s, a, ig, seen, why, last = string.match(v or '',
+    '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|?([^|]*)|?([^|]*)$')
   if t == nil then return nil end
   return { t = t, w = w, started = tonumber(s) or 0, asked = tonumber(a) or 0,
-    ignored = ig == '1', seen = tonumber(seen) or 0 }
+    ignored = ig == '1', seen = tonumber(seen) or 0, reason = why or '',
+    last = tonumber(last) or 0 }
 end
 
 local function yield_format(e)
   return e.t .. '|' .. e.w .. '|' .. fj_num(e.started) .. '|' .. fj_num(e.asked) .. '|'
-    .. (e.ignored and '1' or '0') .. '|' .. fj_num(e.seen)
+    .. (e.ignored and '1' or '0') .. '|' .. fj_num(e.seen) .. '|' .. (e.reason or '') .. '|'
+    .. fj_num(e.last or 0)
 end

@@ -1,10 +1,13 @@
 -- One fair-yield tick of a worker on a tenant-sharded queue (every few
 -- hundred ms, see worker/fair_yield.rs). In one step:
--- 1. This worker's running iterable jobs of the queue are recorded in `runs`
+-- 1. This worker's running yieldable jobs of the queue are recorded in `runs`
 --    (seen now); its records of jobs it no longer runs (or runs again, a
 --    new run) are removed (one that had been asked counts as honoured for
 --    its tenant), and other workers'
---    records not seen for `stale` seconds (a dead worker) are dropped.
+--    records not seen for `stale` seconds (a dead worker) are dropped. A
+--    job one of whose runs was asked within the cool-down keeps a record
+--    (worker '') with that time until the cool-down passes, and its next run
+--    carries it: no job is asked twice within the cool-down, across runs.
 -- 2. It returns the jids of this worker's jobs that were asked to yield (the
 --    delivery channel: each worker reads its own jobs' requests here at its
 --    tick), counting once per ask a request still unhonoured after the
@@ -29,8 +32,10 @@
 --   run start epoch seconds) per running iterable job of this worker.
 -- Returns { asked jids, ignored now (count), decider (0|1), settings
 --   {grace ms, min run ms, cool-down ms, off}, tenants (flat: tenant, running,
---   pending, weight, floor, cap, burst, waited), runs (flat: jid, tenant, ran,
---   asked ago, started), slot waits (seconds) }; numbers as strings, ''
+--   pending, weight, floor, cap, burst, waited, share hold, its seconds left),
+--   runs (flat: jid, tenant, ran,
+--   asked ago, started, reason, any run of the job asked ago), slot waits
+--   (seconds) }; numbers as strings, ''
 --   for none.
 
 local sk = shard_keys(1, ARGV[1])
@@ -46,17 +51,34 @@ local mine = {}
 for i = 6, #ARGV - 2, 3 do
   mine[ARGV[i]] = { t = ARGV[i + 1], started = tonumber(ARGV[i + 2]) or now }
 end
-local entries = {}
+local entries, gone = {}, {}
+-- When any run of `e`'s job was last asked (epoch seconds; 0: never).
+local function last_ask(e) return math.max(e.asked, e.last) end
+-- A run left its slot: its record is dropped, or, when one of the job's runs
+-- was asked within the cool-down, kept as the job's (worker '') until the
+-- cool-down passes, so that its next run is not asked again within it.
+local function leave(jid, e)
+  local last = last_ask(e)
+  if last > 0 and now - last < cooldown then
+    gone[jid] = { t = e.t, w = '', started = 0, asked = 0, ignored = false, seen = now,
+      reason = '', last = last }
+    redis.call('HSET', runs, jid, yield_format(gone[jid]))
+  else
+    redis.call('HDEL', runs, jid)
+  end
+end
 local all = redis.call('HGETALL', runs)
 for i = 1, #all, 2 do
   local jid, e = all[i], yield_parse(all[i + 1])
   if e == nil then
     redis.call('HDEL', runs, jid)
+  elseif e.w == '' then
+    if now - last_ask(e) >= cooldown then redis.call('HDEL', runs, jid) else gone[jid] = e end
   elseif e.w == me and not mine[jid] then
-    redis.call('HDEL', runs, jid)
     if e.asked > 0 then redis.call('HINCRBY', ystats, 'h:' .. e.t, 1) end
+    leave(jid, e)
   elseif e.w ~= me and now - e.seen > stale then
-    redis.call('HDEL', runs, jid)
+    leave(jid, e)
   else
     entries[jid] = e
   end
@@ -64,13 +86,17 @@ end
 local asked, ignored = {}, 0
 for jid, m in pairs(mine) do
   local e = entries[jid]
-  if e ~= nil and e.w == me and math.abs(e.started - m.started) > 0.001 then
-    -- A new run of the job here: the one asked before left its slot.
+  local last = gone[jid] and last_ask(gone[jid]) or 0
+  if e ~= nil and (e.w ~= me or math.abs(e.started - m.started) > 0.001) then
+    -- A new run of the job here (after a yield, here or on another worker):
+    -- the one asked before left its slot.
     if e.asked > 0 then redis.call('HINCRBY', ystats, 'h:' .. e.t, 1) end
+    last = math.max(last, last_ask(e))
     e = nil
   end
-  if e == nil or e.w ~= me then
-    e = { t = m.t, w = me, started = m.started, asked = 0, ignored = false }
+  if e == nil then
+    e = { t = m.t, w = me, started = m.started, asked = 0, ignored = false, reason = '',
+      last = last }
     entries[jid] = e
   end
   e.seen = now
@@ -151,6 +177,17 @@ for _, t in ipairs(order) do
   rows[#rows + 1] = p.cap and tostring(p.cap) or ''
   rows[#rows + 1] = p.burst and tostring(p.burst) or ''
   rows[#rows + 1] = waited[t] and fj_num(waited[t]) or ''
+  -- Its share hold in force: the limit and the seconds left.
+  local hold_left = ''
+  if p.hold then
+    local _, hu = string.match(p.hold_raw, '^(%d+)|(%d+)$')
+    hold_left = fj_num((tonumber(hu) - shard_now()) / 1000000)
+  elseif p.hold_raw then
+    -- An expired hold is dropped.
+    redis.call('HDEL', sk.policy, 'h:' .. t)
+  end
+  rows[#rows + 1] = p.hold and tostring(p.hold) or ''
+  rows[#rows + 1] = hold_left
 end
 if woke then fj_wake(KEYS[after]) end
 local jobs = {}
@@ -160,6 +197,8 @@ for jid, e in pairs(entries) do
   jobs[#jobs + 1] = fj_num(now - e.started)
   jobs[#jobs + 1] = e.asked > 0 and fj_num(now - e.asked) or ''
   jobs[#jobs + 1] = fj_num(e.started)
+  jobs[#jobs + 1] = e.reason or ''
+  jobs[#jobs + 1] = last_ask(e) > 0 and fj_num(now - last_ask(e)) or ''
 end
 local settings = { conf[1] or '', conf[2] or '', conf[3] or '', conf[4] or '' }
 return { asked, ignored, 1, settings, rows, jobs, slot_waits }
