@@ -301,3 +301,85 @@ async fn a_scheduled_job_is_counted_once_when_it_becomes_due() {
     run.stop().await;
     assert_eq!(redis.zcard(&window).await, 1, "counted once, when pushed");
 }
+
+/// Two rules of different periods (the hour's wins when both match), for
+/// counts that differ per period.
+#[allow(clippy::duplicated_attributes)] // rust-clippy#13238
+#[derive(Debug, serde::Serialize, serde::Deserialize, fairjob::Job)]
+#[job(class = "CountJob", queue = "count")]
+#[fair_tenant(0)]
+#[throttle(queue = "count_day", threshold = 5, per = "1d")]
+#[throttle(queue = "count_hour", threshold = 3, per = "1h")]
+struct CountJob(String, u32);
+
+impl fairjob::Perform for CountJob {
+    async fn perform(self, _cx: &fairjob::JobContext) -> Result<(), fairjob::JobError> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_push_judges_each_job_as_lone_pushes_would() {
+    use fairjob::{IntoPush, PushJob};
+    // `push.lua` keeps a window's counts between the jobs of one call; a
+    // re-pushed jid (already counted, maybe in another period) must be
+    // counted as a lone push counts it.
+    let payload = |tenant: &str, n: u32| {
+        CountJob(tenant.into(), n)
+            .enqueue()
+            .set_tenant(tenant)
+            .into_push()
+            .unwrap()
+            .payload()
+            .clone()
+    };
+    // Two hours ago: in the day's window, not in the hour's.
+    let old: Vec<_> = (0..3).map(|n| payload("acme", n)).collect();
+    let mut now: Vec<_> = (10..16).map(|n| payload("acme", n)).collect();
+    now.insert(1, payload("other", 1));
+    now.insert(3, now[0].clone()); // counted a moment ago
+    now.insert(5, old[0].clone()); // counted two hours ago
+    now.insert(7, payload("other", 2));
+    now.push(now[2].clone());
+    let (lone, bulk) = (Redis::start().await, Redis::start().await);
+    let mut lists = Vec::new();
+    for (redis, in_bulk) in [(&lone, false), (&bulk, true)] {
+        let c = redis.client().await;
+        c.set_clock_offset(-7200);
+        for p in &old {
+            c.push(PushJob::new(p.clone())).await.unwrap();
+        }
+        c.set_clock_offset(0);
+        if in_bulk {
+            let jids = c
+                .push_bulk(now.iter().cloned().map(PushJob::new))
+                .await
+                .unwrap();
+            assert_eq!(jids.iter().flatten().count(), now.len());
+        } else {
+            for p in &now {
+                c.push(PushJob::new(p.clone())).await.unwrap();
+            }
+        }
+        let mut per_queue = Vec::new();
+        for q in ["count", "count_day", "count_hour"] {
+            let jids: Vec<Value> = redis
+                .payloads(&redis.keys().queue(q))
+                .await
+                .into_iter()
+                .map(|p| p["jid"].clone())
+                .collect();
+            per_queue.push(jids);
+        }
+        lists.push(per_queue);
+    }
+    assert!(
+        lists[0].iter().all(|jids| !jids.is_empty()),
+        "the sequence reaches every queue: {:?}",
+        lists[0]
+    );
+    assert_eq!(
+        lists[0], lists[1],
+        "one bulk call chooses the queues that lone pushes choose"
+    );
+}

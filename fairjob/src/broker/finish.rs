@@ -177,7 +177,7 @@ impl RedisBroker {
             let removed: i64 = self
                 .query(
                     redis::cmd("HDEL")
-                        .arg(self.inflight_of(identity, token))
+                        .arg(self.own_inflight(identity).as_ref())
                         .arg(&token.raw),
                 )
                 .await?;

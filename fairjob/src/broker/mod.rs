@@ -180,6 +180,9 @@ pub struct RedisBroker {
     keys: Keys,
     display: String,
     options: ConnectOptions,
+    /// The first identity whose own in-progress record was asked for, and
+    /// that record's key (a worker asks for its own at every ack).
+    own_inflight: Arc<std::sync::OnceLock<(String, String)>>,
 }
 
 impl fmt::Debug for RedisBroker {
@@ -202,6 +205,7 @@ impl RedisBroker {
             keys: Keys::for_options(&options),
             display: connected.display,
             options,
+            own_inflight: Arc::default(),
         })
     }
 
@@ -215,6 +219,7 @@ impl RedisBroker {
             keys: Keys::for_options(&options),
             display: "memory (fairjob testing mode)".to_owned(),
             options,
+            own_inflight: Arc::default(),
         }
     }
 
@@ -273,6 +278,20 @@ impl RedisBroker {
             self.keys.shard(&token.queue).inflight(identity)
         } else {
             self.keys.inflight(identity)
+        }
+    }
+
+    /// `keys.inflight(identity)`, built once for the first identity asked
+    /// (only a worker's plain acks ask, each for its own record; encoding it
+    /// costs more than the rest of an ack's preparation).
+    pub(crate) fn own_inflight(&self, identity: &str) -> std::borrow::Cow<'_, str> {
+        let (id, key) = self
+            .own_inflight
+            .get_or_init(|| (identity.to_owned(), self.keys.inflight(identity)));
+        if id == identity {
+            std::borrow::Cow::Borrowed(key)
+        } else {
+            std::borrow::Cow::Owned(self.keys.inflight(identity))
         }
     }
 

@@ -112,8 +112,6 @@ const UNIQUE_PUSH_BATCH: usize = 100;
 /// poller to take it over.
 const ONCE_KEEP: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
-/// A job's cost in a push script, in plain-job units: a tenant shard costs its
-/// dispatch bookkeeping; a reroute window a sorted-set update and a count per rule.
 /// Cuts `costs` (in order) into consecutive ranges of at most [`PUSH_BUDGET`]
 /// each (a single job over budget gets a range of its own).
 pub(super) fn budget_ranges(costs: impl IntoIterator<Item = u32>) -> Vec<std::ops::Range<usize>> {
@@ -131,13 +129,55 @@ pub(super) fn budget_ranges(costs: impl IntoIterator<Item = u32>) -> Vec<std::op
     out
 }
 
-pub(super) fn push_cost(job: &PushSpec) -> u32 {
+/// Cuts `jobs` into `push.lua` calls as [`budget_ranges`] does, a job whose
+/// reroute window an earlier job of the same call already judged costing
+/// only its `ZADD` (see [`push_cost`]).
+pub(super) fn push_ranges(jobs: &[PushSpec]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut seen: std::collections::HashSet<(&str, u64)> = std::collections::HashSet::new();
+    let (mut start, mut cost) = (0, 0);
+    for (n, job) in jobs.iter().enumerate() {
+        let window = job
+            .reroute
+            .as_ref()
+            .map(|r| (r.window_key.as_str(), r.max_window_secs));
+        let mut c = push_cost(job, window.is_some_and(|w| seen.contains(&w)));
+        if cost + c > PUSH_BUDGET && n > start {
+            out.push(start..n);
+            (start, cost) = (n, 0);
+            seen.clear();
+            c = push_cost(job, false);
+        }
+        cost += c;
+        if let Some(w) = window {
+            seen.insert(w);
+        }
+    }
+    out.push(start..jobs.len());
+    out
+}
+
+/// A job's cost in a push script, in plain-job units: a tenant shard costs its
+/// dispatch bookkeeping; a reroute window a sorted-set update, its trim and
+/// expiry and a count per distinct rule period (`lib_window.lua`), or, when
+/// `again` (an earlier job of the same call judged the same window), the
+/// update alone: the call keeps that window's counts.
+pub(super) fn push_cost(job: &PushSpec, again: bool) -> u32 {
     let shard = if job.candidates.iter().any(|c| c.sharded) {
         5
     } else {
         0
     };
-    let window = job.reroute.as_ref().map_or(0, |r| 4 + r.rules.len() as u32);
+    let window = match &job.reroute {
+        None => 0,
+        Some(_) if again => 2,
+        Some(r) => {
+            let mut pers: Vec<u64> = r.rules.iter().map(|(_, per)| *per).collect();
+            pers.sort_unstable();
+            pers.dedup();
+            4 + pers.len() as u32
+        }
+    };
     let unique = if job.unique.is_some() { 2 } else { 0 };
     1 + shard + window + unique
 }
@@ -224,7 +264,7 @@ impl RedisBroker {
         }
         // One pipeline: Redis runs the calls in order, so a bulk push keeps
         // its jobs in order even when the script must be loaded first.
-        let calls: Vec<Call<'_>> = budget_ranges(jobs.iter().map(push_cost))
+        let calls: Vec<Call<'_>> = push_ranges(jobs)
             .into_iter()
             .map(|r| self.push_script(&jobs[r], clock_offset))
             .collect();
@@ -528,7 +568,7 @@ pub(crate) enum ZSet {
 
 #[cfg(test)]
 mod tests {
-    use super::{PUSH_BUDGET, budget_ranges};
+    use super::{Candidate, PUSH_BUDGET, PushSpec, RerouteSpec, budget_ranges, push_ranges};
 
     #[test]
     fn budget_ranges_cut_in_order_and_keep_every_job() {
@@ -541,5 +581,47 @@ mod tests {
             budget_ranges([PUSH_BUDGET + 5, 1, PUSH_BUDGET]),
             vec![0..1, 1..2, 2..3]
         );
+    }
+
+    fn rerouted(window: &str) -> PushSpec {
+        PushSpec {
+            src: None,
+            reroute: Some(RerouteSpec {
+                window_key: window.to_owned(),
+                member: "jid:x".to_owned(),
+                max_window_secs: 86_400,
+                // Two rules of one period: one count.
+                rules: vec![(100, 3600), (1000, 3600)],
+            }),
+            before: String::new(),
+            after: String::new(),
+            candidates: vec![Candidate {
+                queue: "q".to_owned(),
+                sharded: false,
+                tenant: Some("t".to_owned()),
+            }],
+            unique: None,
+            once: None,
+        }
+    }
+
+    #[test]
+    fn a_window_judged_earlier_in_the_call_costs_its_update_alone() {
+        let first = super::push_cost(&rerouted("w"), false);
+        let again = super::push_cost(&rerouted("w"), true);
+        assert_eq!((first, again), (6, 3));
+        // One window: the first job pays for the window, the rest for their ZADD.
+        let one: Vec<PushSpec> = (0..100).map(|_| rerouted("w")).collect();
+        let cut = push_ranges(&one);
+        assert_eq!(cut[0], 0..((PUSH_BUDGET - first) / again + 1) as usize);
+        assert_eq!(cut.iter().map(|r| r.len()).sum::<usize>(), 100);
+        // A window is paid for again in each call (a call's counts are its own).
+        let distinct: Vec<PushSpec> = (0..100).map(|i| rerouted(&format!("w{i}"))).collect();
+        let cut = push_ranges(&distinct);
+        assert_eq!(cut[0], 0..(PUSH_BUDGET / first) as usize);
+        for r in &cut {
+            assert!(r.len() as u32 * first <= PUSH_BUDGET);
+        }
+        assert_eq!(cut.last().map(|r| r.end), Some(100));
     }
 }

@@ -135,7 +135,7 @@ impl RedisBroker {
             if !c.sharded {
                 plain_queues.push(c.queue.as_str());
             }
-            for r in budget_ranges(idx.iter().map(|&i| push_cost(&resolved[i]))) {
+            for r in budget_ranges(idx.iter().map(|&i| push_cost(&resolved[i], false))) {
                 let part: Vec<PushSpec> = idx[r].iter().map(|&i| resolved[i].clone()).collect();
                 calls.push(self.push_script(&part, clock_offset));
             }

@@ -34,8 +34,9 @@ struct Inner {
     /// This run holds the fence of the job's `it-{jid}` state.
     claimed: std::sync::atomic::AtomicBool,
     /// This run's fence value: the token (unique within one worker's
-    /// in-progress record) and a random part (unique across workers).
-    run_id: String,
+    /// in-progress record) and a random part (unique across workers). Made
+    /// when first asked (iterable jobs only), not for every job.
+    run_id: std::sync::OnceLock<String>,
     client: Client,
     started: Instant,
     active_job: Option<JobData>,
@@ -72,7 +73,6 @@ impl JobContext {
             stopping,
             client,
         } = parts;
-        let run_id = format!("{}|{:016x}", token.raw, rand::random::<u64>());
         JobContext {
             inner: Arc::new(Inner {
                 class: payload.class(),
@@ -88,7 +88,7 @@ impl JobContext {
                 yield_asked: CancellationToken::new(),
                 polls_yield: std::sync::atomic::AtomicBool::new(false),
                 claimed: std::sync::atomic::AtomicBool::new(false),
-                run_id,
+                run_id: std::sync::OnceLock::new(),
                 client,
                 started: Instant::now(),
             }),
@@ -295,7 +295,9 @@ impl JobContext {
 
     /// This run's fence value for the job's `it-{jid}` state.
     pub(crate) fn run_id(&self) -> &str {
-        &self.inner.run_id
+        self.inner
+            .run_id
+            .get_or_init(|| format!("{}|{:016x}", self.inner.token.raw, rand::random::<u64>()))
     }
 
     async fn claim(&self) -> crate::Result<crate::broker::IterationState> {

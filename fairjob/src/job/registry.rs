@@ -298,10 +298,22 @@ impl Registry {
     /// Decodes a payload of a registered class into a job ready to run; an
     /// unknown class is [`Error::UnknownJob`], as a job failure.
     pub(crate) fn prepare(&self, payload: &Payload) -> std::result::Result<Prepared, JobError> {
-        let class = payload.class();
-        match self.jobs.get(class.as_str()) {
+        self.prepare_class(&payload.class(), payload)
+    }
+
+    /// [`Self::prepare`] for a payload whose class (`Payload::class`) the
+    /// caller already read.
+    pub(crate) fn prepare_class(
+        &self,
+        class: &str,
+        payload: &Payload,
+    ) -> std::result::Result<Prepared, JobError> {
+        match self.jobs.get(class) {
             Some(r) => (r.prepare)(payload),
-            None => Err(JobError::retry(Error::UnknownJob { class }).with_class("UnknownJobClass")),
+            None => Err(JobError::retry(Error::UnknownJob {
+                class: class.to_owned(),
+            })
+            .with_class("UnknownJobClass")),
         }
     }
 }

@@ -75,17 +75,45 @@ impl Payload {
     /// Parses bytes read from Redis. Checks that it is a JSON object with a string
     /// `class`, an array `args` and a string `jid`.
     pub fn parse(bytes: Vec<u8>) -> std::result::Result<Payload, Malformed> {
-        let raw = String::from_utf8(bytes)
-            .map_err(|e| Malformed(format!("payload is not valid UTF-8: {e}")))?;
+        Payload::parse_owned(bytes).map_err(|(m, _)| m)
+    }
+
+    /// Like [`Payload::parse`] (the bytes become the payload's, uncopied),
+    /// giving them back when they are not a job (to dead-letter them intact).
+    pub(crate) fn parse_owned(
+        bytes: Vec<u8>,
+    ) -> std::result::Result<Payload, (Malformed, Vec<u8>)> {
+        let raw = match String::from_utf8(bytes) {
+            Ok(raw) => raw,
+            Err(e) => {
+                let m = Malformed(format!("payload is not valid UTF-8: {}", e.utf8_error()));
+                return Err((m, e.into_bytes()));
+            }
+        };
+        Payload::parse_string(raw).map_err(|(m, raw)| (m, raw.into_bytes()))
+    }
+
+    fn parse_string(raw: String) -> std::result::Result<Payload, (Malformed, String)> {
+        match Payload::checked_fields(&raw) {
+            Ok(fields) => Ok(Payload {
+                raw: Some(raw),
+                fields,
+            }),
+            Err(m) => Err((m, raw)),
+        }
+    }
+
+    /// The fields of `raw`, checked as [`Payload::parse`] says.
+    fn checked_fields(raw: &str) -> std::result::Result<Vec<(String, Box<RawValue>)>, Malformed> {
         if nesting_depth(raw.as_bytes()) > MAX_DEPTH {
             return Err(Malformed(format!(
                 "payload nests deeper than {MAX_DEPTH} levels"
             )));
         }
-        let fields: OrderedFields = serde_json::from_str(&raw)
+        let fields: OrderedFields = serde_json::from_str(raw)
             .map_err(|e| Malformed(format!("payload is not a JSON object: {e}")))?;
         let p = Payload {
-            raw: Some(raw),
+            raw: None,
             fields: fields.0,
         };
         match p.field("class").map(|v| v.get()) {
@@ -109,10 +137,11 @@ impl Payload {
             }
             _ => {}
         }
-        if p.wire_class().is_empty() {
+        // `""` is the only JSON text of an empty string.
+        if p.field("class").is_some_and(|v| v.get() == r#""""#) {
             return Err(Malformed("payload `class` is empty".into()));
         }
-        Ok(p)
+        Ok(p.fields)
     }
 
     /// The raw JSON text of a field, exactly as it arrived.

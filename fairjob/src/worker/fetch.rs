@@ -493,10 +493,13 @@ fn dispatch(
     }
     for (reserved, permit) in fetched.into_iter().zip(permits) {
         let shared = shared.clone();
-        jobs.spawn(async move {
+        // Boxed: the runtime moves a task's future (into its cell, and its
+        // stages) by value; a job's run is a few kilobytes of state, a box
+        // one pointer.
+        jobs.spawn(Box::pin(async move {
             let token = reserved.token.clone();
             processor::process(shared.clone(), reserved, permit).await;
             shared.held.lock().expect("held lock").remove(&token);
-        });
+        }));
     }
 }

@@ -45,46 +45,59 @@ pub(crate) async fn process(shared: Arc<Shared>, reserved: Reserved, permit: Per
         tracing::error!(token, "fetch returned a token fairjob cannot read");
         return;
     };
-    let payload = match parse(&shared, &raw) {
+    // The bytes move into the payload (no copy); a payload that is not a
+    // job gives them back for its burial.
+    let payload = match parse(&shared, raw) {
         Ok(payload) => payload,
-        Err(reason) => {
+        Err((reason, raw)) => {
             drop(permit);
             bury_malformed(&shared, &token, &raw, &reason).await;
             return;
         }
     };
-    drop(raw);
-    let span = span(&token, &payload);
+    // Cancelled at shutdown (the worker's token) or when this run times out.
+    let cancel = shared.job_cancel.child_token();
+    let sharded = token.is_sharded();
+    let cx = JobContext::new(JobParts {
+        payload,
+        token,
+        cancel: cancel.clone(),
+        stopping: shared.control.stop_token(),
+        client: shared.client.clone(),
+    });
+    let span = span(&cx);
     crate::otel::on_perform(
         &span,
-        &token.queue,
-        token.is_sharded(),
-        &payload,
+        cx.queue(),
+        sharded,
+        cx.payload(),
         shared.config.propagation,
     );
-    run(&shared, token, payload, permit).instrument(span).await;
+    run(&shared, cx, cancel, permit).instrument(span).await;
 }
 
-/// The job's payload, or why it is not one (too large, or not a job).
-fn parse(shared: &Shared, raw: &[u8]) -> Result<Payload, String> {
+/// The job's payload, or why it is not one (too large, or not a job) with
+/// its bytes.
+fn parse(shared: &Shared, raw: Vec<u8>) -> Result<Payload, (String, Vec<u8>)> {
     let max = shared.config.max_payload_bytes;
     if raw.len() > max {
-        return Err(format!(
+        let reason = format!(
             "payload is {} bytes, above the worker's maximum of {max} bytes",
             raw.len()
-        ));
+        );
+        return Err((reason, raw));
     }
-    Payload::parse_slice(raw).map_err(|m| m.0)
+    Payload::parse_owned(raw).map_err(|(m, raw)| (m.0, raw))
 }
 
 /// The span of the job's run, with its class, jid, queue and tenant.
-fn span(token: &Token, payload: &Payload) -> tracing::Span {
+fn span(cx: &JobContext) -> tracing::Span {
     tracing::info_span!(
         "fairjob.perform",
-        job.class = %payload.class(),
-        job.jid = %payload.jid(),
-        job.queue = %token.queue,
-        tenant = payload.tenant().as_deref().unwrap_or(""),
+        job.class = cx.class(),
+        job.jid = cx.jid(),
+        job.queue = cx.queue(),
+        tenant = cx.tenant().unwrap_or(""),
         attempt = tracing::field::Empty,
         outcome = tracing::field::Empty,
         elapsed_ms = tracing::field::Empty,
@@ -98,12 +111,12 @@ pub(crate) type Permit = tokio::sync::OwnedSemaphorePermit;
 
 /// The job's run as named steps: start → execute (resolve, take a slot,
 /// perform) → report → outcome → end (the one write) → record the end.
-async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
-    // Cancelled at shutdown (the worker's token) or when this run times out.
-    let cancel = shared.job_cancel.child_token();
-    let cx = start(shared, token.clone(), payload, &cancel);
+async fn run(shared: &Shared, cx: JobContext, cancel: CancellationToken, permit: Permit) {
+    start(&cx);
+    let token = cx.token();
+    let cancel = &cancel;
     let unique = UniqueHold::of(cx.payload());
-    let Some(ran) = execute(shared, &cx, &cancel).await else {
+    let Some(ran) = execute(shared, &cx, cancel).await else {
         return; // parked in the lock-wait list, or taken back meanwhile
     };
     report(shared, &cx, &ran.result);
@@ -136,7 +149,7 @@ async fn run(shared: &Shared, token: Token, payload: Payload, permit: Permit) {
     // A retry or a yield goes on later; an ack or a burial ends the run.
     let ended = matches!(exit, Exit::Ack | Exit::Dead(_));
     let dead = matches!(exit, Exit::Dead(_));
-    let label = end(shared, &token, &ran, exit, label, permit, unique.as_ref()).await;
+    let label = end(shared, token, &ran, exit, label, permit, unique.as_ref()).await;
     if ended {
         super::cron::run_ended(shared, cx.payload()).await;
         if label != metrics::Outcome::Fenced {
@@ -165,30 +178,17 @@ impl Ran {
     }
 }
 
-/// The job's context, on the span and in the log.
-fn start(
-    shared: &Shared,
-    token: Token,
-    payload: Payload,
-    cancel: &CancellationToken,
-) -> JobContext {
-    let cx = JobContext::new(JobParts {
-        payload,
-        token,
-        cancel: cancel.clone(),
-        stopping: shared.control.stop_token(),
-        client: shared.client.clone(),
-    });
+/// The job's start, on the span and in the log.
+fn start(cx: &JobContext) {
     tracing::Span::current().record("attempt", cx.attempt());
     tracing::debug!("start");
-    cx
 }
 
 /// Resolves the job's type (an unknown class or bad args is a failure),
 /// takes its concurrency slot and performs it. `None` when the job is no
 /// longer this run's: parked for a slot, or recovered by another worker.
 async fn execute(shared: &Shared, cx: &JobContext, cancel: &CancellationToken) -> Option<Ran> {
-    let job = match shared.registry.prepare(cx.payload()) {
+    let job = match shared.registry.prepare_class(cx.class(), cx.payload()) {
         Ok(job) => job,
         Err(e) => return Some(Ran::failed(e)),
     };
@@ -301,7 +301,7 @@ async fn perform(
     cancel: &CancellationToken,
     slot: Option<SlotHold>,
 ) -> Ran {
-    record_wait(shared, cx.token(), cx.payload());
+    record_wait(shared, cx);
     release_at_start(shared, cx).await;
     let key = &cx.token().raw;
     let running = Running {
@@ -447,23 +447,23 @@ fn label(result: &Result<(), JobError>, outcome: &Outcome) -> metrics::Outcome {
 
 /// Counts how long the job waited from its latest enqueue (or requeue by a
 /// yield) to this start.
-fn record_wait(shared: &Shared, token: &Token, payload: &Payload) {
-    let Some(enqueued) = payload.wait_started() else {
+fn record_wait(shared: &Shared, cx: &JobContext) {
+    let Some(enqueued) = cx.payload().wait_started() else {
         return;
     };
     let wait = (crate::wire::now_f64() - enqueued).max(0.0);
-    let tenant = payload.tenant();
-    shared.series.lock().expect("series lock").waited(
-        &token.queue,
-        tenant.as_deref().unwrap_or(""),
-        wait,
-    );
+    let (queue, tenant) = (cx.queue(), cx.tenant());
+    shared
+        .series
+        .lock()
+        .expect("series lock")
+        .waited(queue, tenant.unwrap_or(""), wait);
     if shared.config.wait_stats {
-        shared.waits.lock().expect("waits lock").started(
-            &token.queue,
-            tenant.as_deref(),
-            (wait * 1000.0) as u64,
-        );
+        shared
+            .waits
+            .lock()
+            .expect("waits lock")
+            .started(queue, tenant, (wait * 1000.0) as u64);
     }
 }
 

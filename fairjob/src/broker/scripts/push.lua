@@ -53,6 +53,7 @@ end
 local results = {}
 local woken = {}
 local now = nil
+local seen = {} -- the reroute windows judged in this call (lib_window.lua)
 for jn = 1, tonumber(ARGV[2]) do
   local src = ARGV[ai]; ai = ai + 1
   local src_key = nil
@@ -120,7 +121,7 @@ for jn = 1, tonumber(ARGV[2]) do
     local chosen = 1
     if window_key then
       if not now then now = math.floor(redis_now(ARGV[1])) end
-      chosen = window_choose(window_key, now, member, maxw, rules)
+      chosen = window_choose(window_key, now, member, maxw, rules, seen)
     end
     local queue = cands[chosen]
     local payload = before .. queue.qjson .. after

@@ -11,6 +11,7 @@ local now = math.floor(redis_now(ARGV[1]))
 local maxw = tonumber(ARGV[2])
 local out = {}
 local ai = 3
+local seen = {}
 while ai <= #ARGV do
   local member, nrules = ARGV[ai], tonumber(ARGV[ai + 1])
   ai = ai + 2
@@ -19,6 +20,6 @@ while ai <= #ARGV do
     rules[r] = { tonumber(ARGV[ai]), tonumber(ARGV[ai + 1]) }
     ai = ai + 2
   end
-  out[#out + 1] = window_choose(KEYS[1], now, member, maxw, rules)
+  out[#out + 1] = window_choose(KEYS[1], now, member, maxw, rules, seen)
 end
 return out
