@@ -295,12 +295,16 @@ impl Perform for BenchProofFreeJob {
     }
 }
 
-/// The dispatches of a tenant with a rate on a sharded queue, on Redis's
-/// clock, as the dispatch counted them: its pace keeps its last starts
-/// (`s:<tenant>` in the queue's `rstate`, at least one period of them), and
-/// this log polls that record every 50 ms and keeps every time it saw. What a
-/// job records itself adds the jitter between its dispatch and its own call
-/// to Redis; the limit is judged at the dispatch.
+/// Starts as the limit counts them, on Redis's clock, read from the
+/// limiter's own state by polling it (a job's own start record adds the
+/// jitter between the grant and the job's call to Redis):
+/// - [`DispatchLog::start`]: a tenant with a rate on a sharded queue; its pace
+///   keeps its last starts (`s:<tenant>` in the queue's `rstate`, at least a
+///   period of them), read every 50 ms;
+/// - [`DispatchLog::grants`]: a job rate limiter with `burst = 0`; each grant
+///   at `g` sets its theoretical arrival time to `g + T` (a released waiter is
+///   granted at or after the old one), so each value seen, read every 10 ms
+///   (T is longer in the tests), is one grant at `tat - T`.
 #[derive(Debug)]
 pub struct DispatchLog {
     seen: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>>,
@@ -308,34 +312,59 @@ pub struct DispatchLog {
 }
 
 impl DispatchLog {
-    /// Starts polling `tenant`'s record on `queue`.
+    /// Polls `tenant`'s record of starts on the sharded `queue`.
     pub fn start(client: &fairjob::Client, queue: &str, tenant: &str) -> DispatchLog {
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(client.broker().keys().shard(queue).rstate)
+            .arg(format!("s:{tenant}"));
+        DispatchLog::poll(client, cmd, Duration::from_millis(50), |v| {
+            (0..v.len() / 16)
+                .filter_map(|i| v[i * 16..i * 16 + 16].parse().ok())
+                .collect()
+        })
+    }
+
+    /// Polls the theoretical arrival time of the job rate limiter `key` (its
+    /// full key, e.g. `BenchProofJob` or `RateJob:hot`), whose emission
+    /// interval is `interval_us` and burst 0.
+    pub fn grants(client: &fairjob::Client, key: &str, interval_us: u64) -> DispatchLog {
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(client.broker().keys().rate(key).tat);
+        let parse: Box<dyn Fn(&str) -> Vec<u64> + Send> = Box::new(move |v: &str| {
+            v.parse::<u64>()
+                .ok()
+                .and_then(|t| t.checked_sub(interval_us))
+                .into_iter()
+                .collect()
+        });
+        DispatchLog::poll(client, cmd, Duration::from_millis(10), parse)
+    }
+
+    fn poll(
+        client: &fairjob::Client,
+        cmd: redis::Cmd,
+        every: Duration,
+        parse: impl Fn(&str) -> Vec<u64> + Send + 'static,
+    ) -> DispatchLog {
         let seen: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>> =
             std::sync::Arc::default();
-        let (client, key) = (client.clone(), client.broker().keys().shard(queue).rstate);
-        let field = format!("s:{tenant}");
+        let client = client.clone();
         let log = std::sync::Arc::clone(&seen);
         let task = tokio::spawn(async move {
             loop {
-                let h: Option<String> =
-                    crate::query(client.broker(), redis::cmd("HGET").arg(&key).arg(&field))
-                        .await
-                        .unwrap_or_default();
-                if let Some(h) = h {
-                    let mut seen = log.lock().expect("dispatch log");
-                    for i in (0..h.len() / 16).map(|i| i * 16) {
-                        if let Ok(t) = h[i..i + 16].parse::<u64>() {
-                            seen.insert(t);
-                        }
-                    }
+                let v: Option<String> = crate::query(client.broker(), &cmd)
+                    .await
+                    .unwrap_or_default();
+                if let Some(v) = v {
+                    log.lock().expect("dispatch log").extend(parse(&v));
                 }
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(every).await;
             }
         });
         DispatchLog { seen, task }
     }
 
-    /// Every dispatch seen so far (µs), in order.
+    /// Every start seen so far (µs), in order.
     pub fn times(&self) -> Vec<u64> {
         self.seen
             .lock()

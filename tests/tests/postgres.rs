@@ -217,7 +217,8 @@ async fn two_pumps_push_every_job_once() {
 async fn the_pump_is_fair_between_tenants() {
     let (_pg, pool, redis) = setup().await;
     let mut tx = pool.begin().await.unwrap();
-    let jobs = (0..20_000).map(|i| EchoJob(i.to_string()).set_tenant("a"));
+    // The size: tenant a's 200,000 committed rows ahead of b's one.
+    let jobs = (0..200_000).map(|i| EchoJob(i.to_string()).set_tenant("a"));
     perform_bulk_tx(&mut *tx, jobs).await.unwrap();
     tx.commit().await.unwrap();
     let mut tx = pool.begin().await.unwrap();
@@ -237,7 +238,7 @@ async fn the_pump_is_fair_between_tenants() {
     let payloads = queued(&redis).await;
     assert!(
         payloads.iter().any(|p| p["jid"] == b.as_str()),
-        "tenant b's job reached Redis in the first batch, before a's 20,000"
+        "tenant b's job reached Redis in the first batch, before a's 200,000"
     );
 }
 

@@ -135,7 +135,6 @@ mod unique;
 mod yields;
 
 use std::fmt;
-#[cfg(feature = "testing")]
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -296,7 +296,9 @@ impl Registry {
     }
 
     /// Decodes a payload of a registered class into a job ready to run; an
-    /// unknown class is [`Error::UnknownJob`], as a job failure.
+    /// unknown class is [`Error::UnknownJob`], as a job failure. (The worker
+    /// reads the class once and calls [`Self::prepare_class`].)
+    #[cfg(feature = "testing")]
     pub(crate) fn prepare(&self, payload: &Payload) -> std::result::Result<Prepared, JobError> {
         self.prepare_class(&payload.class(), payload)
     }

@@ -441,6 +441,9 @@ async fn proof() {
         .await
         .unwrap();
     SHARD_BENCH_STARTS.lock().unwrap().clear();
+    // The starts as the limiter counts them (Redis's clock), beside the
+    // jobs' own start times (the process's clock, after each grant).
+    let granted = fairjob_tests::rate_jobs::DispatchLog::grants(&client, "BenchProofJob", 50_000);
     let url2 = url.clone();
     let run = tokio::spawn(async move { phase(&url2, 10, n + 500, "proof").await });
     // The unlimited jobs are pushed once the limited ones run.
@@ -477,5 +480,12 @@ async fn proof() {
         Duration::from_millis(50 * (n as u64 - 1)),
         (span.as_secs_f64() / (0.05 * (n - 1) as f64) - 1.0) * 100.0,
         most_in_second(&limited)
+    );
+    let g = granted.times();
+    println!(
+        "proof, judged at the grant (Redis's clock): {} grants seen over {:.2?}, at most {} in any 1 s window",
+        g.len(),
+        Duration::from_micros(g.last().unwrap_or(&0) - g.first().unwrap_or(&0)),
+        fairjob_tests::rate_jobs::max_in_window(&g, 1_000_000)
     );
 }
