@@ -3,8 +3,10 @@
 //! kept rows stay until their job ends, ends flow back, Redis losing its data
 //! (`FLUSHALL`, twice; a restart without persistence) republishes every job
 //! not done and none done, a pump killed between the Redis push and the
-//! PostgreSQL update pushes once, three pumps push every job once, and the
-//! worker goes on while PostgreSQL is away.
+//! PostgreSQL update pushes once, three pumps push every job once, the
+//! worker goes on while PostgreSQL is away, and a kept job's end is recorded
+//! once, by the call that acks or buries it (a worker killed right after
+//! that call still has it recorded).
 
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
@@ -14,7 +16,7 @@ use fairjob::{IntoPush, Job};
 use fairjob_examples::EchoJob;
 use fairjob_postgres::testing::PostgresServer;
 use fairjob_postgres::{EnqueueTx, KeepExt, Pump, migrate, perform_bulk_tx};
-use fairjob_tests::jobs::{LedgerJob, OutcomeJob, RecordJob, ShardJob};
+use fairjob_tests::jobs::{LedgerJob, OutcomeJob, RecordJob, ShardEndJob, ShardJob};
 use fairjob_tests::{Ledger, Redis, RedisServer, eventually, ledger_dir, redis_cli};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -1048,5 +1050,102 @@ async fn a_worker_killed_right_after_kept_jobs_exits_has_their_ends_recorded_and
             .unwrap()
             .unwrap();
         assert_eq!(row.state, state, "{row:?}");
+    }
+}
+
+/// The other ends of a kept job, each recorded once by the call that writes
+/// it: a tenant-sharded queue's job discarded to `dead` (`shard_finish.lua`),
+/// and the reaper's "interrupted" burial of a plain queue's and a sharded
+/// queue's poison pill (`finish.lua` and `shard_finish.lua` in a recovery).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_jobs_buried_by_their_worker_or_by_the_reaper_have_their_end_recorded_once() {
+    let (_pg, pool) = pg().await;
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    let tenant = "t:{x} é";
+    let pump = Pump::new(pool.clone(), client.clone());
+    let ends = || async {
+        let read = client.peek_relay_ends(100).await.unwrap();
+        let mut ends: Vec<String> = read.ends.iter().map(|(e, jid)| e.entry(jid)).collect();
+        ends.sort();
+        ends
+    };
+
+    // A sharded queue's job its worker buries.
+    let mut tx = pool.begin().await.unwrap();
+    let discarded = ShardEndJob {
+        kind: "dead".into(),
+        tenant: tenant.into(),
+    }
+    .keep_until_done()
+    .perform_async_tx(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(pump.pump_once().await.unwrap().kept, 1);
+    let mut worker = redis.worker_process().queues(["conversions"]).start();
+    eventually!(
+        within LONG,
+        redis.zcard(redis.keys().dead()).await == 1,
+        "the job is buried"
+    );
+    worker.stop();
+    assert_eq!(ends().await, vec![format!("dead {discarded}")]);
+    assert_eq!(pump.check().await.unwrap().completions, 1);
+
+    // Two poison pills the reaper buries after one interruption each.
+    let mut tx = pool.begin().await.unwrap();
+    let plain = LedgerJob::poison()
+        .keep_until_done()
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    let sharded = ShardEndJob {
+        kind: "abort".into(),
+        tenant: tenant.into(),
+    }
+    .keep_until_done()
+    .perform_async_tx(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(pump.pump_once().await.unwrap().kept, 2);
+    let dir = ledger_dir("pg-reaper-burial");
+    let started = std::time::Instant::now();
+    // A supervisor: a worker again each time one dies (bounded).
+    while redis.zcard(redis.keys().dead()).await < 3 {
+        assert!(started.elapsed() < LONG, "the poison pills were not buried");
+        let mut w = redis
+            .worker_process()
+            .queues(["ledger", "conversions"])
+            .ledger(&dir)
+            .flag("--max-interruptions", "1")
+            .start();
+        while w.is_running() && redis.zcard(redis.keys().dead()).await < 3 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if w.is_running() {
+            w.stop();
+        }
+    }
+    assert_eq!(Ledger::read(&dir).started(&plain), 1);
+    let mut want = vec![format!("dead {plain}"), format!("dead {sharded}")];
+    want.sort();
+    assert_eq!(ends().await, want, "each burial recorded once");
+    assert_eq!(
+        client
+            .relay_missing(&[plain.clone(), sharded.clone()])
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(pump.check().await.unwrap().completions, 2);
+    for jid in [&discarded, &plain, &sharded] {
+        let row = fairjob_postgres::find_job(&pool, jid)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.state, "dead", "{row:?}");
     }
 }
