@@ -149,13 +149,16 @@ async fn run(shared: &Shared, cx: JobContext, cancel: CancellationToken, permit:
     // A retry or a yield goes on later; an ack or a burial ends the run.
     let ended = matches!(exit, Exit::Ack | Exit::Dead(_));
     let dead = matches!(exit, Exit::Dead(_));
-    let label = end(shared, &cx, &ran, exit, label, permit, unique.as_ref()).await;
+    // A job a relay keeps: its end is recorded by the exit's call.
+    let kept = super::relay::kept(cx.payload());
+    let holds = (unique.as_ref(), kept.as_deref());
+    let label = end(shared, &cx, &ran, exit, label, permit, holds).await;
     if ended {
         super::cron::run_ended(shared, cx.payload()).await;
-        if label != metrics::Outcome::Fenced {
-            super::relay::hang_if_asked(cx.payload()).await;
+        if let Some(jid) = kept.filter(|_| label != metrics::Outcome::Fenced) {
+            super::relay::hang_if_asked(&jid).await;
             // A Redis Cluster only: on one server the exit recorded it.
-            super::relay::run_ended(shared, cx.payload(), dead).await;
+            super::relay::run_ended(shared, jid, cx.class(), dead).await;
         }
     }
     record_end(shared, &cx, label, ran.performed);
@@ -391,9 +394,10 @@ async fn release_at_start(shared: &Shared, cx: &JobContext) {
     }
 }
 
-/// Writes the job's end ([`exit::finish`], which records a kept job's end
-/// in the same call) and returns its label for the series. A plain queue's job without a slot gives its permit back first,
-/// so the next job starts while this one's end is on its way. A job Redis
+/// Writes the job's end ([`exit::finish`]; `kept`, the jid of a job a relay
+/// keeps, has its end recorded in the same call) and returns its label for
+/// the series. A plain queue's job without a slot gives its permit back
+/// first, so the next job starts while this one's end is on its way. A job Redis
 /// counts (its tenant's running jobs, a held slot) keeps its permit until
 /// the write that ends it has released that count: a fetch in between would
 /// see the count still taken and pass over the tenant (floors and caps would
@@ -405,7 +409,7 @@ async fn end(
     exit: Exit,
     label: metrics::Outcome,
     permit: Permit,
-    unique: Option<&UniqueHold>,
+    (unique, kept): (Option<&UniqueHold>, Option<&str>),
 ) -> metrics::Outcome {
     let token = cx.token();
     let permit = if ran.slot.is_none() && !token.is_sharded() {
@@ -414,16 +418,7 @@ async fn end(
     } else {
         Some(permit)
     };
-    let kept = super::relay::kept(cx.payload());
-    let fenced = exit::finish(
-        shared,
-        token,
-        exit,
-        ran.slot.as_ref(),
-        unique,
-        kept.as_deref(),
-    )
-    .await;
+    let fenced = exit::finish(shared, token, exit, ran.slot.as_ref(), unique, kept).await;
     drop(permit);
     if fenced {
         metrics::Outcome::Fenced

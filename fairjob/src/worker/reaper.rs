@@ -174,7 +174,9 @@ async fn recover(shared: &Shared, identity: &str) -> crate::Result<usize> {
             {
                 // A periodic job gone to dead frees its schedule (overlap = skip).
                 super::cron::run_ended(shared, &p).await;
-                super::relay::run_ended(shared, &p, true).await;
+                if let Some(jid) = super::relay::kept(&p) {
+                    super::relay::run_ended(shared, jid, &p.class(), true).await;
+                }
             }
             recovered += 1;
             ::metrics::counter!(crate::metrics::RECOVERED_TOTAL).increment(1);

@@ -33,10 +33,7 @@ pub(crate) fn kept(payload: &Payload) -> Option<String> {
 }
 
 /// The test hook [`HANG_AFTER_KEPT_END_ENV`], after a kept job's exit.
-pub(crate) async fn hang_if_asked(payload: &Payload) {
-    let Some(jid) = kept(payload) else {
-        return;
-    };
+pub(crate) async fn hang_if_asked(jid: &str) {
     if let Some(path) = std::env::var_os(HANG_AFTER_KEPT_END_ENV) {
         tracing::warn!(
             job.jid = %jid,
@@ -54,13 +51,10 @@ pub(crate) async fn hang_if_asked(payload: &Payload) {
     }
 }
 
-/// Records the end of `payload`'s run when the relay keeps it and its exit
+/// Records the end of the run of kept job `jid` (of `class`) when its exit
 /// could not (a Redis Cluster); retries a Redis error a few times, then
 /// gives up with an error in the log.
-pub(crate) async fn run_ended(shared: &Shared, payload: &Payload, dead: bool) {
-    let Some(jid) = kept(payload) else {
-        return;
-    };
+pub(crate) async fn run_ended(shared: &Shared, jid: String, class: &str, dead: bool) {
     if shared.client.broker().ends_in_script() {
         return; // recorded by the exit's script
     }
@@ -78,5 +72,5 @@ pub(crate) async fn run_ended(shared: &Shared, payload: &Payload, dead: bool) {
             }
         }
     }
-    tracing::error!(job.jid = %ends[0].1, job.class = %payload.class(), "could not record a kept job's end for PostgreSQL; its row stays published");
+    tracing::error!(job.jid = %ends[0].1, job.class = class, "could not record a kept job's end for PostgreSQL; its row stays published");
 }
