@@ -38,7 +38,9 @@
 //! [`Pump::keep_queues`], is *kept*: step 4 marks its row `published_at`
 //! (with the relay epoch it was staged in) instead of deleting it. The
 //! worker that acks or buries it records `done`/`dead` and its jid in
-//! Redis's completion list; the pump drains that list into the rows
+//! Redis's completion list, in the script of that ack or burial (one Redis
+//! server: no crash falls between a job's end and its record; on a Redis
+//! Cluster, right after it); the pump drains that list into the rows
 //! (`done_at`, `state`) every [`Pump::check_interval`]: it reads the list's
 //! head, writes the rows, and only then removes what it read
 //! (`relay_trim.lua`, if the head still holds it), so a pump killed between
@@ -62,7 +64,7 @@
 //!
 //! **A job lost without the epoch** (a failover that kept the epoch key but
 //! dropped the last writes): after its push, a kept job's jid joins Redis's
-//! live set; the worker removes it with the end's record. Each check takes
+//! live set; the end's record removes it. Each check takes
 //! the oldest kept rows published longer than [`Pump::lost_grace`] ago and
 //! not done, asks which are not live, drains the completions, and makes the
 //! missing ones that are still not done pending again.

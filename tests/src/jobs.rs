@@ -476,6 +476,34 @@ impl Perform for DropJob {
     }
 }
 
+/// A job on the sharded queue `conversions` that ends the way `kind` says:
+/// `dead` (discarded to `dead`), `abort` (aborts the worker process that runs
+/// it: a poison pill), anything else succeeds.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(
+    class = "ShardEndJob",
+    queue = "conversions",
+    shard_by_tenant,
+    retry = 3
+)]
+#[fair_tenant(tenant)]
+pub struct ShardEndJob {
+    /// `dead`, `abort` or `ok`.
+    pub kind: String,
+    /// Tenant.
+    pub tenant: String,
+}
+
+impl Perform for ShardEndJob {
+    async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+        match self.kind.as_str() {
+            "dead" => Err(JobError::discard("hopeless")),
+            "abort" => std::process::abort(),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// A job of tenant `.0` on the sharded queue `many` that sleeps `.1` ms.
 #[derive(Debug, Serialize, Deserialize, Job)]
 #[job(class = "ManyJob", queue = "many", shard_by_tenant)]

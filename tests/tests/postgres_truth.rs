@@ -3,8 +3,10 @@
 //! kept rows stay until their job ends, ends flow back, Redis losing its data
 //! (`FLUSHALL`, twice; a restart without persistence) republishes every job
 //! not done and none done, a pump killed between the Redis push and the
-//! PostgreSQL update pushes once, three pumps push every job once, and the
-//! worker goes on while PostgreSQL is away.
+//! PostgreSQL update pushes once, three pumps push every job once, the
+//! worker goes on while PostgreSQL is away, and a kept job's end is recorded
+//! once, by the call that acks or buries it (a worker killed right after
+//! that call still has it recorded).
 
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
@@ -14,7 +16,7 @@ use fairjob::{IntoPush, Job};
 use fairjob_examples::EchoJob;
 use fairjob_postgres::testing::PostgresServer;
 use fairjob_postgres::{EnqueueTx, KeepExt, Pump, migrate, perform_bulk_tx};
-use fairjob_tests::jobs::{LedgerJob, OutcomeJob, RecordJob};
+use fairjob_tests::jobs::{LedgerJob, OutcomeJob, RecordJob, ShardEndJob, ShardJob};
 use fairjob_tests::{Ledger, Redis, RedisServer, eventually, ledger_dir, redis_cli};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -920,82 +922,232 @@ async fn two_pumps_draining_the_same_completions_write_each_end_once_and_drop_no
     assert_eq!(count(&pool, "state = 'done'").await, 2500, "no end dropped");
 }
 
-/// The window the README documents: a kept job's end is recorded after its
-/// exit, as a second write. A worker killed between the two loses no job
-/// (at least once), but its row stays published and its jid live: the
-/// lost-job check leaves it alone, and it runs again only when Redis loses
-/// its epoch.
+/// No window between a kept job's end and its record: on one server the
+/// script that acks or buries the job records its end in the same step. A
+/// worker killed with `kill -9` right after the exits of three kept jobs (a
+/// plain queue's ack, a tenant-sharded queue's batched ack, a burial in
+/// `dead`) still has their ends recorded: the rows finish, and a `FLUSHALL`
+/// after that republishes none of them, so none runs again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_killed_between_a_kept_jobs_exit_and_its_end_record_reruns_it_only_when_redis_loses_data()
- {
+async fn a_worker_killed_right_after_kept_jobs_exits_has_their_ends_recorded_and_never_reruns_them()
+{
     let (_pg, pool) = pg().await;
     let redis = Redis::start().await;
     let client = redis.client().await;
+    let tenant = "a:{b} ü <script>";
     let mut tx = pool.begin().await.unwrap();
-    let jid = LedgerJob::sleeping(0)
+    let plain = LedgerJob::sleeping(0)
+        .keep_until_done()
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    let sharded = ShardJob {
+        tenant: tenant.into(),
+        n: 7,
+        ms: 0,
+    }
+    .keep_until_done()
+    .perform_async_tx(&mut *tx)
+    .await
+    .unwrap();
+    let dead = OutcomeJob {
+        kind: "dead".into(),
+        tenant: tenant.into(),
+    }
+    .keep_until_done()
+    .perform_async_tx(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let pump = Pump::new(pool.clone(), client.clone()).lost_grace(Duration::ZERO);
+    assert_eq!(pump.pump_once().await.unwrap().kept, 3);
+    let all = [plain.clone(), sharded.clone(), dead.clone()];
+    assert!(client.relay_missing(&all).await.unwrap().is_empty());
+
+    let dir = ledger_dir("pg-end-in-exit");
+    let marker = dir.join("exited");
+    let mut worker = redis
+        .worker_process()
+        .queues(["ledger", "conversions", "outcomes"])
+        .ledger(&dir)
+        .env(fairjob::worker::HANG_AFTER_KEPT_END_ENV, marker.as_os_str())
+        .start();
+    let exited = || {
+        std::fs::read_to_string(&marker)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect::<BTreeSet<String>>()
+    };
+    eventually!(
+        within LONG,
+        exited() == all.iter().cloned().collect(),
+        "the three jobs run and exit"
+    );
+    worker.signal("KILL");
+    worker.wait_timeout(Duration::from_secs(10));
+    assert_eq!(Ledger::read(&dir).started(&plain), 1);
+    assert_eq!(redis.records().await, vec![format!("{tenant} 7")]);
+
+    // Their ends were written with their exits: recorded, and no longer live.
+    assert_eq!(client.relay_ends_waiting().await.unwrap(), 3);
+    assert_eq!(client.relay_missing(&all).await.unwrap().len(), 3);
+    let checked = pump.check().await.unwrap();
+    assert_eq!(checked.completions, 3, "{checked:?}");
+    for (jid, state) in [(&plain, "done"), (&sharded, "done"), (&dead, "dead")] {
+        let row = fairjob_postgres::find_job(&pool, jid)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.state, state, "{row:?}");
+    }
+
+    // Redis losing its data republishes none of them.
+    redis_cli(redis.server().port(), &["flushall"]);
+    let checked = pump.check().await.unwrap();
+    assert_eq!(
+        (checked.republished, checked.missing),
+        (0, 0),
+        "{checked:?}"
+    );
+    assert_eq!(pump.pump_once().await.unwrap().pushed, 0);
+
+    // A worker that runs a later kept job to its end runs none of them again.
+    let mut tx = pool.begin().await.unwrap();
+    let later = LedgerJob::sleeping(0)
         .keep_until_done()
         .perform_async_tx(&mut *tx)
         .await
         .unwrap();
     tx.commit().await.unwrap();
-    let pump = Pump::new(pool.clone(), client.clone()).lost_grace(Duration::ZERO);
-    assert_eq!(pump.pump_once().await.unwrap().kept, 1);
-
-    let dir = ledger_dir("pg-end-window");
-    let marker = dir.join("exited");
-    let mut worker = redis
-        .worker_process()
-        .queues(["ledger"])
-        .ledger(&dir)
-        .env(
-            fairjob::worker::HANG_BEFORE_RELAY_END_ENV,
-            marker.as_os_str(),
-        )
-        .start();
-    eventually!(within LONG, marker.exists(), "the job runs and exits");
-    worker.signal("KILL");
-    worker.wait_timeout(Duration::from_secs(10));
-    assert_eq!(Ledger::read(&dir).started(&jid), 1);
-    assert_eq!(
-        client.relay_ends_waiting().await.unwrap(),
-        0,
-        "no end recorded"
-    );
-
-    // The row stays published; its jid is live, so it is not taken for lost.
-    let checked = pump.check().await.unwrap();
-    assert_eq!(
-        (checked.completions, checked.missing),
-        (0, 0),
-        "{checked:?}"
-    );
-    let row = fairjob_postgres::find_job(&pool, &jid)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(row.state, "published", "{row:?}");
-    assert_eq!(pump.pump_once().await.unwrap().pushed, 0);
-
-    // Redis losing its data republishes it: it runs again (at least once).
-    redis_cli(redis.server().port(), &["flushall"]);
-    assert_eq!(pump.check().await.unwrap().republished, 1);
     assert_eq!(pump.pump_once().await.unwrap().pushed, 1);
     let mut again = redis
         .worker_process()
-        .queues(["ledger"])
+        .queues(["ledger", "conversions", "outcomes"])
         .ledger(&dir)
         .start();
     eventually!(
         within LONG,
         {
             pump.check().await.unwrap();
-            fairjob_postgres::find_job(&pool, &jid)
+            fairjob_postgres::find_job(&pool, &later)
                 .await
                 .unwrap()
                 .is_some_and(|r| r.state == "done")
         },
-        "the job runs again and is recorded done"
+        "the later job runs and is recorded done"
     );
-    assert_eq!(Ledger::read(&dir).started(&jid), 2);
     again.stop();
+    let ledger = Ledger::read(&dir);
+    assert_eq!((ledger.started(&plain), ledger.started(&later)), (1, 1));
+    assert!(
+        redis.records().await.is_empty(),
+        "the sharded job ran again"
+    );
+    for (jid, state) in [(&plain, "done"), (&sharded, "done"), (&dead, "dead")] {
+        let row = fairjob_postgres::find_job(&pool, jid)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.state, state, "{row:?}");
+    }
+}
+
+/// The other ends of a kept job, each recorded once by the call that writes
+/// it: a tenant-sharded queue's job discarded to `dead` (`shard_finish.lua`),
+/// and the reaper's "interrupted" burial of a plain queue's and a sharded
+/// queue's poison pill (`finish.lua` and `shard_finish.lua` in a recovery).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_jobs_buried_by_their_worker_or_by_the_reaper_have_their_end_recorded_once() {
+    let (_pg, pool) = pg().await;
+    let redis = Redis::start().await;
+    let client = redis.client().await;
+    let tenant = "t:{x} é";
+    let pump = Pump::new(pool.clone(), client.clone());
+    let ends = || async {
+        let read = client.peek_relay_ends(100).await.unwrap();
+        let mut ends: Vec<String> = read.ends.iter().map(|(e, jid)| e.entry(jid)).collect();
+        ends.sort();
+        ends
+    };
+
+    // A sharded queue's job its worker buries.
+    let mut tx = pool.begin().await.unwrap();
+    let discarded = ShardEndJob {
+        kind: "dead".into(),
+        tenant: tenant.into(),
+    }
+    .keep_until_done()
+    .perform_async_tx(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(pump.pump_once().await.unwrap().kept, 1);
+    let mut worker = redis.worker_process().queues(["conversions"]).start();
+    eventually!(
+        within LONG,
+        redis.zcard(redis.keys().dead()).await == 1,
+        "the job is buried"
+    );
+    worker.stop();
+    assert_eq!(ends().await, vec![format!("dead {discarded}")]);
+    assert_eq!(pump.check().await.unwrap().completions, 1);
+
+    // Two poison pills the reaper buries after one interruption each.
+    let mut tx = pool.begin().await.unwrap();
+    let plain = LedgerJob::poison()
+        .keep_until_done()
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    let sharded = ShardEndJob {
+        kind: "abort".into(),
+        tenant: tenant.into(),
+    }
+    .keep_until_done()
+    .perform_async_tx(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(pump.pump_once().await.unwrap().kept, 2);
+    let dir = ledger_dir("pg-reaper-burial");
+    let started = std::time::Instant::now();
+    // A supervisor: a worker again each time one dies (bounded).
+    while redis.zcard(redis.keys().dead()).await < 3 {
+        assert!(started.elapsed() < LONG, "the poison pills were not buried");
+        let mut w = redis
+            .worker_process()
+            .queues(["ledger", "conversions"])
+            .ledger(&dir)
+            .concurrency(1)
+            .flag("--max-interruptions", "1")
+            .start();
+        while w.is_running() && redis.zcard(redis.keys().dead()).await < 3 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if w.is_running() {
+            w.stop();
+        }
+    }
+    // Buried after one interruption: never run twice.
+    assert!(Ledger::read(&dir).started(&plain) <= 1);
+    let mut want = vec![format!("dead {plain}"), format!("dead {sharded}")];
+    want.sort();
+    assert_eq!(ends().await, want, "each burial recorded once");
+    assert_eq!(
+        client
+            .relay_missing(&[plain.clone(), sharded.clone()])
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(pump.check().await.unwrap().completions, 2);
+    for jid in [&discarded, &plain, &sharded] {
+        let row = fairjob_postgres::find_job(&pool, jid)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.state, "dead", "{row:?}");
+    }
 }

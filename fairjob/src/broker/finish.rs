@@ -3,6 +3,13 @@
 //! (`finish.lua`; `shard_finish.lua` and `slot_release.lua` for a job of a
 //! tenant-sharded queue), by its own worker or, for a dead worker's job, by a
 //! reaper.
+//!
+//! The end of a job a relay keeps (fairjob-postgres' "Postgres stays the
+//! truth", [`Holds::kept`]) is recorded by the same script that acks or
+//! buries it: `done <jid>` / `dead <jid>` pushed to the relay's completion
+//! list and the jid removed from its live set, so no crash can fall between
+//! the two. On one server only: on a Redis Cluster those keys are in another
+//! slot, and the worker records the end right after ([`RedisBroker::ends_in_script`]).
 
 use std::time::Duration;
 
@@ -42,6 +49,19 @@ pub enum Finish<'a> {
     },
 }
 
+/// What a job's end releases or records besides its in-progress entry.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Holds<'a> {
+    /// The concurrency slot it held.
+    pub slot: Option<&'a SlotHold>,
+    /// Its unique lock (released by an ack or a burial).
+    pub unique: Option<&'a UniqueHold>,
+    /// Its jid when a relay keeps it until it ends: an ack or a burial then
+    /// records its end in the relay's completion list in the same script
+    /// (one server; see [`RedisBroker::ends_in_script`]).
+    pub kept: Option<&'a str>,
+}
+
 /// Where a batched ack goes: see [`RedisBroker::shard_ack_record`].
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct AckRecord {
@@ -71,11 +91,18 @@ impl RedisBroker {
         token: &Token,
         action: Finish<'_>,
         clock_offset: i64,
-        slot: Option<&SlotHold>,
-        unique: Option<&UniqueHold>,
+        holds: Holds<'_>,
     ) -> Result<FinishReply> {
-        self.finish_guarded(identity, token, action, clock_offset, (slot, unique), false)
+        self.finish_guarded(identity, token, action, clock_offset, holds, false)
             .await
+    }
+
+    /// Whether the end of a kept job ([`Holds::kept`]) is recorded by the
+    /// script that acks or buries it: on one server. On a Redis Cluster the
+    /// relay's completion list is in another slot than the job's records, so
+    /// the caller records the end itself after the job's exit.
+    pub(crate) fn ends_in_script(&self) -> bool {
+        !self.is_cluster()
     }
 
     /// Where the ack of `token` goes when acks are written together
@@ -95,13 +122,14 @@ impl RedisBroker {
     /// `record`, in one `shard_ack_many.lua` call: for each, its entry
     /// leaves the record, fenced by its token, and its tenant's running count
     /// is released, as `shard_finish.lua` does for one. `acks` are (token,
-    /// encoded tenant) pairs. Returns, per ack, whether it was fenced (the
-    /// job had been recovered from this worker); fenced completions are
-    /// counted.
+    /// encoded tenant, kept jid) triples: a kept job's end is recorded in the
+    /// same call on one server ([`Self::ends_in_script`]). Returns, per ack,
+    /// whether it was fenced (the job had been recovered from this worker);
+    /// fenced completions are counted.
     pub(crate) async fn ack_many(
         &self,
         record: &AckRecord,
-        acks: &[(&str, &str)],
+        acks: &[(&str, &str, Option<&str>)],
     ) -> Result<Vec<bool>> {
         let mut fenced = vec![false; acks.len()];
         if acks.is_empty() {
@@ -115,8 +143,15 @@ impl RedisBroker {
         }
         inv.key(&sk.wake);
         inv.arg(&sk.shard_prefix);
-        for (token, tenant) in acks {
-            inv.arg(*token).arg(*tenant);
+        let in_script = self.ends_in_script();
+        let mut kept_any = false;
+        for (token, tenant, kept) in acks {
+            let kept = kept.filter(|_| in_script);
+            kept_any |= kept.is_some();
+            inv.arg(*token).arg(*tenant).arg(kept.unwrap_or_default());
+        }
+        if kept_any {
+            inv.key(self.keys.relay_done()).key(self.keys.relay_live());
         }
         let gone: Vec<usize> = self.invoke(&inv).await?;
         for i in gone {
@@ -141,10 +176,9 @@ impl RedisBroker {
         token: &Token,
         action: Finish<'_>,
         clock_offset: i64,
-        slot: Option<&SlotHold>,
-        unique: Option<&UniqueHold>,
+        holds: Holds<'_>,
     ) -> Result<FinishReply> {
-        self.finish_guarded(identity, token, action, clock_offset, (slot, unique), true)
+        self.finish_guarded(identity, token, action, clock_offset, holds, true)
             .await
     }
 
@@ -154,12 +188,15 @@ impl RedisBroker {
         token: &Token,
         action: Finish<'_>,
         clock_offset: i64,
-        (slot, unique): (Option<&SlotHold>, Option<&UniqueHold>),
+        holds: Holds<'_>,
         only_if_dead: bool,
     ) -> Result<FinishReply> {
+        let Holds { slot, unique, kept } = holds;
         // A unique job's lock goes when the job succeeds or dies; a retry or
-        // a requeue keeps it.
-        let release = unique.filter(|_| matches!(action, Finish::Ack | Finish::Dead { .. }));
+        // a requeue keeps it. So does a kept job's end get recorded.
+        let ends = matches!(action, Finish::Ack | Finish::Dead { .. });
+        let release = unique.filter(|_| ends);
+        let kept = kept.filter(|_| ends && self.ends_in_script());
         if token.is_sharded() || self.is_cluster() {
             return self
                 .finish_split(
@@ -167,12 +204,17 @@ impl RedisBroker {
                     token,
                     action,
                     clock_offset,
-                    (slot, release),
+                    (slot, release, kept),
                     only_if_dead,
                 )
                 .await;
         }
-        if !only_if_dead && matches!(action, Finish::Ack) && slot.is_none() && release.is_none() {
+        if !only_if_dead
+            && matches!(action, Finish::Ack)
+            && slot.is_none()
+            && release.is_none()
+            && kept.is_none()
+        {
             // The common case needs no script: one HDEL, fenced by the token.
             let removed: i64 = self
                 .query(
@@ -226,6 +268,12 @@ impl RedisBroker {
                 .arg(&u.jid),
             None => inv.arg("").arg("").arg(""),
         };
+        if let Some(jid) = kept {
+            // After the lease (a recovery's): finish.lua finds them last.
+            inv.arg(jid)
+                .key(self.keys.relay_done())
+                .key(self.keys.relay_live());
+        }
         let done: i64 = self.invoke(&inv).await?;
         Ok(match done {
             1 => FinishReply::Done,
@@ -241,14 +289,15 @@ impl RedisBroker {
     /// `dead` sets and a held slot's keys live elsewhere, so those are
     /// separate steps, ordered so that a crash between them repeats a job
     /// rather than losing it: the retry/dead entry is written first and taken
-    /// back if the job turns out fenced.
+    /// back if the job turns out fenced. A kept job's end (`kept`, one server
+    /// only) is recorded by shard_finish.lua, the commit point.
     async fn finish_split(
         &self,
         identity: &str,
         token: &Token,
         action: Finish<'_>,
         clock_offset: i64,
-        (slot, release): (Option<&SlotHold>, Option<&UniqueHold>),
+        (slot, release, kept): (Option<&SlotHold>, Option<&UniqueHold>, Option<&str>),
         only_if_dead: bool,
     ) -> Result<FinishReply> {
         let sk = self.keys.shard(&token.queue);
@@ -303,6 +352,15 @@ impl RedisBroker {
                     .arg(&u.jid),
                 None => inv.arg("").arg("").arg(""),
             };
+            if let Some(jid) = kept {
+                let state = if matches!(action, Finish::Dead { .. }) {
+                    "dead"
+                } else {
+                    "done"
+                };
+                inv.arg(state).arg(jid);
+                inv.key(self.keys.relay_done()).key(self.keys.relay_live());
+            }
             self.invoke(&inv).await?
         } else if let Finish::Front { payload } | Finish::Back { payload } = &action {
             let side = if matches!(action, Finish::Back { .. }) {

@@ -34,7 +34,7 @@
 //! | `fetch_plain`, `fetch_plain_alone`, `fetch_plain_after_wait` | moves jobs from plain queues into the worker's in-progress record | `fetch.lua` (behind `BLPOP`) | `Vec<(usize, Reserved)>` |
 //! | `fetch_shard`, `fetch_shard_hinted` | sorts a sharded queue's inbox, brings back tenants whose rate allows a start, dispatches by stride order (a tenant's burst while no other is in the order; a tenant whose rate is spent waits in `rwait`, its pass kept), records running counts; a dispatched tenant fair yield saw waiting leaves `waits` and its wait goes to `slotwaits`; hinted: also how long until the first waiting tenant is due (an idle worker's wait) | `shard_fetch.lua` | `Vec<Reserved>`, `Option<Duration>` |
 //! | **end of a job** (`finish.rs`) | | | |
-//! | `finish` | ack, retry, dead, requeue (front) or yield (back: queue's or tenant shard's tail) of one job, fenced by its token; an ack or a burial releases its unique lock in the same step | `finish.lua`, `shard_finish.lua`, `front.lua` (on a cluster, a plain queue's lock: `unique_release.lua` after) | `FinishReply` |
+//! | `finish` | ack, retry, dead, requeue (front) or yield (back: queue's or tenant shard's tail) of one job, fenced by its token; an ack or a burial releases its unique lock and (one server) records a kept job's end in the same step | `finish.lua`, `shard_finish.lua`, `front.lua` (on a cluster, a plain queue's lock: `unique_release.lua` after) | `FinishReply` |
 //! | `ack_many` | acks a batch of one sharded queue's jobs | `shard_ack_many.lua` | `Vec<bool>` |
 //! | `recover` | the reaper's `finish` of a dead worker's job, only while its lease is gone (a requeued job keeps its unique lock; a buried one releases it) | `finish.lua`, `front.lua` | `FinishReply` |
 //! | `release_slot`, `deliver_released` | frees a slot; releases its waiters to their queues | `slot_release.lua`, `front.lua` | `()` |
@@ -72,7 +72,7 @@
 //! | **a relay's bookkeeping** (`relay.rs`; fairjob-postgres' pump) | | | |
 //! | `relay_epoch`, `relay_epoch_read` | the relay's epoch token (written once; gone or changed = Redis lost data) | `SET NX`+`GET`, `GET` | `String` |
 //! | `relay_stage` | `stage_claims` fenced by the epoch: nothing staged unless the epoch key holds the relay's epoch | `relay_stage.lua` | `bool` |
-//! | `relay_completed` | a kept job's end (`done`/`dead` and its jid), written by the worker after its `finish`; its jid leaves the live set | `MULTI` (`RPUSH`, `SREM`) | `()` |
+//! | `relay_completed` | kept jobs' ends (`done`/`dead` and the jid) written apart from their exit: a worker on a Redis Cluster after its `finish` (on one server `finish`/`ack_many` write a kept job's end in their script), a worker of an older version; the jids leave the live set | `MULTI` (`RPUSH`, `SREM`) | `()` |
 //! | `relay_mark_live`, `relay_live_members` | kept jobs Redis has (added after the relay's push); which of some jids are there | `SADD`, `SMISMEMBER` | `()`, `Vec<bool>` |
 //! | `relay_peek_completed`, `relay_trim_completed`, `relay_completed_len` | the pump drains completions into PostgreSQL: reads the head, writes PostgreSQL, then removes what it read if the head still holds it; the list's length for views | `LRANGE`, `relay_trim.lua`, `LLEN` | entries, removed count, `u64` |
 //! | **self-healing** (`reconcile.rs`) | | | |
@@ -147,7 +147,7 @@ pub(crate) use fetch::PlainQueue;
 pub use fetch::Reserved;
 #[doc(hidden)]
 pub use fetch::ShardQueue;
-pub(crate) use finish::AckRecord;
+pub(crate) use finish::{AckRecord, Holds};
 pub use finish::{Finish, FinishReply};
 pub use iterate::{ITERATION_TTL, IterationState, SaveInfo, Saved};
 pub use keys::{Keys, LimitKeys, RateKeys, ShardKeys};

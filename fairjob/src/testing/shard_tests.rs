@@ -88,7 +88,7 @@ impl Sim {
         let (token, _) = self.running.remove(index).unwrap();
         let done = self
             .broker()
-            .finish("sim", &token, Finish::Ack, 0, None, None)
+            .finish("sim", &token, Finish::Ack, 0, Default::default())
             .await
             .unwrap();
         assert_eq!(done, crate::broker::FinishReply::Done);

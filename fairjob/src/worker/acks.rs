@@ -11,7 +11,8 @@
 //! The job's task waits for its ack to be written before it gives up its
 //! place in the `held` set, exactly as with an ack of its own, and its
 //! tenant's running count is released by that write; a fenced ack is
-//! reported to that job alone. A crash after a job
+//! reported to that job alone. The end of a job a relay keeps is recorded
+//! by its batch's call (one server). A crash after a job
 //! ended and before its batch was written re-runs the job, as a crash before
 //! an unbatched ack would (at-least-once). A Redis error fails the whole batch
 //! back to its jobs, whose finish retries with backoff as before.
@@ -37,11 +38,13 @@ const MAX_BATCH: usize = 512;
 type Written = Result<FinishReply, Arc<Error>>;
 
 /// One job's ack waiting to be written: its record, its token and (encoded)
-/// tenant, and where the outcome goes.
+/// tenant, its jid when a relay keeps it (its end is recorded by the same
+/// call), and where the outcome goes.
 pub(crate) struct PendingAck {
     record: AckRecord,
     token: String,
     tenant: String,
+    kept: Option<String>,
     done: oneshot::Sender<Written>,
 }
 
@@ -56,12 +59,18 @@ pub(crate) fn channel() -> (AckSender, mpsc::UnboundedReceiver<PendingAck>) {
 /// Hands the ack of `token` (held in `record`) to the ack task and waits for
 /// it to be written. `None` when the task is gone (the worker is abandoning
 /// Redis work).
-pub(crate) async fn submit(tx: &AckSender, record: AckRecord, token: &Token) -> Option<Written> {
+pub(crate) async fn submit(
+    tx: &AckSender,
+    record: AckRecord,
+    token: &Token,
+    kept: Option<&str>,
+) -> Option<Written> {
     let (done, written) = oneshot::channel();
     let pending = PendingAck {
         record,
         token: token.raw.clone(),
         tenant: token.tenant.clone().unwrap_or_default(),
+        kept: kept.map(str::to_owned),
         done,
     };
     tx.send(pending).ok()?;
@@ -97,9 +106,9 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Pen
             .flat_map(|g| g.chunks(MAX_CALL))
             .collect();
         let calls = groups.iter().map(|group| async move {
-            let acks: Vec<(&str, &str)> = group
+            let acks: Vec<(&str, &str, Option<&str>)> = group
                 .iter()
-                .map(|p| (p.token.as_str(), p.tenant.as_str()))
+                .map(|p| (p.token.as_str(), p.tenant.as_str(), p.kept.as_deref()))
                 .collect();
             broker.ack_many(&group[0].record, &acks).await
         });

@@ -5,7 +5,9 @@
 //! ([`write`]) and a dead worker's jobs the reaper takes back ([`recover`]).
 //! Each exit is exactly one broker call, fenced by the job's token; a unique
 //! job's lock is released in the same call when it succeeds or dies (`Ack`,
-//! `Dead`), and kept by `Retry`, `Front` and `Yield`:
+//! `Dead`), and kept by `Retry`, `Front` and `Yield`. So is the end of a job
+//! a relay keeps (`kept`, its jid) recorded for PostgreSQL in the same call
+//! (`Ack`, `Dead`; on one server, see `relay.rs`):
 //!
 //! | exit | broker call |
 //! |------|-------------|
@@ -21,7 +23,7 @@ use std::time::Duration;
 
 use super::retry::Outcome;
 use super::{Running, Shared, acks, backoff_sleep};
-use crate::broker::{Finish, FinishReply, SlotHold, Token, UniqueHold};
+use crate::broker::{Finish, FinishReply, Holds, SlotHold, Token, UniqueHold};
 use crate::error::{Error, Result};
 use crate::metrics;
 
@@ -71,17 +73,20 @@ impl Exit {
 /// Writes the end of a job this worker ran, retrying Redis errors with
 /// backoff until done or the worker abandons Redis work (then the entry stays
 /// and the reaper recovers it later). True when the write was fenced (the job
-/// had been recovered from this worker).
+/// had been recovered from this worker). `kept`: the jid of a job a relay
+/// keeps, whose end (an ack or a burial) the same call records.
 pub(crate) async fn finish(
     shared: &Shared,
     token: &Token,
     exit: Exit,
     slot: Option<&SlotHold>,
     unique: Option<&UniqueHold>,
+    kept: Option<&str>,
 ) -> bool {
     let mut attempt = 0u32;
     loop {
-        let Some(written) = send(shared, token, &exit, slot, unique).await else {
+        let holds = Holds { slot, unique, kept };
+        let Some(written) = send(shared, token, &exit, holds).await else {
             // The ack task is gone: the worker is abandoning Redis work.
             return false;
         };
@@ -115,22 +120,17 @@ async fn send(
     shared: &Shared,
     token: &Token,
     exit: &Exit,
-    slot: Option<&SlotHold>,
-    unique: Option<&UniqueHold>,
+    holds: Holds<'_>,
 ) -> Option<std::result::Result<FinishReply, Arc<Error>>> {
-    if let (Exit::Ack, None, None, Some(tx)) = (exit, slot, unique, &shared.acks)
+    if let (Exit::Ack, None, None, Some(tx)) = (exit, holds.slot, holds.unique, &shared.acks)
         && let Some(record) = shared
             .client
             .broker()
             .shard_ack_record(&shared.identity, token)
     {
-        return acks::submit(tx, record, token).await;
+        return acks::submit(tx, record, token, holds.kept).await;
     }
-    Some(
-        write(shared, token, exit, slot, unique)
-            .await
-            .map_err(Arc::new),
-    )
+    Some(write(shared, token, exit, holds).await.map_err(Arc::new))
 }
 
 /// Ends a job in this worker's own in-progress record: one `finish` call.
@@ -138,8 +138,7 @@ pub(crate) async fn write(
     shared: &Shared,
     token: &Token,
     exit: &Exit,
-    slot: Option<&SlotHold>,
-    unique: Option<&UniqueHold>,
+    holds: Holds<'_>,
 ) -> Result<FinishReply> {
     shared
         .client
@@ -149,8 +148,7 @@ pub(crate) async fn write(
             token,
             exit.step(),
             shared.client.clock_offset(),
-            slot,
-            unique,
+            holds,
         )
         .await
 }
@@ -162,8 +160,7 @@ pub(crate) async fn recover(
     identity: &str,
     token: &Token,
     exit: &Exit,
-    slot: Option<&SlotHold>,
-    unique: Option<&UniqueHold>,
+    holds: Holds<'_>,
 ) -> Result<FinishReply> {
     shared
         .client
@@ -173,8 +170,7 @@ pub(crate) async fn recover(
             token,
             exit.step(),
             shared.client.clock_offset(),
-            slot,
-            unique,
+            holds,
         )
         .await
 }
@@ -185,7 +181,11 @@ pub(crate) async fn requeue(shared: &Shared, unfinished: Vec<Running>) {
     for job in unfinished {
         // The bytes Redis held (to_json keeps them when unedited).
         let exit = Exit::Front(job.cx.payload().to_json());
-        if let Err(e) = write(shared, job.cx.token(), &exit, job.slot.as_ref(), None).await {
+        let holds = Holds {
+            slot: job.slot.as_ref(),
+            ..Holds::default()
+        };
+        if let Err(e) = write(shared, job.cx.token(), &exit, holds).await {
             tracing::warn!(error = %e, job.jid = job.cx.jid(), "could not requeue; it stays in progress and is recovered after the lease");
             return;
         }

@@ -191,7 +191,11 @@ async fn orphans(shared: &Shared, suspects: &mut HashSet<String>) -> crate::Resu
         let slot = slots
             .get(&token.raw)
             .and_then(|v| SlotHold::from_record(&shared.identity, &token.raw, v));
-        let done = exit::write(shared, &token, &Exit::Front(payload), slot.as_ref(), None).await?;
+        let holds = crate::broker::Holds {
+            slot: slot.as_ref(),
+            ..Default::default()
+        };
+        let done = exit::write(shared, &token, &Exit::Front(payload), holds).await?;
         if done == FinishReply::Done {
             requeued += 1;
         }

@@ -69,7 +69,7 @@ pub(crate) use iterate::perform as perform_prepared;
 pub use middleware::{FnServerMiddleware, ServerMiddleware, ServerNext, server_middleware_fn};
 #[cfg(feature = "testing")]
 pub(crate) use processor::perform_detached;
-pub use relay::HANG_BEFORE_RELAY_END_ENV;
+pub use relay::HANG_AFTER_KEPT_END_ENV;
 #[cfg(feature = "testing")]
 pub(crate) use retry::Outcome;
 pub use retry::backoff;

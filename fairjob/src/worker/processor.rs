@@ -110,10 +110,10 @@ fn span(cx: &JobContext) -> tracing::Span {
 pub(crate) type Permit = tokio::sync::OwnedSemaphorePermit;
 
 /// The job's run as named steps: start → execute (resolve, take a slot,
-/// perform) → report → outcome → end (the one write) → record the end.
+/// perform) → report → outcome → end (the one write, with a kept job's
+/// record for PostgreSQL) → record the end.
 async fn run(shared: &Shared, cx: JobContext, cancel: CancellationToken, permit: Permit) {
     start(&cx);
-    let token = cx.token();
     let cancel = &cancel;
     let unique = UniqueHold::of(cx.payload());
     let Some(ran) = execute(shared, &cx, cancel).await else {
@@ -149,11 +149,16 @@ async fn run(shared: &Shared, cx: JobContext, cancel: CancellationToken, permit:
     // A retry or a yield goes on later; an ack or a burial ends the run.
     let ended = matches!(exit, Exit::Ack | Exit::Dead(_));
     let dead = matches!(exit, Exit::Dead(_));
-    let label = end(shared, token, &ran, exit, label, permit, unique.as_ref()).await;
+    // A job a relay keeps: its end is recorded by the exit's call.
+    let kept = super::relay::kept(cx.payload());
+    let holds = (unique.as_ref(), kept.as_deref());
+    let label = end(shared, &cx, &ran, exit, label, permit, holds).await;
     if ended {
         super::cron::run_ended(shared, cx.payload()).await;
-        if label != metrics::Outcome::Fenced {
-            super::relay::run_ended(shared, cx.payload(), dead).await;
+        if let Some(jid) = kept.filter(|_| label != metrics::Outcome::Fenced) {
+            super::relay::hang_if_asked(&jid).await;
+            // A Redis Cluster only: on one server the exit recorded it.
+            super::relay::run_ended(shared, jid, cx.class(), dead).await;
         }
     }
     record_end(shared, &cx, label, ran.performed);
@@ -389,29 +394,31 @@ async fn release_at_start(shared: &Shared, cx: &JobContext) {
     }
 }
 
-/// Writes the job's end ([`exit::finish`]) and returns its label for the
-/// series. A plain queue's job without a slot gives its permit back first,
-/// so the next job starts while this one's end is on its way. A job Redis
+/// Writes the job's end ([`exit::finish`]; `kept`, the jid of a job a relay
+/// keeps, has its end recorded in the same call) and returns its label for
+/// the series. A plain queue's job without a slot gives its permit back
+/// first, so the next job starts while this one's end is on its way. A job Redis
 /// counts (its tenant's running jobs, a held slot) keeps its permit until
 /// the write that ends it has released that count: a fetch in between would
 /// see the count still taken and pass over the tenant (floors and caps would
 /// be served late).
 async fn end(
     shared: &Shared,
-    token: &Token,
+    cx: &JobContext,
     ran: &Ran,
     exit: Exit,
     label: metrics::Outcome,
     permit: Permit,
-    unique: Option<&UniqueHold>,
+    (unique, kept): (Option<&UniqueHold>, Option<&str>),
 ) -> metrics::Outcome {
+    let token = cx.token();
     let permit = if ran.slot.is_none() && !token.is_sharded() {
         drop(permit);
         None
     } else {
         Some(permit)
     };
-    let fenced = exit::finish(shared, token, exit, ran.slot.as_ref(), unique).await;
+    let fenced = exit::finish(shared, token, exit, ran.slot.as_ref(), unique, kept).await;
     drop(permit);
     if fenced {
         metrics::Outcome::Fenced
@@ -560,7 +567,8 @@ async fn bury_malformed(shared: &Shared, token: &Token, raw: &[u8], reason: &str
     tracing::error!(job.queue = %token.queue, reason, "malformed payload moved to dead");
     shared.stats.failed.fetch_add(1, Ordering::Relaxed);
     let entry = malformed_entry(raw, &token.queue, reason);
-    let label = if exit::finish(shared, token, Exit::Dead(entry), None, None).await {
+    // Not a job: whether a relay kept it cannot be read.
+    let label = if exit::finish(shared, token, Exit::Dead(entry), None, None, None).await {
         metrics::Outcome::Fenced
     } else {
         metrics::Outcome::Dead

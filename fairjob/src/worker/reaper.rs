@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Shared;
 use super::exit::{self, Exit};
-use crate::broker::{FinishReply, SlotHold, Token, UniqueHold};
+use crate::broker::{FinishReply, Holds, SlotHold, Token, UniqueHold};
 use crate::limit;
 use crate::wire::{Payload, fields, malformed_entry, now_f64};
 
@@ -158,25 +158,25 @@ async fn recover(shared: &Shared, identity: &str) -> crate::Result<usize> {
         let slot = slots
             .get(&token.raw)
             .and_then(|v| SlotHold::from_record(identity, &token.raw, v));
-        let unique = Payload::parse_slice(&raw)
-            .ok()
-            .and_then(|p| UniqueHold::of(&p));
-        let done = exit::recover(
-            shared,
-            identity,
-            &token,
-            &exit,
-            slot.as_ref(),
-            unique.as_ref(),
-        )
-        .await?;
+        let parsed = Payload::parse_slice(&raw).ok();
+        let unique = parsed.as_ref().and_then(UniqueHold::of);
+        // A kept job's burial records its end in the same call.
+        let kept = parsed.as_ref().and_then(super::relay::kept);
+        let holds = Holds {
+            slot: slot.as_ref(),
+            unique: unique.as_ref(),
+            kept: kept.as_deref(),
+        };
+        let done = exit::recover(shared, identity, &token, &exit, holds).await?;
         if done == FinishReply::Done {
             if let Exit::Dead(payload) = &exit
                 && let Ok(p) = Payload::parse_slice(payload.as_bytes())
             {
                 // A periodic job gone to dead frees its schedule (overlap = skip).
                 super::cron::run_ended(shared, &p).await;
-                super::relay::run_ended(shared, &p, true).await;
+                if let Some(jid) = super::relay::kept(&p) {
+                    super::relay::run_ended(shared, jid, &p.class(), true).await;
+                }
             }
             recovered += 1;
             ::metrics::counter!(crate::metrics::RECOVERED_TOTAL).increment(1);

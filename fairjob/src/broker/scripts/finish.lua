@@ -13,14 +13,25 @@
 --   ARGV[6] = '' or the slot holder id, ARGV[7] = default limit, ARGV[8] = reservation ttl ms,
 --   ARGV[9], ARGV[10] = the queue and wake key prefixes (for released waiters);
 --   ARGV[6..10] are '' for a job without a slot.
--- ARGV[11] = '1' for a recovery by the reaper: then the last KEY is the owner's
---   lease, and nothing happens (returns 2) if it exists again.
+-- ARGV[11] = '1' for a recovery by the reaper: then the last KEY (before the
+--   relay's two, see ARGV[15]) is the owner's lease, and nothing happens
+--   (returns 2) if it exists again.
 -- ARGV[12] = '' or a unique job's lock prefix to release its lock (an ack or
 --   a burial: the job succeeded or died), ARGV[13] = its digest, ARGV[14] = its jid.
+-- ARGV[15] = '' (or absent) or, for a job a relay keeps (fairjob-postgres'
+--   "Postgres stays the truth"), its jid: an ack or a burial then records the
+--   job's end in the same step (`done <jid>` / `dead <jid>` pushed to the
+--   relay's completion list, the jid removed from its live set), and the last
+--   two KEYS (after the lease) are that list and that set.
 -- Returns 1, or 0 when fenced (a fenced completion releases no slot: the
 -- recovery that took the job released it).
 
-if ARGV[11] == '1' and redis.call('EXISTS', KEYS[#KEYS]) == 1 then
+local kept = ARGV[15] ~= nil and ARGV[15] ~= ''
+local nkeys = #KEYS
+if kept then
+  nkeys = nkeys - 2
+end
+if ARGV[11] == '1' and redis.call('EXISTS', KEYS[nkeys]) == 1 then
   -- A recovery, but the owner renewed its lease meanwhile: the job stays its own.
   return 2
 end
@@ -41,6 +52,14 @@ elseif action == 'back' then
   -- A job that yielded: behind everything waiting.
   redis.call('LPUSH', KEYS[3], ARGV[3])
   fj_wake(KEYS[4])
+end
+if kept and (action == 'ack' or action == 'dead') then
+  local state = 'done'
+  if action == 'dead' then
+    state = 'dead'
+  end
+  redis.call('RPUSH', KEYS[nkeys + 1], state .. ' ' .. ARGV[15])
+  redis.call('SREM', KEYS[nkeys + 2], ARGV[15])
 end
 if ARGV[12] ~= nil and ARGV[12] ~= '' then
   unique_release({ prefix = ARGV[12] }, ARGV[13], ARGV[14])

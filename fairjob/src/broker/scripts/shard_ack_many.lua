@@ -4,20 +4,32 @@
 -- tenant's running count, and one wake-up if that made a tenant runnable.
 --
 -- KEYS[1] = in-progress hash, KEYS[2..14] = the shard state, KEYS[15] = wake.
--- ARGV[1] = shard prefix, then (token, encoded tenant) pairs.
--- Returns the 1-based positions of the pairs whose token was gone (fenced: the
--- job had been recovered from this worker; its count was released then).
+-- ARGV[1] = shard prefix, then (token, encoded tenant, kept jid) triples: the
+--   kept jid is '' except for a job a relay keeps (fairjob-postgres' "Postgres
+--   stays the truth"), whose end is then recorded in the same step (`done
+--   <jid>` pushed to the relay's completion list KEYS[16], the jid removed
+--   from its live set KEYS[17]; passed only when the call holds such a job,
+--   on one server: those keys are in another cluster slot).
+-- Returns the 1-based positions of the triples whose token was gone (fenced:
+-- the job had been recovered from this worker; its count was released then,
+-- and its end is not recorded).
 
 local sk = shard_keys(2, ARGV[1])
 local fenced = {}
 local wake = false
 local n = 0
-for i = 2, #ARGV - 1, 2 do
+for i = 2, #ARGV - 2, 3 do
   n = n + 1
   if redis.call('HDEL', KEYS[1], ARGV[i]) == 0 then
     fenced[#fenced + 1] = n
-  elseif shard_release(sk, ARGV[i + 1]) then
-    wake = true
+  else
+    if shard_release(sk, ARGV[i + 1]) then
+      wake = true
+    end
+    if ARGV[i + 2] ~= '' then
+      redis.call('RPUSH', KEYS[16], 'done ' .. ARGV[i + 2])
+      redis.call('SREM', KEYS[17], ARGV[i + 2])
+    end
   end
 end
 if wake then

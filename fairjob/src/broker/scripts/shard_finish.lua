@@ -12,6 +12,11 @@
 --   ARGV[4] = shard prefix, ARGV[5] = encoded tenant.
 -- ARGV[6] = '' or a unique job's lock prefix to release its lock (the job
 --   succeeded or died), ARGV[7] = its digest, ARGV[8] = its jid.
+-- ARGV[9] = '' (or absent), or 'done' / 'dead' for a job a relay keeps
+--   (fairjob-postgres' "Postgres stays the truth") whose run this ends,
+--   ARGV[10] = its jid: its end is recorded in the same step (pushed to the
+--   relay's completion list KEYS[16], the jid removed from its live set
+--   KEYS[17]; one server only: those keys are in another cluster slot).
 -- Returns 1, or 0 when fenced.
 
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
@@ -24,6 +29,10 @@ end
 if shard_release(sk, ARGV[5]) then wake = true end
 if ARGV[6] ~= nil and ARGV[6] ~= '' then
   unique_release({ prefix = ARGV[6] }, ARGV[7], ARGV[8])
+end
+if ARGV[9] ~= nil and ARGV[9] ~= '' then
+  redis.call('RPUSH', KEYS[16], ARGV[9] .. ' ' .. ARGV[10])
+  redis.call('SREM', KEYS[17], ARGV[10])
 end
 if wake then
   fj_wake(KEYS[2 + SHARD_NKEYS])
