@@ -391,25 +391,29 @@ async fn a_frozen_workers_stale_checkpoint_is_refused_and_its_run_abandoned() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let seen = steps(&dir).remove(&jid).unwrap();
     consecutive_per_run(&seen);
-    // The frozen worker's one run; the rest are the second worker's (the
-    // job's 1 s slice sends it back to the queue now and then).
-    let runs: BTreeSet<&String> = seen.iter().map(|(_, r)| r).collect();
-    let second_pid = format!("{}/", second.pid());
-    assert_eq!(
-        runs.iter().filter(|r| r.starts_with(&frozen_pid)).count(),
-        1,
-        "{runs:?}"
-    );
-    assert!(
-        runs.iter()
-            .all(|r| r.starts_with(&frozen_pid) || r.starts_with(&second_pid)),
-        "{runs:?}"
-    );
+    // The frozen run is the one that ran step 0. Every later run (on either
+    // worker: once woken, the first takes jobs again, and the job's 1 s
+    // slice sends it back to the queue now and then) resumes where the last
+    // left off: together they run each remaining step once.
+    let frozen_run = seen.iter().find(|(n, _)| *n == 0).unwrap().1.clone();
+    assert!(frozen_run.starts_with(&frozen_pid), "{frozen_run}");
     let stale = seen
         .iter()
-        .filter(|(_, r)| r.starts_with(&frozen_pid))
+        .filter(|(_, r)| *r == frozen_run)
         .count()
         .saturating_sub(frozen_steps);
+    let mut later: Vec<u64> = seen
+        .iter()
+        .filter(|(_, r)| *r != frozen_run)
+        .map(|(n, _)| *n)
+        .collect();
+    later.sort_unstable();
+    let restart = later[0];
+    assert_eq!(
+        later,
+        (restart..80).collect::<Vec<_>>(),
+        "the resumed runs run each remaining step once"
+    );
     println!(
         "iterable: frozen worker ran {stale} steps after SIGCONT before its checkpoint was refused"
     );
