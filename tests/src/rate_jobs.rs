@@ -330,14 +330,13 @@ impl DispatchLog {
     pub fn grants(client: &fairjob::Client, key: &str, interval_us: u64) -> DispatchLog {
         let mut cmd = redis::cmd("GET");
         cmd.arg(client.broker().keys().rate(key).tat);
-        let parse: Box<dyn Fn(&str) -> Vec<u64> + Send> = Box::new(move |v: &str| {
+        DispatchLog::poll(client, cmd, Duration::from_millis(10), move |v| {
             v.parse::<u64>()
                 .ok()
                 .and_then(|t| t.checked_sub(interval_us))
                 .into_iter()
                 .collect()
-        });
-        DispatchLog::poll(client, cmd, Duration::from_millis(10), parse)
+        })
     }
 
     fn poll(
