@@ -191,24 +191,24 @@ impl RedisBroker {
         holds: Holds<'_>,
         only_if_dead: bool,
     ) -> Result<FinishReply> {
-        let Holds { slot, unique, kept } = holds;
         // A unique job's lock goes when the job succeeds or dies; a retry or
         // a requeue keeps it. So does a kept job's end get recorded.
         let ends = matches!(action, Finish::Ack | Finish::Dead { .. });
-        let release = unique.filter(|_| ends);
-        let kept = kept.filter(|_| ends && self.ends_in_script());
+        let holds = Holds {
+            slot: holds.slot,
+            unique: holds.unique.filter(|_| ends),
+            kept: holds.kept.filter(|_| ends && self.ends_in_script()),
+        };
         if token.is_sharded() || self.is_cluster() {
             return self
-                .finish_split(
-                    identity,
-                    token,
-                    action,
-                    clock_offset,
-                    (slot, release, kept),
-                    only_if_dead,
-                )
+                .finish_split(identity, token, action, clock_offset, holds, only_if_dead)
                 .await;
         }
+        let Holds {
+            slot,
+            unique: release,
+            kept,
+        } = holds;
         if !only_if_dead
             && matches!(action, Finish::Ack)
             && slot.is_none()
@@ -297,9 +297,14 @@ impl RedisBroker {
         token: &Token,
         action: Finish<'_>,
         clock_offset: i64,
-        (slot, release, kept): (Option<&SlotHold>, Option<&UniqueHold>, Option<&str>),
+        holds: Holds<'_>,
         only_if_dead: bool,
     ) -> Result<FinishReply> {
+        let Holds {
+            slot,
+            unique: release,
+            kept,
+        } = holds;
         let sk = self.keys.shard(&token.queue);
         // The lock is released in the ending script when it shares its slot
         // (a sharded queue's own lock), else right after the end.

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use super::retry::Outcome;
 use super::{Running, Shared, acks, backoff_sleep};
-use crate::broker::{Finish, FinishReply, Holds, SlotHold, Token, UniqueHold};
+use crate::broker::{Finish, FinishReply, Holds, Token};
 use crate::error::{Error, Result};
 use crate::metrics;
 
@@ -73,19 +73,11 @@ impl Exit {
 /// Writes the end of a job this worker ran, retrying Redis errors with
 /// backoff until done or the worker abandons Redis work (then the entry stays
 /// and the reaper recovers it later). True when the write was fenced (the job
-/// had been recovered from this worker). `kept`: the jid of a job a relay
-/// keeps, whose end (an ack or a burial) the same call records.
-pub(crate) async fn finish(
-    shared: &Shared,
-    token: &Token,
-    exit: Exit,
-    slot: Option<&SlotHold>,
-    unique: Option<&UniqueHold>,
-    kept: Option<&str>,
-) -> bool {
+/// had been recovered from this worker). `holds`: what the end releases or
+/// records (a slot, a unique lock, a kept job's end for its relay).
+pub(crate) async fn finish(shared: &Shared, token: &Token, exit: Exit, holds: Holds<'_>) -> bool {
     let mut attempt = 0u32;
     loop {
-        let holds = Holds { slot, unique, kept };
         let Some(written) = send(shared, token, &exit, holds).await else {
             // The ack task is gone: the worker is abandoning Redis work.
             return false;

@@ -20,7 +20,7 @@ use super::exit::{self, Exit};
 use super::middleware::{ServerMiddleware, ServerNext};
 use super::retry::{self, Outcome};
 use super::{Running, Shared};
-use crate::broker::{Acquired, RateAcquired, Reserved, SlotHold, Token, UniqueHold};
+use crate::broker::{Acquired, Holds, RateAcquired, Reserved, SlotHold, Token, UniqueHold};
 use crate::error::JobError;
 #[cfg(feature = "testing")]
 use crate::job::Registry;
@@ -151,8 +151,12 @@ async fn run(shared: &Shared, cx: JobContext, cancel: CancellationToken, permit:
     let dead = matches!(exit, Exit::Dead(_));
     // A job a relay keeps: its end is recorded by the exit's call.
     let kept = super::relay::kept(cx.payload());
-    let holds = (unique.as_ref(), kept.as_deref());
-    let label = end(shared, &cx, &ran, exit, label, permit, holds).await;
+    let holds = Holds {
+        slot: ran.slot.as_ref(),
+        unique: unique.as_ref(),
+        kept: kept.as_deref(),
+    };
+    let label = end(shared, &cx, exit, label, permit, holds).await;
     if ended {
         super::cron::run_ended(shared, cx.payload()).await;
         if let Some(jid) = kept.filter(|_| label != metrics::Outcome::Fenced) {
@@ -394,8 +398,8 @@ async fn release_at_start(shared: &Shared, cx: &JobContext) {
     }
 }
 
-/// Writes the job's end ([`exit::finish`]; `kept`, the jid of a job a relay
-/// keeps, has its end recorded in the same call) and returns its label for
+/// Writes the job's end ([`exit::finish`], with what it releases or records:
+/// its slot, its unique lock, a kept job's end for its relay) and returns its label for
 /// the series. A plain queue's job without a slot gives its permit back
 /// first, so the next job starts while this one's end is on its way. A job Redis
 /// counts (its tenant's running jobs, a held slot) keeps its permit until
@@ -405,20 +409,19 @@ async fn release_at_start(shared: &Shared, cx: &JobContext) {
 async fn end(
     shared: &Shared,
     cx: &JobContext,
-    ran: &Ran,
     exit: Exit,
     label: metrics::Outcome,
     permit: Permit,
-    (unique, kept): (Option<&UniqueHold>, Option<&str>),
+    holds: Holds<'_>,
 ) -> metrics::Outcome {
     let token = cx.token();
-    let permit = if ran.slot.is_none() && !token.is_sharded() {
+    let permit = if holds.slot.is_none() && !token.is_sharded() {
         drop(permit);
         None
     } else {
         Some(permit)
     };
-    let fenced = exit::finish(shared, token, exit, ran.slot.as_ref(), unique, kept).await;
+    let fenced = exit::finish(shared, token, exit, holds).await;
     drop(permit);
     if fenced {
         metrics::Outcome::Fenced
@@ -568,7 +571,7 @@ async fn bury_malformed(shared: &Shared, token: &Token, raw: &[u8], reason: &str
     shared.stats.failed.fetch_add(1, Ordering::Relaxed);
     let entry = malformed_entry(raw, &token.queue, reason);
     // Not a job: whether a relay kept it cannot be read.
-    let label = if exit::finish(shared, token, Exit::Dead(entry), None, None, None).await {
+    let label = if exit::finish(shared, token, Exit::Dead(entry), Holds::default()).await {
         metrics::Outcome::Fenced
     } else {
         metrics::Outcome::Dead
