@@ -94,24 +94,22 @@ impl RedisBroker {
                 .filter_map(|k| k.strip_prefix(&sk.shard_prefix).map(str::to_owned)),
         );
         let tenants: BTreeSet<String> = tenants.into_iter().collect();
-        // Every worker that may hold a job of the queue: the registered ones
-        // (0.1 workers of a rolling upgrade aren't listed as fetchers) and the
-        // queue's fetchers. The script refuses when a fetcher joined since.
         let tenants: Vec<&String> = tenants.iter().collect();
-        let (mut counts, mut fixed) = (0, 0);
-        // A call re-checks at most RECHECK_CALL tenants (each costs a few
-        // commands and its settings); every call recounts the running jobs
-        // (the jobs in flight: cheap, and idempotent).
-        for chunk in tenants
-            .chunks(RECHECK_CALL)
-            .chain(tenants.is_empty().then_some(&[][..]))
-        {
-            let Some((c, f)) = self.reconcile_shard_call(&sk, workers, chunk).await? else {
-                // Workers keep joining; the next pass counts.
-                return Ok(Healed::default());
-            };
-            counts += c;
-            fixed += f;
+        // The first call recounts the running jobs with the first tenants;
+        // the others re-check at most RECHECK_CALL tenants each (each costs
+        // a few commands and its settings).
+        let mut chunks = tenants.chunks(RECHECK_CALL);
+        let first = chunks.next().unwrap_or_default();
+        let Some((counts, mut fixed)) =
+            self.reconcile_shard_call(&sk, Some(workers), first).await?
+        else {
+            // Workers keep joining; the next pass counts.
+            return Ok(Healed::default());
+        };
+        for chunk in chunks {
+            if let Some((_, f)) = self.reconcile_shard_call(&sk, None, chunk).await? {
+                fixed += f;
+            }
         }
         self.set_cursor(&tenants_at, t_next).await?;
         self.set_cursor(&lists_at, l_next).await?;
@@ -122,33 +120,42 @@ impl RedisBroker {
         })
     }
 
-    /// One `shard_reconcile.lua` call: the running counts and `tenants`;
-    /// `None` when workers kept joining (three tries).
+    /// One `shard_reconcile.lua` call re-checking `tenants`; with `workers`
+    /// it first recounts the running jobs from the in-progress records of
+    /// every worker that may hold a job of the queue. (running counts fixed,
+    /// tenants fixed); `None` when workers kept joining (three tries).
     async fn reconcile_shard_call(
         &self,
         sk: &super::ShardKeys,
-        workers: &[String],
+        workers: Option<&[String]>,
         tenants: &[&String],
     ) -> Result<Option<(u64, u64)>> {
-        // Every worker that may hold a job of the queue: the registered ones
-        // (0.1 workers of a rolling upgrade aren't listed as fetchers) and the
-        // queue's fetchers. The script refuses when a fetcher joined since.
         for _ in 0..3 {
-            let fetchers: Vec<String> =
-                self.query(redis::cmd("SMEMBERS").arg(&sk.fetchers)).await?;
-            let all: BTreeSet<&str> = workers
-                .iter()
-                .map(String::as_str)
-                .chain(fetchers.iter().map(String::as_str))
-                .collect();
             let mut inv = SHARD_RECONCILE.call();
             for k in sk.state() {
                 inv.key(k);
             }
-            inv.key(&sk.wake).key(&sk.fetchers);
-            inv.arg(&sk.shard_prefix).arg(all.len());
-            for w in &all {
-                inv.key(sk.inflight(w)).arg(*w);
+            inv.key(&sk.wake).key(&sk.fetchers).arg(&sk.shard_prefix);
+            let fetchers: Vec<String>;
+            match workers {
+                // The registered workers (0.1 workers of a rolling upgrade
+                // aren't listed as fetchers) and the queue's fetchers; the
+                // script refuses when a fetcher joined since.
+                Some(workers) => {
+                    fetchers = self.query(redis::cmd("SMEMBERS").arg(&sk.fetchers)).await?;
+                    let all: BTreeSet<&str> = workers
+                        .iter()
+                        .chain(&fetchers)
+                        .map(String::as_str)
+                        .collect();
+                    inv.arg(all.len());
+                    for w in &all {
+                        inv.key(sk.inflight(w)).arg(*w);
+                    }
+                }
+                None => {
+                    inv.arg(-1);
+                }
             }
             for t in tenants {
                 inv.arg(*t);

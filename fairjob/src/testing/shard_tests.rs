@@ -348,6 +348,33 @@ async fn the_reconciler_counts_the_jobs_of_a_worker_it_was_not_told_about() {
 }
 
 #[tokio::test]
+async fn the_reconciler_rechecks_a_pass_of_tenants_in_several_calls() {
+    // 120 tenants with pending jobs whose place in the dispatch order was
+    // lost: one pass finds them all and re-checks them 50 per script call
+    // (the first call also recounts the running jobs).
+    let sim = Sim::new().await;
+    for t in 0..120 {
+        sim.push(&format!("t{t}"), 1).await;
+    }
+    let sk = sim.broker().keys().shard(Q);
+    assert_eq!(sim.card(&sk.ready).await, 120);
+    let _: i64 = sim
+        .broker()
+        .query(redis::cmd("DEL").arg(&sk.ready).arg(&sk.rmember))
+        .await
+        .unwrap();
+    let healed = sim.broker().reconcile_shard(Q, &[]).await.unwrap();
+    assert_eq!(healed.tenants, 120, "{healed:?}");
+    assert_eq!(
+        sim.card(&sk.ready).await,
+        120,
+        "every tenant back in the order"
+    );
+    let again = sim.broker().reconcile_shard(Q, &[]).await.unwrap();
+    assert_eq!(again.tenants, 0, "nothing left to repair: {again:?}");
+}
+
+#[tokio::test]
 async fn a_burst_holds_while_alone_and_the_cap_binds_when_another_waits() {
     let mut sim = Sim::new().await;
     sim.push("a", 50).await;

@@ -12,16 +12,21 @@
 --   fetchers, KEYS[16..] = in-progress records of the queue, one per worker.
 -- ARGV[1] = shard prefix, ARGV[2] = number of workers w, ARGV[3..2+w] = their
 --   identities (in the order of their records), ARGV[3+w..] = encoded tenants
---   to re-check.
+--   to re-check. w = -1: re-check the tenants only (a pass's later calls; its
+--   first recounted the running jobs).
 -- Returns { running counts fixed, tenants fixed }, or { -1, 0 } when a
 -- fetcher is missing from the list (the caller lists again).
 
 local sk = shard_keys(1, ARGV[1])
 local nw = tonumber(ARGV[2])
+local recount = nw >= 0
+if not recount then nw = 0 end
 local given = {}
 for i = 3, 2 + nw do given[ARGV[i]] = true end
-for _, w in ipairs(redis.call('SMEMBERS', KEYS[2 + SHARD_NKEYS])) do
-  if not given[w] then return { -1, 0 } end
+if recount then
+  for _, w in ipairs(redis.call('SMEMBERS', KEYS[2 + SHARD_NKEYS])) do
+    if not given[w] then return { -1, 0 } end
+  end
 end
 local counted = {}
 for i = 3 + SHARD_NKEYS, #KEYS do
@@ -43,15 +48,17 @@ local function fix(t, want)
   fixed_counts = fixed_counts + 1
   if shard_consider(sk, t) then entered = true end
 end
-local running = redis.call('HGETALL', sk.running)
-for i = 1, #running, 2 do
-  local t, have = running[i], tonumber(running[i + 1])
-  local want = counted[t] or 0
-  counted[t] = nil
-  if have ~= want then fix(t, want) end
-end
-for t, want in pairs(counted) do
-  fix(t, want)
+if recount then
+  local running = redis.call('HGETALL', sk.running)
+  for i = 1, #running, 2 do
+    local t, have = running[i], tonumber(running[i + 1])
+    local want = counted[t] or 0
+    counted[t] = nil
+    if have ~= want then fix(t, want) end
+  end
+  for t, want in pairs(counted) do
+    fix(t, want)
+  end
 end
 for i = 3 + nw, #ARGV do
   local t = ARGV[i]
