@@ -14,7 +14,7 @@ use fairjob::testing::Fake;
 use fairjob_tests::jobs::{
     FLAKY_STEPS, FlakyStepJob, RESUMED_ITEMS, ResumingJob, ShardStepJob, StepLedgerJob,
 };
-use fairjob_tests::{Redis, eventually, ledger_dir};
+use fairjob_tests::{Redis, TestWorker, WorkerProcess, eventually, ledger_dir};
 
 /// Per jid, the steps in ledger order as `(step, run)`.
 fn steps(dir: &std::path::Path) -> BTreeMap<String, Vec<(u64, String)>> {
@@ -271,22 +271,29 @@ async fn sigterm_checkpoints_and_requeues_every_iterable_job_then_they_resume() 
     assert!(w.stop().is_some());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_resumes_from_the_last_checkpoint() {
-    let redis = Redis::start().await;
-    let dir = ledger_dir("iter-kill");
+/// A job of 80 steps of 40 ms (a checkpoint every 200 ms, about 5 steps) on
+/// a worker with a 1.5 s lease, ten steps in: its jid, the worker's settings
+/// (to start another) and the worker running it.
+async fn ten_steps_in(redis: &Redis, dir: &std::path::Path) -> (String, TestWorker, WorkerProcess) {
     let c = redis.client().await;
-    // 80 steps of 40 ms; checkpoint every 200 ms (about 5 steps).
     let jid = StepLedgerJob { steps: 80, ms: 40 }
         .perform_async(&c)
         .await
         .unwrap();
     let worker = redis
-        .ledger_worker(&dir)
+        .ledger_worker(dir)
         .flag("--lease", "1500ms")
         .flag("--reaper-interval", "300ms");
-    let mut first = worker.start();
-    eventually!(let n = step_count(&dir, &jid); n >= 10, "ten steps ran");
+    let first = worker.start();
+    eventually!(let n = step_count(dir, &jid); n >= 10, "ten steps ran");
+    (jid, worker, first)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_resumes_from_the_last_checkpoint() {
+    let redis = Redis::start().await;
+    let dir = ledger_dir("iter-kill");
+    let (jid, worker, mut first) = ten_steps_in(&redis, &dir).await;
     first.signal("KILL");
     first.wait_timeout(Duration::from_secs(5));
     let before = step_count(&dir, &jid);
@@ -339,18 +346,7 @@ async fn kill_9_resumes_from_the_last_checkpoint() {
 async fn a_frozen_workers_stale_checkpoint_is_refused_and_its_run_abandoned() {
     let redis = Redis::start().await;
     let dir = ledger_dir("iter-stop");
-    let c = redis.client().await;
-    // 80 steps of 40 ms; checkpoint every 200 ms (about 5 steps).
-    let jid = StepLedgerJob { steps: 80, ms: 40 }
-        .perform_async(&c)
-        .await
-        .unwrap();
-    let worker = redis
-        .ledger_worker(&dir)
-        .flag("--lease", "1500ms")
-        .flag("--reaper-interval", "300ms");
-    let mut first = worker.start();
-    eventually!(let n = step_count(&dir, &jid); n >= 10, "ten steps ran");
+    let (jid, worker, mut first) = ten_steps_in(&redis, &dir).await;
     // Frozen past its lease while it runs the job.
     first.signal("STOP");
     let frozen_pid = format!("{}/", first.pid());
