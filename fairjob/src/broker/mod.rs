@@ -341,6 +341,13 @@ impl RedisBroker {
         .await
     }
 
+    /// Deletes `keys` (the library's own tests, to simulate lost writes).
+    #[cfg(test)]
+    pub(crate) async fn delete_keys(&self, keys: &[&str]) -> Result<()> {
+        let _: i64 = self.query(redis::cmd("DEL").arg(keys)).await?;
+        Ok(())
+    }
+
     /// Runs one command on the shared connection.
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         let mut c = self.conn.clone();

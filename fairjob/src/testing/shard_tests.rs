@@ -358,9 +358,8 @@ async fn the_reconciler_rechecks_a_pass_of_tenants_in_several_calls() {
     }
     let sk = sim.broker().keys().shard(Q);
     assert_eq!(sim.card(&sk.ready).await, 120);
-    let _: i64 = sim
-        .broker()
-        .query(redis::cmd("DEL").arg(&sk.ready).arg(&sk.rmember))
+    sim.broker()
+        .delete_keys(&[&sk.ready, &sk.rmember])
         .await
         .unwrap();
     let healed = sim.broker().reconcile_shard(Q, &[]).await.unwrap();
