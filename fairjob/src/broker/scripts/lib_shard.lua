@@ -82,8 +82,17 @@ local function fj_num(x)
   return string.format('%.17g', x)
 end
 
--- Per-call memory (one script call is atomic).
-local shard_memo = { settings = {}, counts = {}, clock = nil, clock_dirty = false, floor_any = nil }
+-- Per-call memory (one script call is atomic). `policy_whole`: the script
+-- never writes `policy`, so a small one may be read whole once (see
+-- shard_policy_table); `rwait_any` / `floor_any`: nil unknown, false when
+-- `rwait` / `floorq` is known empty; `win`, `win_all`, `pend`: the dispatch
+-- order's head read ahead (see shard_win_head).
+local shard_memo = { settings = {}, counts = {}, clock = nil, clock_dirty = false, floor_any = nil,
+  policy_whole = false, policy_all = nil, rwait_any = nil, win = nil, win_all = false, pend = nil }
+
+-- A policy hash of at most this many fields is read whole once per call by
+-- the scripts that never write it (fetch and ack), instead of an HMGET per tenant.
+local SHARD_POLICY_WHOLE_MAX = 64
 
 -- Redis's clock in µs, read each time (it moves during a call: a tenant
 -- with a high rate may start more than once in one fetch).
@@ -114,11 +123,36 @@ end
 -- starts its window checks), burst (nil = none: the
 -- running limit while no other tenant of the queue has pending work, when
 -- above the cap).
+-- The whole policy hash as a table (field -> value), when the calling script
+-- allows it (shard_memo.policy_whole) and it has at most
+-- SHARD_POLICY_WHOLE_MAX fields; false otherwise.
+local function shard_policy_table(sk)
+  local all = shard_memo.policy_all
+  if all ~= nil then return all end
+  all = false
+  if shard_memo.policy_whole and redis.call('HLEN', sk.policy) <= SHARD_POLICY_WHOLE_MAX then
+    all = {}
+    local kv = redis.call('HGETALL', sk.policy)
+    for i = 1, #kv, 2 do all[kv[i]] = kv[i + 1] end
+  end
+  shard_memo.policy_all = all
+  return all
+end
+
 local function shard_policy_of(sk, t)
   local p = shard_memo.settings[t]
   if p then return p end
-  local v = redis.call('HMGET', sk.policy, 'c:' .. t, 'w:' .. t, 'f:' .. t, 'b:' .. t,
-    'c:*', 'w:*', 'f:*', 'b:*', 'r:' .. t, 'r:*', 'h:' .. t)
+  local v
+  local all = shard_policy_table(sk)
+  if all then
+    -- As HMGET answers: false for a missing field.
+    v = { all['c:' .. t] or false, all['w:' .. t] or false, all['f:' .. t] or false,
+      all['b:' .. t] or false, all['c:*'] or false, all['w:*'] or false, all['f:*'] or false,
+      all['b:*'] or false, all['r:' .. t] or false, all['r:*'] or false, all['h:' .. t] or false }
+  else
+    v = redis.call('HMGET', sk.policy, 'c:' .. t, 'w:' .. t, 'f:' .. t, 'b:' .. t,
+      'c:*', 'w:*', 'f:*', 'b:*', 'r:' .. t, 'r:*', 'h:' .. t)
+  end
   local weight = tonumber(v[2] or v[6]) or 1
   if weight <= 0 then weight = 1 end
   local rate, rwin = shard_rate_interval(v[9] or v[10])
@@ -157,13 +191,50 @@ local function shard_vt(sk)
   return shard_memo.clock
 end
 
--- Writes vt back and trims the passes it overtook; dispatching scripts end with it.
+-- Writes the passes of the read-ahead window (shard_win_head) to `ready`
+-- and forgets the window.
+local function shard_win_flush(sk)
+  local pend = shard_memo.pend
+  if pend then
+    local args = {}
+    for m, pass in pairs(pend) do
+      args[#args + 1] = fj_num(pass)
+      args[#args + 1] = m
+    end
+    -- XX: a member taken out of the order meanwhile stays out.
+    if #args > 0 then redis.call('ZADD', sk.ready, 'XX', unpack(args)) end
+  end
+  shard_memo.pend = nil
+  shard_memo.win = nil
+end
+
+-- Writes the order's passes and vt back and trims the passes vt overtook;
+-- dispatching scripts end with it.
 local function shard_flush(sk)
+  shard_win_flush(sk)
   if shard_memo.clock_dirty then
     redis.call('SET', sk.vt, fj_num(shard_memo.clock))
     redis.call('ZREMRANGEBYSCORE', sk.lastpass, '-inf', fj_num(shard_memo.clock))
     shard_memo.clock_dirty = false
   end
+end
+
+-- `t`'s entry in `rwait` (the µs when its rate allows a start), or false;
+-- no command once `rwait` is known empty in this call.
+local function shard_rwait_of(sk, t)
+  if shard_memo.rwait_any == nil then
+    shard_memo.rwait_any = redis.call('EXISTS', sk.rwait) == 1
+  end
+  if not shard_memo.rwait_any then return false end
+  return redis.call('ZSCORE', sk.rwait, t)
+end
+
+-- `floorq` is known empty in this call (read once).
+local function shard_floorq_empty(sk)
+  if shard_memo.floor_any == nil then
+    shard_memo.floor_any = redis.call('EXISTS', sk.floorq) == 1
+  end
+  return shard_memo.floor_any == false
 end
 
 -- Another tenant than `t` is in the dispatch order (has pending work it may run).
@@ -197,7 +268,7 @@ end
 local function shard_runnable(sk, t)
   local cap = shard_limit(sk, t)
   if cap ~= nil and shard_running(sk, t) >= cap then return false end
-  if redis.call('ZSCORE', sk.rwait, t) then return false end
+  if shard_rwait_of(sk, t) then return false end
   return redis.call('LLEN', sk.prefix .. t) > 0
 end
 
@@ -235,7 +306,8 @@ local function shard_enready(sk, t, pass)
   local m = string.format('%015d', redis.call('INCR', sk.seq)) .. t
   redis.call('ZADD', sk.ready, fj_num(pass), m)
   redis.call('HSET', sk.rmember, t, m)
-  if shard_running(sk, t) < shard_policy_of(sk, t).floor then
+  local floor = shard_policy_of(sk, t).floor
+  if floor > 0 and shard_running(sk, t) < floor then
     redis.call('ZADD', sk.floorq, fj_num(pass), m)
     shard_memo.floor_any = true
   end
@@ -250,6 +322,7 @@ local function shard_rate_park(sk, t, m, pass, at)
   redis.call('HDEL', sk.rmember, t)
   redis.call('HSET', sk.rstate, 'p:' .. t, fj_num(pass), 'm:' .. t, m)
   redis.call('ZADD', sk.rwait, at, t)
+  shard_memo.rwait_any = true
 end
 
 -- Brings a tenant waiting for its rate back: into the order with the member
@@ -280,6 +353,10 @@ end
 
 -- Brings back (at most `max`) tenants whose rate allows a start again.
 local function shard_rate_wake(sk, max)
+  if shard_memo.rwait_any == nil then
+    shard_memo.rwait_any = redis.call('EXISTS', sk.rwait) == 1
+  end
+  if not shard_memo.rwait_any then return end
   local due = redis.call('ZRANGEBYSCORE', sk.rwait, '-inf', shard_now(), 'LIMIT', 0, max)
   for _, t in ipairs(due) do shard_rate_unpark(sk, t) end
 end
@@ -353,7 +430,7 @@ local SHARD_PARK_AFTER_US = 1000
 -- the order). True when `t` entered the order (the caller then wakes an idle
 -- worker).
 local function shard_consider(sk, t)
-  local w = redis.call('ZSCORE', sk.rwait, t)
+  local w = shard_rwait_of(sk, t)
   if w then
     local p = shard_policy_of(sk, t)
     w = tonumber(w)
@@ -368,10 +445,11 @@ local function shard_consider(sk, t)
       shard_enready(sk, t, tonumber(last or '0'))
       return true
     end
-    if shard_running(sk, t) < shard_policy_of(sk, t).floor then
+    local floor = shard_policy_of(sk, t).floor
+    if floor > 0 and shard_running(sk, t) < floor then
       redis.call('ZADD', sk.floorq, redis.call('ZSCORE', sk.ready, m), m)
       shard_memo.floor_any = true
-    else
+    elseif floor > 0 or not shard_floorq_empty(sk) then
       redis.call('ZREM', sk.floorq, m)
     end
   elseif m then
@@ -446,14 +524,61 @@ local function shard_drain_inbox(sk, inbox, max)
   end
 end
 
+-- The order's key of an entry: its pass, then its member's sequence number
+-- (members differ in it; see the top of this file).
+local function shard_win_before(a, b)
+  if a.pass ~= b.pass then return a.pass < b.pass end
+  return a.seq < b.seq
+end
+
+-- The head of the dispatch order (an entry { m, pass, seq }), read ahead:
+-- one ZRANGE reads the first `want` + 1 entries of `ready` (the window), a
+-- dispatch that keeps its tenant in the order records the new pass in
+-- `pend` and puts the entry back into the window at its place, when that
+-- place is known (before the window's last entry, or the window holds all of
+-- `ready`); else it leaves the window, which still holds the true first
+-- entries of the order. The passes are written with one ZADD when the window
+-- runs out (then it is read again) and at the end of the call
+-- (shard_flush). Any other change to `ready` first flushes (shard_win_flush).
+-- nil when the order is empty.
+local function shard_win_head(sk, want)
+  local w = shard_memo.win
+  if w == nil or #w == 0 then
+    shard_win_flush(sk)
+    local k = math.max(1, want) + 1
+    local r = redis.call('ZRANGE', sk.ready, 0, k - 1, 'WITHSCORES')
+    w = {}
+    for i = 1, #r, 2 do
+      w[#w + 1] = { m = r[i], pass = tonumber(r[i + 1]), seq = tonumber(string.sub(r[i], 1, 15)) }
+    end
+    shard_memo.win = w
+    shard_memo.win_all = #w < k
+    shard_memo.pend = {}
+  end
+  return w[1]
+end
+
+-- The head `e` was dispatched and stays in the order at `pass`.
+local function shard_win_advance(e, pass)
+  local w = shard_memo.win
+  table.remove(w, 1)
+  shard_memo.pend[e.m] = pass
+  e.pass = pass
+  local n = #w
+  if not shard_memo.win_all and (n == 0 or not shard_win_before(e, w[n])) then return end
+  local i = n + 1
+  while i > 1 and shard_win_before(e, w[i - 1]) do i = i - 1 end
+  table.insert(w, i, e)
+end
+
 -- Dispatches the next job: the tenant under its floor with the smallest pass,
 -- else the smallest pass of all; its oldest job; its pass advanced by
 -- 1 / weight. A tenant found at its cap (lowered at runtime) leaves the order
 -- until one of its jobs ends or its cap is raised; one found with its rate
 -- spent waits in `rwait`, its pass kept (shard_rate_park). Bounded: never walks all
--- tenants. `served` (a HASH, one per minute) counts dispatches per tenant (the
--- caller adds the call's total to field `*`).
-local function shard_reserve(sk, served)
+-- tenants. `want`: how many jobs the call still dispatches (the read-ahead,
+-- shard_win_head). The caller counts dispatches per tenant.
+local function shard_reserve(sk, want)
   for _ = 1, 32 do
     local top = {}
     local floored = false
@@ -462,8 +587,14 @@ local function shard_reserve(sk, served)
       floored = #top > 0
       if not floored then shard_memo.floor_any = false end
     end
-    if not floored then top = redis.call('ZRANGE', sk.ready, 0, 0, 'WITHSCORES') end
-    if #top == 0 then return nil end
+    local e = nil
+    if floored then
+      shard_win_flush(sk)
+    else
+      e = shard_win_head(sk, want)
+      if e == nil then return nil end
+      top = { e.m, e.pass }
+    end
     local t = string.sub(top[1], 16)
     local pass = tonumber(top[2])
     local p = shard_policy_of(sk, t)
@@ -471,12 +602,15 @@ local function shard_reserve(sk, served)
     local wait_until = nil
     if limit == nil or shard_running(sk, t) < limit then wait_until = shard_rate_wait(sk, t, p) end
     if limit ~= nil and shard_running(sk, t) >= limit then
+      shard_win_flush(sk)
       shard_remember(sk, t, shard_unready(sk, t, top[1]))
     elseif wait_until then
+      shard_win_flush(sk)
       shard_rate_park(sk, t, top[1], pass, wait_until)
     else
       local job = redis.call('RPOP', sk.prefix .. t)
       if not job then
+        shard_win_flush(sk)
         shard_remember(sk, t, shard_unready(sk, t, top[1]))
       else
         local running = shard_add_running(sk, t, 1)
@@ -487,23 +621,29 @@ local function shard_reserve(sk, served)
         end
         local next_pass = pass + 1 / p.weight
         local more = (limit == nil or running < limit) and redis.call('LLEN', sk.prefix .. t) > 0
-        if more and wait ~= nil and wait > SHARD_PARK_AFTER_US then
-          -- Its rate is spent: it waits out of the order, its next pass kept.
-          shard_rate_park(sk, t, top[1], next_pass, due)
-        elseif more then
-          -- Still runnable: same member, later pass (its place in ties is kept).
-          local m = top[1]
-          redis.call('ZADD', sk.ready, fj_num(next_pass), m)
-          if running < p.floor then
-            redis.call('ZADD', sk.floorq, fj_num(next_pass), m)
-          elseif floored or p.floor > 0 then
-            redis.call('ZREM', sk.floorq, m)
-          end
+        if more and e ~= nil and p.floor == 0 and (wait == nil or wait <= SHARD_PARK_AFTER_US) then
+          -- Still runnable, no floor: same member, later pass, kept in the window.
+          shard_win_advance(e, next_pass)
         else
-          shard_unready(sk, t, top[1])
-          shard_remember(sk, t, next_pass)
+          shard_win_flush(sk)
+          if more and wait ~= nil and wait > SHARD_PARK_AFTER_US then
+            -- Its rate is spent: it waits out of the order, its next pass kept.
+            shard_rate_park(sk, t, top[1], next_pass, due)
+          elseif more then
+            -- Still runnable: same member, later pass (its place in ties is kept).
+            local m = top[1]
+            redis.call('ZADD', sk.ready, fj_num(next_pass), m)
+            if running < p.floor then
+              redis.call('ZADD', sk.floorq, fj_num(next_pass), m)
+              shard_memo.floor_any = true
+            elseif floored or p.floor > 0 then
+              redis.call('ZREM', sk.floorq, m)
+            end
+          else
+            shard_unready(sk, t, top[1])
+            shard_remember(sk, t, next_pass)
+          end
         end
-        redis.call('HINCRBY', served, t, 1)
         return t, job
       end
     end

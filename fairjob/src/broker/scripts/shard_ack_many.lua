@@ -15,14 +15,23 @@
 -- and its end is not recorded).
 
 local sk = shard_keys(2, ARGV[1])
+shard_memo.policy_whole = true
+local tokens = {}
+for i = 2, #ARGV - 2, 3 do tokens[#tokens + 1] = ARGV[i] end
+if #tokens == 0 then return {} end
+local held = redis.call('HMGET', KEYS[1], unpack(tokens))
+local gone = {}
+for k = 1, #tokens do
+  if held[k] then gone[#gone + 1] = tokens[k] end
+end
+if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
 local fenced = {}
 local wake = false
-local n = 0
-for i = 2, #ARGV - 2, 3 do
-  n = n + 1
-  if redis.call('HDEL', KEYS[1], ARGV[i]) == 0 then
-    fenced[#fenced + 1] = n
+for k = 1, #tokens do
+  if not held[k] then
+    fenced[#fenced + 1] = k
   else
+    local i = 2 + 3 * (k - 1)
     if shard_release(sk, ARGV[i + 1]) then
       wake = true
     end

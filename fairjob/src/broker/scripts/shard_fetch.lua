@@ -21,36 +21,45 @@
 -- tenant's rate allows a start (an idle worker waits no longer than that).
 
 local sk = shard_keys(2, ARGV[4])
+shard_memo.policy_whole = true
 local after = 1 + SHARD_NKEYS
 local inflight, served_key = KEYS[after + 1], KEYS[after + 2]
 local n, seq = tonumber(ARGV[1]), tonumber(ARGV[2])
 shard_drain_inbox(sk, KEYS[1], tonumber(ARGV[5]))
 shard_rate_wake(sk, tonumber(ARGV[7]))
-local out = {}
-for _ = 1, n do
-  local t, job = shard_reserve(sk, served_key)
+local waits = redis.call('EXISTS', KEYS[after + 4]) == 1
+local out, served = {}, {}
+for i = 1, n do
+  local t, job = shard_reserve(sk, n - i + 1)
   if not job then break end
-  local since = redis.call('HGET', KEYS[after + 4], t)
-  if since then
-    redis.call('HDEL', KEYS[after + 4], t)
-    redis.call('LPUSH', KEYS[after + 5], fj_num(math.max(0, redis_now() - tonumber(since))))
-    redis.call('LTRIM', KEYS[after + 5], 0, 255)
+  if waits then
+    local since = redis.call('HGET', KEYS[after + 4], t)
+    if since then
+      redis.call('HDEL', KEYS[after + 4], t)
+      redis.call('LPUSH', KEYS[after + 5], fj_num(math.max(0, redis_now() - tonumber(since))))
+      redis.call('LTRIM', KEYS[after + 5], 0, 255)
+    end
   end
   local token = seq .. ARGV[3] .. '|' .. t
-  redis.call('HSET', inflight, token, job)
   out[#out + 1] = token
   out[#out + 1] = job
+  served[t] = (served[t] or 0) + 1
   seq = seq + 1
 end
 shard_flush(sk)
 if #out > 0 then
+  -- The records in one HSET (in parts: Lua's stack bounds unpack).
+  for i = 1, #out, 400 do
+    redis.call('HSET', inflight, unpack(out, i, math.min(#out, i + 399)))
+  end
+  for t, k in pairs(served) do redis.call('HINCRBY', served_key, t, k) end
   -- Listed before it holds a job here, in the same step: the reconciler
   -- counts running jobs from the records of every listed fetcher.
   redis.call('SADD', KEYS[after + 3], ARGV[6])
   redis.call('HINCRBY', served_key, '*', #out / 2)
   redis.call('EXPIRE', served_key, 900)
 end
-if #out < 2 * n then
+if #out < 2 * n and shard_memo.rwait_any ~= false then
   local first = redis.call('ZRANGE', sk.rwait, 0, 0, 'WITHSCORES')
   if #first > 0 then
     out[#out + 1] = math.max(0, tonumber(first[2]) - shard_now())
