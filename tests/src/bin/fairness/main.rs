@@ -198,9 +198,10 @@ async fn run_all(a: Args) -> Result<()> {
             s,
             ms,
             &format!("docs/fairness-{}.svg", s.key),
+            a.concurrency,
         ));
     }
-    md.push_str(&report::goals(&all));
+    md.push_str(&report::goals(&all, a.concurrency));
     print!("{md}");
     let md_path = a.out_dir.join("fairness.md");
     std::fs::write(&md_path, &md)?;
