@@ -94,6 +94,25 @@ impl Sim {
         assert_eq!(done, crate::broker::FinishReply::Done);
     }
 
+    /// Dispatches up to `n` jobs in one fetch call; their tenants (decoded),
+    /// in dispatch order.
+    async fn dispatch_many(&mut self, n: usize) -> Vec<String> {
+        let got = self
+            .broker()
+            .fetch_shard(&self.queue, n, self.seq)
+            .await
+            .unwrap();
+        self.seq += n as u64;
+        let mut out = Vec::new();
+        for r in got {
+            let token = Token::parse(&r.token).unwrap();
+            let tenant = keys::decode(token.tenant.as_deref().unwrap()).unwrap();
+            self.running.push_back((token, tenant.clone()));
+            out.push(tenant);
+        }
+        out
+    }
+
     fn running_of(&self, tenant: &str) -> usize {
         self.running.iter().filter(|(_, t)| t == tenant).count()
     }
@@ -157,6 +176,84 @@ async fn backlogged_tenants_get_their_weighted_share_of_every_window() {
     // The first five: a gets three turns, b and c one each.
     let first: Vec<&str> = order[..5].iter().map(String::as_str).collect();
     assert_eq!(first.iter().filter(|t| **t == "a").count(), 3, "{first:?}");
+}
+
+/// A fetch of many jobs reads the head of the order ahead and writes the
+/// passes back once (lib_shard.lua, shard_win_head): it must dispatch exactly
+/// as that many fetches of one job each would, whatever the weights, floors,
+/// caps and tenants that drain within a call.
+#[tokio::test]
+async fn a_fetch_of_many_dispatches_as_as_many_fetches_of_one() {
+    async fn setup() -> Sim {
+        let sim = Sim::new().await;
+        // 40 tenants, some with a job or two (they drain inside a call),
+        // weights from 0.5 to 4 (ties at equal passes), a floor, a cap.
+        for t in 0..40u32 {
+            let jobs = [1, 2, 7, 30, 60][(t % 5) as usize];
+            sim.push(&format!("t{t}"), jobs).await;
+        }
+        for (t, w) in [("t1", 3.0), ("t3", 0.5), ("t4", 2.5), ("t8", 4.0), ("t9", 1.5)] {
+            sim.policy(Some(t), weight(w)).await;
+        }
+        sim.policy(
+            Some("t13"),
+            ShardPolicy {
+                floor: Setting::Set(2),
+                ..ShardPolicy::default()
+            },
+        )
+        .await;
+        sim.policy(
+            Some("t14"),
+            ShardPolicy {
+                cap: Setting::Set(5),
+                ..ShardPolicy::default()
+            },
+        )
+        .await;
+        sim
+    }
+    let mut one = setup().await;
+    let mut many = setup().await;
+    let mut single = Vec::new();
+    let mut batched = Vec::new();
+    let sizes = [25, 7, 1, 13, 40, 3, 100];
+    for (round, n) in sizes.iter().cycle().take(40).enumerate() {
+        let got = many.dispatch_many(*n).await;
+        for _ in 0..got.len() {
+            single.push(one.dispatch().await.unwrap());
+        }
+        let drained = got.len() < *n;
+        batched.extend(got);
+        assert_eq!(batched, single, "round {round}, batch of {n}");
+        // Some jobs end between calls (the oldest ones, both sides alike),
+        // so capped and floored tenants come back.
+        for _ in 0..(n / 2).min(one.running.len()) {
+            one.finish(0).await;
+            many.finish(0).await;
+        }
+        if drained && one.running.is_empty() {
+            break;
+        }
+    }
+    // The rest, every running job ended before each call.
+    loop {
+        while !one.running.is_empty() {
+            one.finish(0).await;
+            many.finish(0).await;
+        }
+        let got = many.dispatch_many(50).await;
+        if got.is_empty() {
+            break;
+        }
+        for _ in 0..got.len() {
+            single.push(one.dispatch().await.unwrap());
+        }
+        batched.extend(got);
+        assert_eq!(batched, single);
+    }
+    assert_eq!(one.dispatch().await, None);
+    assert_eq!(batched.len(), 8 * (1 + 2 + 7 + 30 + 60), "every job once");
 }
 
 #[tokio::test]

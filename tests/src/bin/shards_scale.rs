@@ -134,6 +134,9 @@ async fn commands_run(r: &mut MultiplexedConnection) -> Result<u64> {
         .query_async(r)
         .await?;
     let mut total = 0;
+    if std::env::var_os("FAIRJOB_BENCH_STATS").is_some() {
+        eprintln!("{text}");
+    }
     for line in text.lines().filter(|l| l.starts_with("cmdstat_")) {
         if line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:") {
             continue;

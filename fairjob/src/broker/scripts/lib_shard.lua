@@ -269,7 +269,10 @@ local function shard_runnable(sk, t)
   local cap = shard_limit(sk, t)
   if cap ~= nil and shard_running(sk, t) >= cap then return false end
   if shard_rwait_of(sk, t) then return false end
-  return redis.call('LLEN', sk.prefix .. t) > 0
+  local n = redis.call('LLEN', sk.prefix .. t)
+  -- For shard_release, which asks again right after (no list changes between).
+  shard_memo.len_t, shard_memo.len_n = t, n
+  return n > 0
 end
 
 -- Takes `t` out of the dispatch order (also the entry `m`, when given: one
@@ -489,8 +492,12 @@ end
 -- (the caller then wakes an idle worker).
 local function shard_release(sk, t)
   local r = shard_add_running(sk, t, -1)
+  shard_memo.len_t = nil
   local entered = shard_consider(sk, t)
-  if r == 0 and redis.call('LLEN', sk.prefix .. t) == 0 then
+  local len = nil
+  if shard_memo.len_t == t then len = shard_memo.len_n end
+  shard_memo.len_t = nil
+  if r == 0 and (len or redis.call('LLEN', sk.prefix .. t)) == 0 then
     redis.call('SREM', sk.tenants, t)
     -- A rate state in the past can never matter again.
     shard_rate_forget(sk, t)
