@@ -120,8 +120,23 @@ macro_rules! lean_script {
 }
 
 lean_script!(UNIQUE_PUSH, "unique_push.lua");
+
+/// A script with only `lib_shard.lua` before it: the per-call set-up of a
+/// sharded queue's fetch and batched ack is a third of the general one's.
+macro_rules! shard_script {
+    ($name:ident, $file:literal) => {
+        pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| Lua {
+            script: Script::new(concat!(
+                include_str!("scripts/lib_shard.lua"),
+                "\n",
+                include_str!(concat!("scripts/", $file))
+            )),
+        });
+    };
+}
+
 script!(FETCH, "fetch.lua");
-script!(SHARD_FETCH, "shard_fetch.lua");
+shard_script!(SHARD_FETCH, "shard_fetch.lua");
 script!(FINISH, "finish.lua");
 script!(SHARD_FINISH, "shard_finish.lua");
 script!(SLOT_RELEASE, "slot_release.lua");
@@ -138,7 +153,7 @@ script!(FRONT, "front.lua");
 script!(SLOT_TAKE, "slot_take.lua");
 script!(RECLAIM, "reclaim.lua");
 script!(SAMPLER_LEASE, "sampler_lease.lua");
-script!(SHARD_ACK_MANY, "shard_ack_many.lua");
+shard_script!(SHARD_ACK_MANY, "shard_ack_many.lua");
 script!(ITERATE_CLAIM, "iterate_claim.lua");
 script!(ITERATE_SAVE, "iterate_save.lua");
 script!(RATE_ACQUIRE, "rate_acquire.lua");

@@ -107,6 +107,19 @@ async fn info_field(r: &mut MultiplexedConnection, section: &str, field: &str) -
         .with_context(|| format!("INFO {section} has no {field}"))
 }
 
+/// CPU time this process (its in-process workers) has used so far, in ns:
+/// the sum of its live threads' `schedstat` run times.
+fn own_cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 async fn redis_cpu(r: &mut MultiplexedConnection) -> Result<f64> {
     let user: f64 = info_field(r, "cpu", "used_cpu_user").await?.parse()?;
     let sys: f64 = info_field(r, "cpu", "used_cpu_sys").await?.parse()?;
@@ -249,6 +262,7 @@ async fn compare(s: &Settings) -> Result<()> {
     );
     let mut rate = [Vec::new(), Vec::new()];
     let mut cpu_per_job = [Vec::new(), Vec::new()];
+    let mut worker_cpu_per_job = [Vec::new(), Vec::new()];
     let mut calls_per_job = [Vec::new(), Vec::new()];
     let mut commands_per_job = [Vec::new(), Vec::new()];
     let mut slow = SlowLog::start(&url, 1000).await?;
@@ -274,10 +288,12 @@ async fn compare(s: &Settings) -> Result<()> {
                 .query_async(&mut r)
                 .await?;
             let cpu0 = redis_cpu(&mut r).await?;
+            let own0 = own_cpu_ns();
             let t = Instant::now();
             let running = start_workers(&url, &ns, queue, s).await?;
             wait_done(n as usize).await?;
             let took = t.elapsed();
+            let own = own_cpu_ns().saturating_sub(own0);
             let cpu = redis_cpu(&mut r).await? - cpu0;
             let (calls, _) = evalsha_stats(&mut r).await?;
             let commands = commands_run(&mut r).await?;
@@ -285,12 +301,15 @@ async fn compare(s: &Settings) -> Result<()> {
             check_exactly_once(n as usize)?;
             rate[k].push(n as f64 / took.as_secs_f64());
             cpu_per_job[k].push(cpu * 1e6 / n as f64);
+            worker_cpu_per_job[k].push(own as f64 / 1e3 / n as f64);
             calls_per_job[k].push(calls as f64 / n as f64);
             commands_per_job[k].push(commands as f64 / n as f64);
         }
     }
-    println!("| queue | jobs/s | Redis CPU µs/job | script calls/job | Redis commands/job |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "| queue | jobs/s | Redis CPU µs/job | script calls/job | Redis commands/job | workers' CPU µs/job |"
+    );
+    println!("|---|---|---|---|---|---|");
     for (k, name) in ["sharded (`scale`)", "plain (`plain_scale`)"]
         .iter()
         .enumerate()
@@ -300,11 +319,12 @@ async fn compare(s: &Settings) -> Result<()> {
         let mut m = commands_per_job[k].clone();
         m.sort_by(f64::total_cmp);
         println!(
-            "| {name} | {} | {} | {:.2} | {:.1} |",
+            "| {name} | {} | {} | {:.2} | {:.1} | {} |",
             median_range(&rate[k]),
             median_range(&cpu_per_job[k]),
             c[c.len() / 2],
-            m[m.len() / 2]
+            m[m.len() / 2],
+            median_range(&worker_cpu_per_job[k])
         );
     }
     println!(

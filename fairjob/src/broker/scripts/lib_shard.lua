@@ -87,8 +87,26 @@ end
 -- shard_policy_table); `rwait_any` / `floor_any`: nil unknown, false when
 -- `rwait` / `floorq` is known empty; `win`, `win_all`, `pend`: the dispatch
 -- order's head read ahead (see shard_win_head).
+-- `defer_counts`: running counts change in `counts` alone and are written
+-- once at the end of the call (shard_counts_flush; the scripts that set it
+-- end with shard_flush); `dirty` names the changed ones. `members`: rmember
+-- entries read ahead for the tenants of a batch (shard_prefetch).
 local shard_memo = { settings = {}, counts = {}, clock = nil, clock_dirty = false, floor_any = nil,
-  policy_whole = false, policy_all = nil, rwait_any = nil, win = nil, win_all = false, pend = nil }
+  policy_whole = false, policy_all = nil, rwait_any = nil, win = nil, win_all = false, pend = nil,
+  defer_counts = false, dirty = {}, members = {}, policy_shared = false, policy_default = nil }
+
+-- redis.call(cmd, key, args...) in parts (Lua's stack bounds unpack); the
+-- replies, concatenated, for reads.
+local function fj_many(cmd, key, args)
+  local out = {}
+  for i = 1, #args, 1000 do
+    local r = redis.call(cmd, key, unpack(args, i, math.min(#args, i + 999)))
+    if type(r) == 'table' then
+      for _, v in ipairs(r) do out[#out + 1] = v end
+    end
+  end
+  return out
+end
 
 -- A policy hash of at most this many fields is read whole once per call by
 -- the scripts that never write it (fetch and ack), instead of an HMGET per tenant.
@@ -133,7 +151,16 @@ local function shard_policy_table(sk)
   if shard_memo.policy_whole and redis.call('HLEN', sk.policy) <= SHARD_POLICY_WHOLE_MAX then
     all = {}
     local kv = redis.call('HGETALL', sk.policy)
-    for i = 1, #kv, 2 do all[kv[i]] = kv[i + 1] end
+    local own = false
+    for i = 1, #kv, 2 do
+      all[kv[i]] = kv[i + 1]
+      -- A tenant's own setting (`c:<tenant>`…), not a default (`c:*`) or
+      -- a queue setting (`y:…`).
+      local k = kv[i]
+      if string.sub(k, 1, 2) ~= 'y:' and string.sub(k, 3) ~= '*' then own = true end
+    end
+    -- No tenant has settings of its own: all share one (shard_policy_of).
+    shard_memo.policy_shared = not own
   end
   shard_memo.policy_all = all
   return all
@@ -144,6 +171,10 @@ local function shard_policy_of(sk, t)
   if p then return p end
   local v
   local all = shard_policy_table(sk)
+  if all and shard_memo.policy_shared and shard_memo.policy_default then
+    shard_memo.settings[t] = shard_memo.policy_default
+    return shard_memo.policy_default
+  end
   if all then
     -- As HMGET answers: false for a missing field.
     v = { all['c:' .. t] or false, all['w:' .. t] or false, all['f:' .. t] or false,
@@ -162,6 +193,7 @@ local function shard_policy_of(sk, t)
   local hl, hu = string.match(v[11] or '', '^(%d+)|(%d+)$')
   if hl and tonumber(hu) > shard_now() then p.hold = tonumber(hl) end
   shard_memo.settings[t] = p
+  if all and shard_memo.policy_shared then shard_memo.policy_default = p end
   return p
 end
 
@@ -175,6 +207,12 @@ local function shard_running(sk, t)
 end
 
 local function shard_add_running(sk, t, by)
+  if shard_memo.defer_counts then
+    local r = math.max(0, shard_running(sk, t) + by)
+    shard_memo.counts[t] = r
+    shard_memo.dirty[t] = true
+    return r
+  end
   local r = redis.call('HINCRBY', sk.running, t, by)
   if r <= 0 then
     redis.call('HDEL', sk.running, t)
@@ -182,6 +220,40 @@ local function shard_add_running(sk, t, by)
   end
   shard_memo.counts[t] = r
   return r
+end
+
+-- Writes the deferred running counts (one HSET, one HDEL for those at 0).
+local function shard_counts_flush(sk)
+  local set, del = {}, {}
+  for t in pairs(shard_memo.dirty) do
+    local r = shard_memo.counts[t]
+    if r > 0 then
+      set[#set + 1] = t
+      set[#set + 1] = string.format('%d', r)
+    else
+      del[#del + 1] = t
+    end
+  end
+  if #set > 0 then fj_many('HSET', sk.running, set) end
+  if #del > 0 then fj_many('HDEL', sk.running, del) end
+  shard_memo.dirty = {}
+end
+
+-- Reads ahead, in one HMGET each, the running counts of `ts` (tenants) not
+-- known yet, and when `members` is true their rmember entries.
+local function shard_prefetch(sk, ts, members)
+  local need = {}
+  for _, t in ipairs(ts) do
+    if shard_memo.counts[t] == nil then need[#need + 1] = t end
+  end
+  if #need > 0 then
+    local v = fj_many('HMGET', sk.running, need)
+    for i, t in ipairs(need) do shard_memo.counts[t] = tonumber(v[i] or '0') end
+  end
+  if members then
+    local v = fj_many('HMGET', sk.rmember, ts)
+    for i, t in ipairs(ts) do shard_memo.members[t] = v[i] end
+  end
 end
 
 local function shard_vt(sk)
@@ -212,6 +284,7 @@ end
 -- dispatching scripts end with it.
 local function shard_flush(sk)
   shard_win_flush(sk)
+  shard_counts_flush(sk)
   if shard_memo.clock_dirty then
     redis.call('SET', sk.vt, fj_num(shard_memo.clock))
     redis.call('ZREMRANGEBYSCORE', sk.lastpass, '-inf', fj_num(shard_memo.clock))
@@ -492,6 +565,16 @@ end
 -- (the caller then wakes an idle worker).
 local function shard_release(sk, t)
   local r = shard_add_running(sk, t, -1)
+  -- A tenant without cap, floor, rate or hold is in the order exactly while
+  -- it has pending jobs (pushes, dispatches and setting changes keep it so),
+  -- and its running count decides nothing: found in the order (read ahead
+  -- by shard_prefetch), its release changes nothing else.
+  local p = shard_policy_of(sk, t)
+  if shard_memo.members[t] and p.cap == nil and p.floor == 0 and p.rate == nil
+      and not p.hold_raw then
+    return false
+  end
+  shard_memo.members[t] = nil
   shard_memo.len_t = nil
   local entered = shard_consider(sk, t)
   local len = nil
@@ -561,6 +644,9 @@ local function shard_win_head(sk, want)
     shard_memo.win = w
     shard_memo.win_all = #w < k
     shard_memo.pend = {}
+    local ts = {}
+    for i, e in ipairs(w) do ts[i] = string.sub(e.m, 16) end
+    shard_prefetch(sk, ts, false)
   end
   return w[1]
 end

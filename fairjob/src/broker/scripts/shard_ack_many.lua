@@ -16,6 +16,7 @@
 
 local sk = shard_keys(2, ARGV[1])
 shard_memo.policy_whole = true
+shard_memo.defer_counts = true
 local tokens = {}
 for i = 2, #ARGV - 2, 3 do tokens[#tokens + 1] = ARGV[i] end
 if #tokens == 0 then return {} end
@@ -27,6 +28,11 @@ end
 if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
 local fenced = {}
 local wake = false
+local ts = {}
+for k = 1, #tokens do
+  if held[k] then ts[#ts + 1] = ARGV[3 * k] end
+end
+shard_prefetch(sk, ts, true)
 for k = 1, #tokens do
   if not held[k] then
     fenced[#fenced + 1] = k
@@ -41,6 +47,7 @@ for k = 1, #tokens do
     end
   end
 end
+shard_flush(sk)
 if wake then
   fj_wake(KEYS[2 + SHARD_NKEYS])
 end

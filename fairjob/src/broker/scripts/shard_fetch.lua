@@ -22,6 +22,7 @@
 
 local sk = shard_keys(2, ARGV[4])
 shard_memo.policy_whole = true
+shard_memo.defer_counts = true
 local after = 1 + SHARD_NKEYS
 local inflight, served_key = KEYS[after + 1], KEYS[after + 2]
 local n, seq = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -52,12 +53,21 @@ if #out > 0 then
   for i = 1, #out, 400 do
     redis.call('HSET', inflight, unpack(out, i, math.min(#out, i + 399)))
   end
-  for t, k in pairs(served) do redis.call('HINCRBY', served_key, t, k) end
+  -- This minute's dispatch counts, the call's total under '*': one HMGET, one HSET.
+  served['*'] = #out / 2
+  local names = {}
+  for t in pairs(served) do names[#names + 1] = t end
+  local had = fj_many('HMGET', served_key, names)
+  local counts = {}
+  for i, t in ipairs(names) do
+    counts[#counts + 1] = t
+    counts[#counts + 1] = string.format('%d', (tonumber(had[i]) or 0) + served[t])
+  end
+  fj_many('HSET', served_key, counts)
+  redis.call('EXPIRE', served_key, 900)
   -- Listed before it holds a job here, in the same step: the reconciler
   -- counts running jobs from the records of every listed fetcher.
   redis.call('SADD', KEYS[after + 3], ARGV[6])
-  redis.call('HINCRBY', served_key, '*', #out / 2)
-  redis.call('EXPIRE', served_key, 900)
 end
 if #out < 2 * n and shard_memo.rwait_any ~= false then
   local first = redis.call('ZRANGE', sk.rwait, 0, 0, 'WITHSCORES')
