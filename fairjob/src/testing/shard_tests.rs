@@ -192,7 +192,13 @@ async fn a_fetch_of_many_dispatches_as_as_many_fetches_of_one() {
             let jobs = [1, 2, 7, 30, 60][(t % 5) as usize];
             sim.push(&format!("t{t}"), jobs).await;
         }
-        for (t, w) in [("t1", 3.0), ("t3", 0.5), ("t4", 2.5), ("t8", 4.0), ("t9", 1.5)] {
+        for (t, w) in [
+            ("t1", 3.0),
+            ("t3", 0.5),
+            ("t4", 2.5),
+            ("t8", 4.0),
+            ("t9", 1.5),
+        ] {
             sim.policy(Some(t), weight(w)).await;
         }
         sim.policy(

@@ -58,13 +58,15 @@ if #out > 0 then
   local names = {}
   for t in pairs(served) do names[#names + 1] = t end
   local had = fj_many('HMGET', served_key, names)
-  local counts = {}
+  local counts, fresh = {}, false
   for i, t in ipairs(names) do
     counts[#counts + 1] = t
     counts[#counts + 1] = string.format('%d', (tonumber(had[i]) or 0) + served[t])
+    if t == '*' and not had[i] then fresh = true end
   end
   fj_many('HSET', served_key, counts)
-  redis.call('EXPIRE', served_key, 900)
+  -- The minute's hash is new (its total was not there): it expires.
+  if fresh then redis.call('EXPIRE', served_key, 900) end
   -- Listed before it holds a job here, in the same step: the reconciler
   -- counts running jobs from the records of every listed fetcher.
   redis.call('SADD', KEYS[after + 3], ARGV[6])

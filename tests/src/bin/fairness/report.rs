@@ -250,7 +250,11 @@ pub(crate) fn goals(all: &[(Scenario, Vec<Metrics>)], concurrency: usize) -> Str
             if s.id == Id::Greedy {
                 format!(
                     "{} ({})",
-                    verdict(small_vs_floor(ms, m, concurrency), |v| v <= GOAL_SMALL_P99, 2),
+                    verdict(
+                        small_vs_floor(ms, m, concurrency),
+                        |v| v <= GOAL_SMALL_P99,
+                        2
+                    ),
                     opt(small_vs_idle(ms, m), 2)
                 )
             } else {
