@@ -121,6 +121,42 @@ pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
         .expect("redis reachable")
 }
 
+/// Commands Redis has run since its last `CONFIG RESETSTAT` (`INFO
+/// commandstats`, commands inside scripts counted; `INFO`, `CONFIG` and
+/// `SLOWLOG`, the benchmarks' own, left out).
+pub async fn redis_commands(url: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut raw(url).await)
+        .await
+        .expect("INFO commandstats");
+    info.lines()
+        .filter(|l| {
+            l.starts_with("cmdstat_")
+                && !l.starts_with("cmdstat_info")
+                && !l.starts_with("cmdstat_config")
+                && !l.starts_with("cmdstat_slowlog")
+        })
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// Resets Redis's command counts (`CONFIG RESETSTAT`) for [`redis_commands`].
+pub async fn reset_redis_stats(url: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut raw(url).await)
+        .await
+        .expect("CONFIG RESETSTAT");
+}
+
 /// Path of a binary built by this workspace (`test-worker`, `worker`, …), next to
 /// the test executable.
 pub fn bin(name: &str) -> PathBuf {

@@ -3,7 +3,8 @@
 //!
 //! - throughput: N jobs committed to `fairjob.outbox` in one transaction,
 //!   drained into Redis by 1, 2 and 4 pumps, against the same jobs pushed
-//!   directly with `push_bulk`;
+//!   directly with `push_bulk` (jobs/s, and Redis commands per job from
+//!   `INFO commandstats`, commands inside scripts counted);
 //! - commit → start: jobs committed one at a time at a steady rate while a
 //!   worker runs them, through a polling pump, a pump woken by `NOTIFY`
 //!   (`notify_pumps` after the commit), and pushed directly (`perform_async`),
@@ -163,10 +164,12 @@ async fn main() {
     // the machine's load falls on all of them alike.
     let paths = [0usize, 1, 2, 4]; // 0 = direct push_bulk, else that many pumps
     let mut rates: HashMap<usize, Vec<f64>> = HashMap::new();
+    let mut commands: HashMap<usize, Vec<f64>> = HashMap::new();
     for rep in 0..reps {
         for k in 0..paths.len() {
             let pumps = paths[(k + rep) % paths.len()];
             let _: () = redis.query(&redis::cmd("FLUSHALL")).await;
+            fairjob_tests::reset_redis_stats(redis.url()).await;
             let rate = if pumps == 0 {
                 let client = redis.client().await;
                 let t = Instant::now();
@@ -191,22 +194,26 @@ async fn main() {
             };
             let in_redis = redis.llen(redis.keys().queue(EchoJob::OPTIONS.queue)).await;
             assert_eq!(in_redis, n);
+            // Less the `LLEN` just above.
+            let cmds = (fairjob_tests::redis_commands(redis.url()).await - 1) as f64 / n as f64;
             println!(
-                "rep {}: {}: {rate:.0} jobs/s into Redis",
+                "rep {}: {}: {rate:.0} jobs/s into Redis, {cmds:.3} Redis commands per job",
                 rep + 1,
                 name(pumps)
             );
             rates.entry(pumps).or_default().push(rate);
+            commands.entry(pumps).or_default().push(cmds);
         }
     }
     for pumps in paths {
         let runs = &rates[&pumps];
         let shown: Vec<String> = runs.iter().map(|r| format!("{r:.0}")).collect();
         println!(
-            "{}: median {:.0} jobs/s (reps: {})",
+            "{}: median {:.0} jobs/s (reps: {}), median {:.3} Redis commands per job",
             name(pumps),
             median(runs),
-            shown.join(" · ")
+            shown.join(" · "),
+            median(&commands[&pumps])
         );
     }
 

@@ -14,11 +14,14 @@
 //!    unlimited one (`--shard-paced`): its achieved rate, its most starts in
 //!    any second, and what the other took meanwhile; `--shard-many` tenants
 //!    at 1/s with 3 jobs each, with the SLOWLOG.
+//!    With `--times 1`, every command of the two many-keys phases is logged
+//!    (SLOWLOG at 0 µs): each script's calls, median, p99, slowest and calls
+//!    over 1 ms, and the plain commands over 1 ms beside them (the machine's share).
 //! 5. The proof (`--proof 600`): 600 jobs at 20/s on a worker at
 //!    concurrency 10, 500 unlimited jobs pushed after them: the limited run's
 //!    span and most starts in any second, how long the unlimited ones took.
 //!
-//! `cargo run --release -p fairjob-tests --bin rates_bench -- [--jobs 2000] [--keys 10] [--concurrency 20] [--reps 3] [--paced 250] [--many 10000] [--shard-jobs 4000] [--shard-tenants 10] [--shard-paced 100] [--shard-many 10000] [--proof 600]`
+//! `cargo run --release -p fairjob-tests --bin rates_bench -- [--jobs 2000] [--keys 10] [--concurrency 20] [--reps 3] [--paced 250] [--many 10000] [--shard-jobs 4000] [--shard-tenants 10] [--shard-paced 100] [--shard-many 10000] [--proof 600] [--times 0|1]`
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -29,7 +32,7 @@ use fairjob_tests::rate_jobs::{
     BenchKeyedJob, BenchPacedJob, BenchProofFreeJob, BenchProofJob, BenchRateJob, BenchShardJob,
     BenchUnratedJob, RATE_BENCH_DONE, RATE_BENCH_STARTS, SHARD_BENCH_STARTS,
 };
-use fairjob_tests::slowlog::SlowLog;
+use fairjob_tests::slowlog::{SlowLog, summarize};
 
 #[derive(Clone, Copy)]
 enum Kind {
@@ -61,6 +64,52 @@ async fn commands(url: &str) -> u64 {
                 .ok()
         })
         .sum()
+}
+
+/// `--times 1`: every command's time in the many-keys phases.
+fn all_times() -> bool {
+    flag("--times", 0u8) == 1
+}
+
+/// The SLOWLOG of a phase: every command (`all`) or those over 1 ms.
+async fn slowlog(url: &str, all: bool) -> SlowLog {
+    if all {
+        SlowLog::start_all(url, 5_000_000).await.unwrap()
+    } else {
+        SlowLog::start(url, 1000).await.unwrap()
+    }
+}
+
+/// Every script's time in a phase logged at 0 µs, and the plain commands
+/// over 1 ms beside them.
+async fn print_times(slow: &mut SlowLog, what: &str) {
+    let times = slow.times().await.unwrap();
+    let mut names: Vec<&str> = times
+        .keys()
+        .filter(|n| n.ends_with(".lua"))
+        .map(String::as_str)
+        .collect();
+    names.push("TIME");
+    let plain: Vec<u64> = times
+        .iter()
+        .filter(|(n, _)| !n.ends_with(".lua"))
+        .flat_map(|(_, v)| v.iter().copied())
+        .collect();
+    let over: Vec<String> = times
+        .iter()
+        .filter(|(n, _)| !n.ends_with(".lua"))
+        .filter_map(|(n, v)| {
+            let c = v.iter().filter(|&&u| u > 1000).count();
+            (c > 0).then(|| format!("{n} ×{c} (max {} µs)", v.iter().max().unwrap()))
+        })
+        .collect();
+    println!(
+        "every call's time ({what}, SLOWLOG at 0 µs):\n| script | calls | median µs | p99 µs | slowest µs | calls over 1 ms |\n|---|---:|---:|---:|---:|---:|\n{}\nplain commands: {} calls, {} over 1 ms: {}",
+        summarize(&times, &names, 1000),
+        plain.len(),
+        plain.iter().filter(|&&u| u > 1000).count(),
+        over.join(", ")
+    );
 }
 
 async fn run(kind: Kind, jobs: u64, keys: u64, concurrency: usize) -> (Duration, f64) {
@@ -115,7 +164,8 @@ async fn run(kind: Kind, jobs: u64, keys: u64, concurrency: usize) -> (Duration,
         .query_async(&mut c)
         .await
         .unwrap();
-    let mut slow = SlowLog::start(&url, 1000).await.unwrap();
+    let all = matches!(kind, Kind::Many) && all_times();
+    let mut slow = slowlog(&url, all).await;
     RATE_BENCH_DONE.store(0, Ordering::SeqCst);
     RATE_BENCH_STARTS.lock().unwrap().clear();
     let started = Instant::now();
@@ -130,6 +180,11 @@ async fn run(kind: Kind, jobs: u64, keys: u64, concurrency: usize) -> (Duration,
     }
     let wall = started.elapsed();
     let cmds = commands(&url).await;
+    if all {
+        print_times(&mut slow, "many keys").await;
+        task.await.unwrap().unwrap();
+        return (wall, cmds as f64 / jobs as f64);
+    }
     let report = slow.report().await.unwrap();
     if report.count > 0 {
         println!(
@@ -157,7 +212,8 @@ async fn phase(url: &str, concurrency: usize, target: usize, what: &str) -> Dura
         .build()
         .await
         .unwrap();
-    let mut slow = SlowLog::start(url, 1000).await.unwrap();
+    let all = what == "tenants at 1/s" && all_times();
+    let mut slow = slowlog(url, all).await;
     RATE_BENCH_DONE.store(0, Ordering::SeqCst);
     SHARD_BENCH_STARTS.lock().unwrap().clear();
     let started = Instant::now();
@@ -170,8 +226,12 @@ async fn phase(url: &str, concurrency: usize, target: usize, what: &str) -> Dura
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let wall = started.elapsed();
-    let report = slow.report().await.unwrap();
-    println!("slowlog ({what}): {report}");
+    if all {
+        print_times(&mut slow, what).await;
+    } else {
+        let report = slow.report().await.unwrap();
+        println!("slowlog ({what}): {report}");
+    }
     task.await.unwrap().unwrap();
     wall
 }

@@ -4,7 +4,8 @@
 //! tasks) and in bulk (`push_bulk`); then, with 100,000 live locks, every
 //! unique script call's time (`SLOWLOG` at threshold 0: median, p99,
 //! slowest) over 2,000 pushes, duplicates, replacing and scheduled pushes
-//! each, and a worker running (and releasing) them.
+//! each, and a worker running (and releasing) them. Redis commands per job
+//! (`INFO commandstats`, commands inside scripts counted) for each push phase.
 //!
 //! `cargo run --release -p fairjob-tests --bin unique_bench -- --jobs 20000 --rounds 3`
 
@@ -106,21 +107,38 @@ async fn main() {
     let flush = || redis::cmd("FLUSHALL");
     let mut rows = Vec::new();
     let mut base = 0;
+    // Redis commands per job of each phase (`INFO commandstats`).
+    let url = server.url();
+    let per_job = |n: u64| {
+        let url = url.clone();
+        async move { fairjob_tests::redis_commands(&url).await as f64 / n as f64 }
+    };
+    let mut cmds = Vec::new();
     for round in 0..rounds {
         let _: () = flush().query_async(&mut conn).await.unwrap();
+        fairjob_tests::reset_redis_stats(&url).await;
         let plain = single(&c, jobs, false, 0).await;
+        let c_plain = per_job(jobs).await;
         let _: () = flush().query_async(&mut conn).await.unwrap();
+        fairjob_tests::reset_redis_stats(&url).await;
         let uniq = single(&c, jobs, true, base).await;
+        let c_uniq = per_job(jobs).await;
         base += jobs;
         let _: () = flush().query_async(&mut conn).await.unwrap();
+        fairjob_tests::reset_redis_stats(&url).await;
         let bplain = bulk(&c, jobs * 5, false, 0).await;
+        let c_bplain = per_job(jobs * 5).await;
         let _: () = flush().query_async(&mut conn).await.unwrap();
+        fairjob_tests::reset_redis_stats(&url).await;
         let buniq = bulk(&c, jobs * 5, true, base).await;
+        let c_buniq = per_job(jobs * 5).await;
         base += jobs * 5;
         println!(
-            "round {round}: perform_async plain {plain:.0}/s unique {uniq:.0}/s; push_bulk plain {bplain:.0}/s unique {buniq:.0}/s"
+            "round {round}: perform_async plain {plain:.0}/s unique {uniq:.0}/s; push_bulk plain {bplain:.0}/s unique {buniq:.0}/s; \
+             Redis commands per job: perform_async {c_plain:.2} / {c_uniq:.2}, push_bulk {c_bplain:.3} / {c_buniq:.3}"
         );
         rows.push((plain, uniq, bplain, buniq));
+        cmds.push((c_plain, c_uniq, c_bplain, c_buniq));
     }
     let median = |f: fn(&(f64, f64, f64, f64)) -> f64| {
         let mut v: Vec<f64> = rows.iter().map(f).collect();
@@ -133,13 +151,34 @@ async fn main() {
         median(|r| r.2),
         median(|r| r.3),
     );
-    println!("| push | plain jobs/s | unique jobs/s | unique / plain |");
-    println!("|---|---:|---:|---:|");
+    let ratio = |f: fn(&(f64, f64, f64, f64)) -> f64, g: fn(&(f64, f64, f64, f64)) -> f64| {
+        let mut v: Vec<f64> = rows.iter().map(|r| f(r) / g(r)).collect();
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[v.len() / 2]
+    };
+    let cmd = |f: fn(&(f64, f64, f64, f64)) -> f64| {
+        let mut v: Vec<f64> = cmds.iter().map(f).collect();
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[v.len() / 2]
+    };
     println!(
-        "| `perform_async`, {TASKS} tasks | {p:.0} | {u:.0} | {:.2} |",
-        u / p
+        "| push | plain jobs/s | unique jobs/s | unique / plain | median of the rounds' ratios | Redis commands per job, plain / unique |"
     );
-    println!("| `push_bulk` | {bp:.0} | {bu:.0} | {:.2} |", bu / bp);
+    println!("|---|---:|---:|---:|---:|---|");
+    println!(
+        "| `perform_async`, {TASKS} tasks | {p:.0} | {u:.0} | {:.2} | {:.2} | {:.2} / {:.2} |",
+        u / p,
+        ratio(|r| r.1, |r| r.0),
+        cmd(|r| r.0),
+        cmd(|r| r.1)
+    );
+    println!(
+        "| `push_bulk` | {bp:.0} | {bu:.0} | {:.2} | {:.2} | {:.3} / {:.3} |",
+        bu / bp,
+        ratio(|r| r.3, |r| r.2),
+        cmd(|r| r.2),
+        cmd(|r| r.3)
+    );
 
     // Script cost with 100,000 live locks: every call's time (SLOWLOG at
     // threshold 0) of 2,000 unique pushes, 2,000 refused duplicates, 2,000
