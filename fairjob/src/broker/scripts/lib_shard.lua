@@ -95,17 +95,27 @@ local shard_memo = { settings = {}, counts = {}, clock = nil, clock_dirty = fals
   policy_whole = false, policy_all = nil, rwait_any = nil, win = nil, win_all = false, pend = nil,
   defer_counts = false, dirty = {}, members = {}, policy_shared = false, policy_default = nil }
 
--- redis.call(cmd, key, args...) in parts (Lua's stack bounds unpack); the
--- replies, concatenated, for reads.
-local function fj_many(cmd, key, args)
+-- HMGET, HSET and HDEL of many fields, in parts (Lua's stack bounds
+-- unpack); HMGET's replies concatenated.
+local function fj_hmget(key, fields)
   local out = {}
-  for i = 1, #args, 1000 do
-    local r = redis.call(cmd, key, unpack(args, i, math.min(#args, i + 999)))
-    if type(r) == 'table' then
-      for _, v in ipairs(r) do out[#out + 1] = v end
-    end
+  for i = 1, #fields, 1000 do
+    local r = redis.call('HMGET', key, unpack(fields, i, math.min(#fields, i + 999)))
+    for _, v in ipairs(r) do out[#out + 1] = v end
   end
   return out
+end
+
+local function fj_hset(key, pairs_flat)
+  for i = 1, #pairs_flat, 1000 do
+    redis.call('HSET', key, unpack(pairs_flat, i, math.min(#pairs_flat, i + 999)))
+  end
+end
+
+local function fj_hdel(key, fields)
+  for i = 1, #fields, 1000 do
+    redis.call('HDEL', key, unpack(fields, i, math.min(#fields, i + 999)))
+  end
 end
 
 -- A policy hash of at most this many fields is read whole once per call by
@@ -234,8 +244,8 @@ local function shard_counts_flush(sk)
       del[#del + 1] = t
     end
   end
-  if #set > 0 then fj_many('HSET', sk.running, set) end
-  if #del > 0 then fj_many('HDEL', sk.running, del) end
+  if #set > 0 then fj_hset(sk.running, set) end
+  if #del > 0 then fj_hdel(sk.running, del) end
   shard_memo.dirty = {}
 end
 
@@ -247,11 +257,11 @@ local function shard_prefetch(sk, ts, members)
     if shard_memo.counts[t] == nil then need[#need + 1] = t end
   end
   if #need > 0 then
-    local v = fj_many('HMGET', sk.running, need)
+    local v = fj_hmget(sk.running, need)
     for i, t in ipairs(need) do shard_memo.counts[t] = tonumber(v[i] or '0') end
   end
   if members then
-    local v = fj_many('HMGET', sk.rmember, ts)
+    local v = fj_hmget(sk.rmember, ts)
     for i, t in ipairs(ts) do shard_memo.members[t] = v[i] end
   end
 end
@@ -615,13 +625,13 @@ local function shard_drain_inbox(sk, inbox, max)
 end
 
 -- The order's key of an entry: its pass, then its member's sequence number
--- (members differ in it; see the top of this file).
+-- (`rank`; members differ in it, see the top of this file).
 local function shard_win_before(a, b)
   if a.pass ~= b.pass then return a.pass < b.pass end
-  return a.seq < b.seq
+  return a.rank < b.rank
 end
 
--- The head of the dispatch order (an entry { m, pass, seq }), read ahead:
+-- The head of the dispatch order (an entry { m, pass, rank }), read ahead:
 -- one ZRANGE reads the first `want` + 1 entries of `ready` (the window), a
 -- dispatch that keeps its tenant in the order records the new pass in
 -- `pend` and puts the entry back into the window at its place, when that
@@ -639,7 +649,7 @@ local function shard_win_head(sk, want)
     local r = redis.call('ZRANGE', sk.ready, 0, k - 1, 'WITHSCORES')
     w = {}
     for i = 1, #r, 2 do
-      w[#w + 1] = { m = r[i], pass = tonumber(r[i + 1]), seq = tonumber(string.sub(r[i], 1, 15)) }
+      w[#w + 1] = { m = r[i], pass = tonumber(r[i + 1]), rank = tonumber(string.sub(r[i], 1, 15)) }
     end
     shard_memo.win = w
     shard_memo.win_all = #w < k

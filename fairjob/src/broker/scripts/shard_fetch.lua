@@ -28,12 +28,12 @@ local inflight, served_key = KEYS[after + 1], KEYS[after + 2]
 local n, seq = tonumber(ARGV[1]), tonumber(ARGV[2])
 shard_drain_inbox(sk, KEYS[1], tonumber(ARGV[5]))
 shard_rate_wake(sk, tonumber(ARGV[7]))
-local waits = redis.call('EXISTS', KEYS[after + 4]) == 1
+local any_waiting = redis.call('EXISTS', KEYS[after + 4]) == 1
 local out, served = {}, {}
 for i = 1, n do
   local t, job = shard_reserve(sk, n - i + 1)
   if not job then break end
-  if waits then
+  if any_waiting then
     local since = redis.call('HGET', KEYS[after + 4], t)
     if since then
       redis.call('HDEL', KEYS[after + 4], t)
@@ -57,14 +57,14 @@ if #out > 0 then
   served['*'] = #out / 2
   local names = {}
   for t in pairs(served) do names[#names + 1] = t end
-  local had = fj_many('HMGET', served_key, names)
+  local had = fj_hmget(served_key, names)
   local counts, fresh = {}, false
   for i, t in ipairs(names) do
     counts[#counts + 1] = t
     counts[#counts + 1] = string.format('%d', (tonumber(had[i]) or 0) + served[t])
     if t == '*' and not had[i] then fresh = true end
   end
-  fj_many('HSET', served_key, counts)
+  fj_hset(served_key, counts)
   -- The minute's hash is new (its total was not there): it expires.
   if fresh then redis.call('EXPIRE', served_key, 900) end
   -- Listed before it holds a job here, in the same step: the reconciler
