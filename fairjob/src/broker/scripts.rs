@@ -165,7 +165,7 @@ script!(CRON_SET, "cron_set.lua");
 script!(CRON_RECONCILE, "cron_reconcile.lua");
 script!(CRON_RELEASE, "cron_release.lua");
 script!(UNIQUE_RELEASE, "unique_release.lua");
-script!(SHARD_YIELD, "shard_yield.lua");
+shard_script!(SHARD_YIELD, "shard_yield.lua");
 script!(SHARD_YIELD_ASK, "shard_yield_ask.lua");
 script!(RELAY_STAGE, "relay_stage.lua");
 script!(RELAY_TRIM, "relay_trim.lua");

@@ -674,6 +674,13 @@ local function shard_win_advance(e, pass)
   table.insert(w, i, e)
 end
 
+-- The head `e` leaves the order (at its cap, waiting for its rate, drained):
+-- the window without it is still the order's first entries.
+local function shard_win_drop(e)
+  table.remove(shard_memo.win, 1)
+  shard_memo.pend[e.m] = nil
+end
+
 -- Dispatches the next job: the tenant under its floor with the smallest pass,
 -- else the smallest pass of all; its oldest job; its pass advanced by
 -- 1 / weight. A tenant found at its cap (lowered at runtime) leaves the order
@@ -704,17 +711,21 @@ local function shard_reserve(sk, want)
     local limit = shard_limit(sk, t)
     local wait_until = nil
     if limit == nil or shard_running(sk, t) < limit then wait_until = shard_rate_wait(sk, t, p) end
+    -- Leaving the order, the head leaves the window (its pass is `pass`,
+    -- also when only the window knows it).
     if limit ~= nil and shard_running(sk, t) >= limit then
-      shard_win_flush(sk)
-      shard_remember(sk, t, shard_unready(sk, t, top[1]))
+      if e then shard_win_drop(e) end
+      shard_unready(sk, t, top[1])
+      shard_remember(sk, t, pass)
     elseif wait_until then
-      shard_win_flush(sk)
+      if e then shard_win_drop(e) end
       shard_rate_park(sk, t, top[1], pass, wait_until)
     else
       local job = redis.call('RPOP', sk.prefix .. t)
       if not job then
-        shard_win_flush(sk)
-        shard_remember(sk, t, shard_unready(sk, t, top[1]))
+        if e then shard_win_drop(e) end
+        shard_unready(sk, t, top[1])
+        shard_remember(sk, t, pass)
       else
         local running = shard_add_running(sk, t, 1)
         local wait, due = shard_rate_count(sk, t, p)
@@ -727,6 +738,11 @@ local function shard_reserve(sk, want)
         if more and e ~= nil and p.floor == 0 and (wait == nil or wait <= SHARD_PARK_AFTER_US) then
           -- Still runnable, no floor: same member, later pass, kept in the window.
           shard_win_advance(e, next_pass)
+        elseif not more and e ~= nil and p.floor == 0 then
+          -- Drained or at its limit: out of the order and the window.
+          shard_win_drop(e)
+          shard_unready(sk, t, top[1])
+          shard_remember(sk, t, next_pass)
         else
           shard_win_flush(sk)
           if more and wait ~= nil and wait > SHARD_PARK_AFTER_US then

@@ -39,6 +39,9 @@
 --   for none.
 
 local sk = shard_keys(1, ARGV[1])
+-- Settings read whole when small (the only write, an expired hold's HDEL,
+-- comes after its tenant's settings were read).
+shard_memo.policy_whole = true
 local after = 1 + SHARD_NKEYS
 local runs, waits, ystats = KEYS[after + 1], KEYS[after + 2], KEYS[after + 3]
 local ylock, slotwaits = KEYS[after + 4], KEYS[after + 5]
@@ -124,7 +127,11 @@ local function add(t)
   end
 end
 local running_all = redis.call('HGETALL', sk.running)
-for i = 1, #running_all, 2 do add(running_all[i]) end
+for i = 1, #running_all, 2 do
+  add(running_all[i])
+  -- Known now: no HGET per tenant below (nothing here changes a count).
+  shard_memo.counts[running_all[i]] = tonumber(running_all[i + 1]) or 0
+end
 local in_ready = {}
 for _, m in ipairs(redis.call('ZRANGE', sk.floorq, 0, topk - 1)) do
   local t = string.sub(m, 16)
@@ -163,8 +170,12 @@ local rows = {}
 local woke = false
 for _, t in ipairs(order) do
   local p = shard_policy_of(sk, t)
+  if shard_memo.counts[t] == nil then shard_memo.counts[t] = 0 end
   local pending = redis.call('LLEN', sk.prefix .. t)
-  if pending > 0 and not in_ready[t] and redis.call('HEXISTS', sk.rmember, t) == 0 then
+  -- Only a tenant with a cap, a share hold or a rate can be out of the order
+  -- with pending jobs (see shard_release).
+  if pending > 0 and not in_ready[t] and (p.cap ~= nil or p.hold_raw or p.rate ~= nil)
+      and redis.call('HEXISTS', sk.rmember, t) == 0 then
     -- Left the order at its cap while others waited: back in if it may burst
     -- now (one waiting for its rate stays out until its time).
     if shard_consider(sk, t) then woke = true end
