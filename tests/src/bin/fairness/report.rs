@@ -33,7 +33,7 @@ fn group_p99(m: &Metrics, group: &str) -> Option<f64> {
 /// plus the p99 of the time until the first of the `c` busy slots frees. A
 /// busy slot's remaining time is taken as uniform over a job's time in a slot
 /// under load, `S` = FIFO's makespan × c ÷ the jobs it ran (sleep plus
-/// overhead), so P(none frees within x) = (1 − x/S)^c and the p99 is
+/// overhead; per run), so P(none frees within x) = (1 − x/S)^c and the p99 is
 /// S × (1 − 0.01^(1/c)): 0.37 S at c = 10. No scheduler that starts a waiting
 /// job only when a slot frees can do better on average over the run.
 pub(crate) fn small_floor_ms(ms: &[Metrics], concurrency: usize) -> Option<f64> {
@@ -43,7 +43,9 @@ pub(crate) fn small_floor_ms(ms: &[Metrics], concurrency: usize) -> Option<f64> 
         return None;
     }
     let c = concurrency.max(1) as f64;
-    let slot_ms = fifo.makespan * 1000.0 * c / fifo.ran as f64;
+    // `ran` adds up every run; `makespan` is the median run's.
+    let per_run = fifo.ran as f64 / fifo.reps.max(1) as f64;
+    let slot_ms = fifo.makespan * 1000.0 * c / per_run;
     Some(idle + slot_ms * (1.0 - 0.01f64.powf(1.0 / c)))
 }
 
