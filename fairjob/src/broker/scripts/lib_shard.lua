@@ -49,8 +49,11 @@
 -- O(active tenants).
 --
 -- Within one script call, settings, running counts and vt are read once and
--- remembered (the call is atomic, so they cannot change under it); a script
--- that dispatches ends with shard_flush, which writes vt back.
+-- remembered (the call is atomic, so they cannot change under it); a fetch
+-- reads the head of the order ahead and a fetch or batched ack keeps the
+-- running counts in Lua (shard_win_head, shard_add_running), and a script
+-- that dispatches or defers ends with shard_flush, which writes the passes,
+-- the counts and vt back: a handful of commands per call, not per job.
 
 -- The state keys, in the order ShardKeys::state() gives them.
 local function shard_keys(first, prefix)
