@@ -305,13 +305,19 @@ local function shard_flush(sk)
   end
 end
 
--- `t`'s entry in `rwait` (the µs when its rate allows a start), or false;
--- no command once `rwait` is known empty in this call.
-local function shard_rwait_of(sk, t)
+-- Some tenant may wait for its rate (`rwait` not known empty; read once
+-- per call, set again when a tenant is parked).
+local function shard_rwait_any(sk)
   if shard_memo.rwait_any == nil then
     shard_memo.rwait_any = redis.call('EXISTS', sk.rwait) == 1
   end
-  if not shard_memo.rwait_any then return false end
+  return shard_memo.rwait_any
+end
+
+-- `t`'s entry in `rwait` (the µs when its rate allows a start), or false;
+-- no command once `rwait` is known empty in this call.
+local function shard_rwait_of(sk, t)
+  if not shard_rwait_any(sk) then return false end
   return redis.call('ZSCORE', sk.rwait, t)
 end
 
@@ -355,10 +361,7 @@ local function shard_runnable(sk, t)
   local cap = shard_limit(sk, t)
   if cap ~= nil and shard_running(sk, t) >= cap then return false end
   if shard_rwait_of(sk, t) then return false end
-  local n = redis.call('LLEN', sk.prefix .. t)
-  -- For shard_release, which asks again right after (no list changes between).
-  shard_memo.len_t, shard_memo.len_n = t, n
-  return n > 0
+  return redis.call('LLEN', sk.prefix .. t) > 0
 end
 
 -- Takes `t` out of the dispatch order (also the entry `m`, when given: one
@@ -442,10 +445,7 @@ end
 
 -- Brings back (at most `max`) tenants whose rate allows a start again.
 local function shard_rate_wake(sk, max)
-  if shard_memo.rwait_any == nil then
-    shard_memo.rwait_any = redis.call('EXISTS', sk.rwait) == 1
-  end
-  if not shard_memo.rwait_any then return end
+  if not shard_rwait_any(sk) then return end
   local due = redis.call('ZRANGEBYSCORE', sk.rwait, '-inf', shard_now(), 'LIMIT', 0, max)
   for _, t in ipairs(due) do shard_rate_unpark(sk, t) end
 end
@@ -588,12 +588,8 @@ local function shard_release(sk, t)
     return false
   end
   shard_memo.members[t] = nil
-  shard_memo.len_t = nil
   local entered = shard_consider(sk, t)
-  local len = nil
-  if shard_memo.len_t == t then len = shard_memo.len_n end
-  shard_memo.len_t = nil
-  if r == 0 and (len or redis.call('LLEN', sk.prefix .. t)) == 0 then
+  if r == 0 and redis.call('LLEN', sk.prefix .. t) == 0 then
     redis.call('SREM', sk.tenants, t)
     -- A rate state in the past can never matter again.
     shard_rate_forget(sk, t)
@@ -738,32 +734,30 @@ local function shard_reserve(sk, want)
         end
         local next_pass = pass + 1 / p.weight
         local more = (limit == nil or running < limit) and redis.call('LLEN', sk.prefix .. t) > 0
-        if more and e ~= nil and p.floor == 0 and (wait == nil or wait <= SHARD_PARK_AFTER_US) then
-          -- Still runnable, no floor: same member, later pass, kept in the window.
-          shard_win_advance(e, next_pass)
-        elseif not more and e ~= nil and p.floor == 0 then
-          -- Drained or at its limit: out of the order and the window.
-          shard_win_drop(e)
+        local spent = wait ~= nil and wait > SHARD_PARK_AFTER_US
+        if not more then
+          -- Drained or at its limit: out of the order (and the window).
+          if e then shard_win_drop(e) end
           shard_unready(sk, t, top[1])
           shard_remember(sk, t, next_pass)
+        elseif spent then
+          -- Its rate is spent: it waits out of the order, its next pass kept.
+          if e then shard_win_drop(e) end
+          shard_rate_park(sk, t, top[1], next_pass, due)
+        elseif e ~= nil and p.floor == 0 then
+          -- Still runnable: same member, later pass, kept in the window.
+          shard_win_advance(e, next_pass)
         else
+          -- Still runnable with a floor: its pass and its floor entry are
+          -- written at once, so the window is written and read again after.
           shard_win_flush(sk)
-          if more and wait ~= nil and wait > SHARD_PARK_AFTER_US then
-            -- Its rate is spent: it waits out of the order, its next pass kept.
-            shard_rate_park(sk, t, top[1], next_pass, due)
-          elseif more then
-            -- Still runnable: same member, later pass (its place in ties is kept).
-            local m = top[1]
-            redis.call('ZADD', sk.ready, fj_num(next_pass), m)
-            if running < p.floor then
-              redis.call('ZADD', sk.floorq, fj_num(next_pass), m)
-              shard_memo.floor_any = true
-            elseif floored or p.floor > 0 then
-              redis.call('ZREM', sk.floorq, m)
-            end
-          else
-            shard_unready(sk, t, top[1])
-            shard_remember(sk, t, next_pass)
+          local m = top[1]
+          redis.call('ZADD', sk.ready, fj_num(next_pass), m)
+          if running < p.floor then
+            redis.call('ZADD', sk.floorq, fj_num(next_pass), m)
+            shard_memo.floor_any = true
+          elseif floored or p.floor > 0 then
+            redis.call('ZREM', sk.floorq, m)
           end
         end
         return t, job

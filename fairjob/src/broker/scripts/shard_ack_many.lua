@@ -20,19 +20,19 @@ shard_memo.defer_counts = true
 local tokens = {}
 for i = 2, #ARGV - 2, 3 do tokens[#tokens + 1] = ARGV[i] end
 if #tokens == 0 then return {} end
-local held = redis.call('HMGET', KEYS[1], unpack(tokens))
-local gone = {}
+local held = fj_hmget(KEYS[1], tokens)
+-- The records still held, and their tenants (ARGV[3k] for the k-th token).
+local gone, ts = {}, {}
 for k = 1, #tokens do
-  if held[k] then gone[#gone + 1] = tokens[k] end
+  if held[k] then
+    gone[#gone + 1] = tokens[k]
+    ts[#ts + 1] = ARGV[3 * k]
+  end
 end
-if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
+if #gone > 0 then fj_hdel(KEYS[1], gone) end
+shard_prefetch(sk, ts, true)
 local fenced = {}
 local wake = false
-local ts = {}
-for k = 1, #tokens do
-  if held[k] then ts[#ts + 1] = ARGV[3 * k] end
-end
-shard_prefetch(sk, ts, true)
 for k = 1, #tokens do
   if not held[k] then
     fenced[#fenced + 1] = k

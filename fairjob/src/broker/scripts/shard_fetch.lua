@@ -49,10 +49,8 @@ for i = 1, n do
 end
 shard_flush(sk)
 if #out > 0 then
-  -- The records in one HSET (in parts: Lua's stack bounds unpack).
-  for i = 1, #out, 400 do
-    redis.call('HSET', inflight, unpack(out, i, math.min(#out, i + 399)))
-  end
+  -- The records in one HSET.
+  fj_hset(inflight, out)
   -- This minute's dispatch counts, the call's total under '*': one HMGET, one HSET.
   served['*'] = #out / 2
   local names = {}
@@ -71,7 +69,7 @@ if #out > 0 then
   -- counts running jobs from the records of every listed fetcher.
   redis.call('SADD', KEYS[after + 3], ARGV[6])
 end
-if #out < 2 * n and shard_memo.rwait_any ~= false then
+if #out < 2 * n and shard_rwait_any(sk) then
   local first = redis.call('ZRANGE', sk.rwait, 0, 0, 'WITHSCORES')
   if #first > 0 then
     out[#out + 1] = math.max(0, tonumber(first[2]) - shard_now())
