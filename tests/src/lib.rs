@@ -148,6 +148,19 @@ pub async fn redis_commands(url: &str) -> u64 {
         .sum()
 }
 
+/// CPU time a process (`pid`, or this one for `"self"`) has used so far, in
+/// ns: the sum of its live threads' `schedstat` run times.
+pub fn process_cpu_ns(pid: &str) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// Resets Redis's command counts (`CONFIG RESETSTAT`) for [`redis_commands`].
 pub async fn reset_redis_stats(url: &str) {
     let _: () = redis::cmd("CONFIG")

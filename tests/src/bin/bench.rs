@@ -518,17 +518,9 @@ fn vm_hwm_kb(pid: u32) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
-/// CPU time a process has used so far, in ns: the sum of its live threads'
-/// `schedstat` run times.
+/// CPU time process `pid` has used so far, in ns.
 fn cpu_ns(pid: u32) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
+    fairjob_tests::process_cpu_ns(&pid.to_string())
 }
 
 /// CPU µs per job from two `cpu_ns` readings.

@@ -42,30 +42,6 @@ enum Kind {
     Many,
 }
 
-async fn commands(url: &str) -> u64 {
-    let mut c = fairjob_tests::raw(url).await;
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut c)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|l| {
-            l.starts_with("cmdstat_")
-                && !l.starts_with("cmdstat_info")
-                && !l.starts_with("cmdstat_config")
-        })
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 /// `--times 1`: every command's time in the many-keys phases.
 fn all_times() -> bool {
     flag("--times", 0u8) == 1
@@ -179,7 +155,7 @@ async fn run(kind: Kind, jobs: u64, keys: u64, concurrency: usize) -> (Duration,
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let wall = started.elapsed();
-    let cmds = commands(&url).await;
+    let cmds = fairjob_tests::redis_commands(&url).await;
     if all {
         print_times(&mut slow, "many keys").await;
         task.await.unwrap().unwrap();

@@ -107,19 +107,6 @@ async fn info_field(r: &mut MultiplexedConnection, section: &str, field: &str) -
         .with_context(|| format!("INFO {section} has no {field}"))
 }
 
-/// CPU time this process (its in-process workers) has used so far, in ns:
-/// the sum of its live threads' `schedstat` run times.
-fn own_cpu_ns() -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
-}
-
 async fn redis_cpu(r: &mut MultiplexedConnection) -> Result<f64> {
     let user: f64 = info_field(r, "cpu", "used_cpu_user").await?.parse()?;
     let sys: f64 = info_field(r, "cpu", "used_cpu_sys").await?.parse()?;
@@ -288,12 +275,12 @@ async fn compare(s: &Settings) -> Result<()> {
                 .query_async(&mut r)
                 .await?;
             let cpu0 = redis_cpu(&mut r).await?;
-            let own0 = own_cpu_ns();
+            let own0 = fairjob_tests::process_cpu_ns("self");
             let t = Instant::now();
             let running = start_workers(&url, &ns, queue, s).await?;
             wait_done(n as usize).await?;
             let took = t.elapsed();
-            let own = own_cpu_ns().saturating_sub(own0);
+            let own = fairjob_tests::process_cpu_ns("self").saturating_sub(own0);
             let cpu = redis_cpu(&mut r).await? - cpu0;
             let (calls, _) = evalsha_stats(&mut r).await?;
             let commands = commands_run(&mut r).await?;
