@@ -12,30 +12,9 @@ use std::time::{Duration, Instant};
 use fairjob_tests::jobs::LedgerJob;
 use fairjob_tests::{Ledger, Redis, WorkerProcess, eventually, ledger_dir};
 use rand::Rng;
-use redis::AsyncCommands;
 
 const LEASE: Duration = Duration::from_millis(1500);
 const REAPER: Duration = Duration::from_millis(300);
-
-/// The jids in the in-progress record of the worker process `pid`.
-async fn inflight_jids(redis: &Redis, pid: u32) -> BTreeSet<String> {
-    let id = redis
-        .identity_of(pid)
-        .await
-        .expect("a running worker is registered");
-    let payloads: Vec<String> = redis
-        .conn()
-        .hvals(redis.keys().inflight(&id))
-        .await
-        .unwrap();
-    payloads
-        .iter()
-        .map(|p| {
-            let v: serde_json::Value = serde_json::from_str(p).unwrap();
-            v["jid"].as_str().unwrap().to_owned()
-        })
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_and_term_lose_nothing_and_rerun_only_jobs_in_flight() {
@@ -78,7 +57,7 @@ async fn kill_9_and_term_lose_nothing_and_rerun_only_jobs_in_flight() {
     let ledger_in_flight = at_kill.in_flight_on(&killed_pids);
     let mut redis_in_flight = BTreeSet::new();
     for pid in &killed_pids {
-        redis_in_flight.extend(inflight_jids(&redis, *pid).await);
+        redis_in_flight.extend(redis.inflight_jids(*pid).await);
     }
     // Jobs the victims finished (ledger `end`) but had not acked yet.
     let finished_unacked: BTreeSet<String> = redis_in_flight

@@ -260,6 +260,26 @@ impl Redis {
         ids.into_iter().find(|id| id.contains(&needle))
     }
 
+    /// The jids in the in-progress record of the running worker process `pid`.
+    pub async fn inflight_jids(&self, pid: u32) -> std::collections::BTreeSet<String> {
+        let id = self
+            .identity_of(pid)
+            .await
+            .expect("a running worker is registered");
+        let payloads: Vec<String> = self
+            .conn()
+            .hvals(self.keys.inflight(&id))
+            .await
+            .expect("HVALS");
+        payloads
+            .iter()
+            .map(|p| {
+                let v: serde_json::Value = serde_json::from_str(p).expect("a JSON payload");
+                v["jid"].as_str().expect("a jid").to_owned()
+            })
+            .collect()
+    }
+
     /// A field of `INFO <section>` (`used_memory`, `cmdstat_blpop`…).
     pub async fn info(&self, section: &str, field: &str) -> String {
         let text: String = self.query(redis::cmd("INFO").arg(section)).await;
