@@ -34,7 +34,9 @@ pub(crate) fn kept(payload: &Payload) -> Option<String> {
 
 /// The test hook [`HANG_AFTER_KEPT_END_ENV`], after a kept job's exit.
 pub(crate) async fn hang_if_asked(jid: &str) {
-    if let Some(path) = std::env::var_os(HANG_AFTER_KEPT_END_ENV) {
+    // Read once per process: a test sets it before the worker starts.
+    static HANG: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
+    if let Some(path) = HANG.get_or_init(|| std::env::var_os(HANG_AFTER_KEPT_END_ENV)) {
         tracing::warn!(
             job.jid = %jid,
             "{HANG_AFTER_KEPT_END_ENV} is set: hanging right after a kept job's exit"
