@@ -262,6 +262,70 @@ async fn a_fetch_of_many_dispatches_as_as_many_fetches_of_one() {
     assert_eq!(batched.len(), 8 * (1 + 2 + 7 + 30 + 60), "every job once");
 }
 
+/// A fetch flags the jobs Redis counts for dispatch until their ack (their
+/// tenant has a cap or a floor, its own or the queue's default): the worker
+/// keeps their place until then and gives the others' back at once.
+#[tokio::test]
+async fn a_fetch_flags_the_jobs_whose_running_count_decides_dispatch() {
+    let mut sim = Sim::new().await;
+    for t in ["plain", "weighted", "capped", "floored", "rated"] {
+        sim.push(t, 4).await;
+    }
+    sim.policy(Some("weighted"), weight(3.0)).await;
+    sim.policy(Some("capped"), ShardPolicy::default().with_cap(Some(10)))
+        .await;
+    sim.policy(
+        Some("floored"),
+        ShardPolicy {
+            floor: Setting::Set(1),
+            ..ShardPolicy::default()
+        },
+    )
+    .await;
+    sim.policy(Some("rated"), rate(1000, 1_000_000)).await;
+    let counted = |got: Vec<crate::broker::Reserved>| -> BTreeMap<String, bool> {
+        got.into_iter()
+            .map(|r| {
+                let token = Token::parse(&r.token).unwrap();
+                let t = keys::decode(token.tenant.as_deref().unwrap()).unwrap();
+                (t, r.counted)
+            })
+            .collect()
+    };
+    let got = sim
+        .broker()
+        .fetch_shard(&sim.queue, 10, sim.seq)
+        .await
+        .unwrap();
+    sim.seq += 10;
+    assert_eq!(got.len(), 10, "ten jobs reserved");
+    let by_tenant = counted(got);
+    let want: BTreeMap<String, bool> = [
+        ("plain", false),
+        ("weighted", false),
+        ("capped", true),
+        ("floored", true),
+        ("rated", false),
+    ]
+    .into_iter()
+    .map(|(t, c)| (t.to_owned(), c))
+    .collect();
+    assert_eq!(by_tenant, want);
+    // A queue-wide default cap counts every tenant's jobs.
+    sim.policy(None, ShardPolicy::default().with_cap(Some(100)))
+        .await;
+    let got = sim
+        .broker()
+        .fetch_shard(&sim.queue, 10, sim.seq)
+        .await
+        .unwrap();
+    assert!(!got.is_empty());
+    assert!(
+        got.iter().all(|r| r.counted),
+        "every job is counted under a default cap"
+    );
+}
+
 #[tokio::test]
 async fn equal_weights_are_round_robin_also_for_late_tenants() {
     let mut sim = Sim::new().await;
