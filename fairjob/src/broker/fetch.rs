@@ -17,13 +17,6 @@ pub struct Reserved {
     pub token: String,
     /// The payload's bytes as Redis holds them.
     pub raw: Vec<u8>,
-    /// Redis counts the job for dispatch until its end is written: a job of
-    /// a sharded queue whose tenant has a cap, a floor or a share hold (a
-    /// fetch before that write would pass over the tenant, and floors and
-    /// caps would be served late). The worker keeps the job's place in its
-    /// concurrency until then; any other job gives it back as its end is
-    /// sent.
-    pub counted: bool,
 }
 
 /// A plain queue as `fetch.lua` sees it, prepared once per worker.
@@ -201,35 +194,22 @@ impl RedisBroker {
             .arg(INBOX_MOVE)
             .arg(&queue.identity)
             .arg(RATE_WAKE);
-        let reply: Vec<Value> = self.invoke(&inv).await?;
-        Ok(shard_reply(reply))
+        let mut reply: Vec<Value> = self.invoke(&inv).await?;
+        let hint = if reply.len() % 2 == 1 {
+            reply
+                .pop()
+                .and_then(|v| u64::from_redis_value(v).ok())
+                .map(std::time::Duration::from_micros)
+        } else {
+            None
+        };
+        let mut out = Vec::with_capacity(reply.len() / 2);
+        let mut it = reply.into_iter();
+        while let (Some(token), Some(raw)) = (it.next(), it.next()) {
+            out.push(reserved(token, raw));
+        }
+        Ok((out, hint))
     }
-}
-
-/// `shard_fetch.lua`'s reply: (token, payload) pairs, the jobs' counted
-/// flags (a string of '0' and '1'), then, optionally, the hint.
-fn shard_reply(mut reply: Vec<Value>) -> (Vec<Reserved>, Option<std::time::Duration>) {
-    let hint = if reply.len() % 2 == 0 {
-        reply
-            .pop()
-            .and_then(|v| u64::from_redis_value(v).ok())
-            .map(std::time::Duration::from_micros)
-    } else {
-        None
-    };
-    let counted = reply
-        .pop()
-        .and_then(|v| Vec::<u8>::from_redis_value(v).ok())
-        .unwrap_or_default();
-    let mut out = Vec::with_capacity(reply.len() / 2);
-    let mut it = reply.into_iter();
-    while let (Some(token), Some(raw)) = (it.next(), it.next()) {
-        let mut job = reserved(token, raw);
-        // A job the reply does not flag is counted: kept until its ack.
-        job.counted = counted.get(out.len()) != Some(&b'0');
-        out.push(job);
-    }
-    (out, hint)
 }
 
 /// Inbox entries one `shard_fetch.lua` call moves into shards at most (each
@@ -263,6 +243,5 @@ fn reserved(token: Value, raw: Value) -> Reserved {
     Reserved {
         token: String::from_redis_value(token).unwrap_or_default(),
         raw: Vec::<u8>::from_redis_value(raw).unwrap_or_default(),
-        counted: false,
     }
 }

@@ -32,20 +32,15 @@ use crate::{limit, rate};
 /// Processes one fetched job to its end: its in-progress entry is gone, or its
 /// removal was fenced, or it was parked, or shutdown gave up on Redis.
 ///
-/// `permit` is the job's place in the worker's concurrency. It is given
-/// back when `perform` has returned, before the job's end is written, so
-/// that the fetch loop reserves the next job while this one's ack is on its
-/// way (the in-progress record may then hold a few more jobs than the
-/// concurrency for a round trip), unless Redis counts the job for dispatch
-/// ([`Reserved::counted`]: its tenant has a cap, a floor or a share hold) or
-/// it holds a slot: then it is kept until the write that ends the job has
-/// released what Redis counts for it.
+/// `permit` is the job's place in the worker's concurrency. For a job of a
+/// plain queue without a concurrency slot it is given back when `perform` has
+/// returned, before the job's end is written, so that the fetch loop reserves
+/// the next job while this one's ack is on its way (the in-progress record
+/// may then hold a few more jobs than the concurrency for a round trip). A
+/// job of a tenant-sharded queue, or one holding a slot, keeps it until the
+/// write that ends it has released what Redis counts for it.
 pub(crate) async fn process(shared: Arc<Shared>, reserved: Reserved, permit: Permit) {
-    let Reserved {
-        token,
-        raw,
-        counted,
-    } = reserved;
+    let Reserved { token, raw } = reserved;
     let Some(token) = Token::parse(&token) else {
         tracing::error!(token, "fetch returned a token fairjob cannot read");
         return;
@@ -78,8 +73,7 @@ pub(crate) async fn process(shared: Arc<Shared>, reserved: Reserved, permit: Per
         cx.payload(),
         shared.config.propagation,
     );
-    let place = Place { permit, counted };
-    run(&shared, cx, cancel, place).instrument(span).await;
+    run(&shared, cx, cancel, permit).instrument(span).await;
 }
 
 /// The job's payload, or why it is not one (too large, or not a job) with
@@ -115,17 +109,10 @@ fn span(cx: &JobContext) -> tracing::Span {
 /// A permit of the worker's concurrency semaphore.
 pub(crate) type Permit = tokio::sync::OwnedSemaphorePermit;
 
-/// The job's place in the worker's concurrency, and whether Redis counts the
-/// job for dispatch until its end is written ([`Reserved::counted`]).
-struct Place {
-    permit: Permit,
-    counted: bool,
-}
-
 /// The job's run as named steps: start → execute (resolve, take a slot,
 /// perform) → report → outcome → end (the one write, with a kept job's
 /// record for PostgreSQL) → record the end.
-async fn run(shared: &Shared, cx: JobContext, cancel: CancellationToken, place: Place) {
+async fn run(shared: &Shared, cx: JobContext, cancel: CancellationToken, permit: Permit) {
     start(&cx);
     let cancel = &cancel;
     let unique = UniqueHold::of(cx.payload());
@@ -169,7 +156,7 @@ async fn run(shared: &Shared, cx: JobContext, cancel: CancellationToken, place: 
         unique: unique.as_ref(),
         kept: kept.as_deref(),
     };
-    let label = end(shared, &cx, exit, label, place, holds).await;
+    let label = end(shared, &cx, exit, label, permit, holds).await;
     if ended {
         super::cron::run_ended(shared, cx.payload()).await;
         if let Some(jid) = kept.filter(|_| label != metrics::Outcome::Fenced) {
@@ -413,28 +400,26 @@ async fn release_at_start(shared: &Shared, cx: &JobContext) {
 
 /// Writes the job's end ([`exit::finish`], with what it releases or records:
 /// its slot, its unique lock, a kept job's end for its relay) and returns its label for
-/// the series. A job without a slot that Redis does not count for dispatch
-/// gives its permit back first, so the next job starts while this one's end
-/// is on its way. A job Redis counts (its tenant's running jobs under a cap,
-/// floor or share hold; a held slot) keeps its permit until the write that
-/// ends it has released that count: a fetch in between would see the count
-/// still taken and pass over the tenant (floors and caps would be served
-/// late). A setting added while the job ran only delays, for that round
-/// trip, what the count decides.
+/// the series. A plain queue's job without a slot gives its permit back
+/// first, so the next job starts while this one's end is on its way. A job Redis
+/// counts (its tenant's running jobs, a held slot) keeps its permit until
+/// the write that ends it has released that count: a fetch in between would
+/// see the count still taken and pass over the tenant (floors and caps would
+/// be served late).
 async fn end(
     shared: &Shared,
     cx: &JobContext,
     exit: Exit,
     label: metrics::Outcome,
-    place: Place,
+    permit: Permit,
     holds: Holds<'_>,
 ) -> metrics::Outcome {
     let token = cx.token();
-    let permit = if holds.slot.is_none() && !place.counted {
-        drop(place.permit);
+    let permit = if holds.slot.is_none() && !token.is_sharded() {
+        drop(permit);
         None
     } else {
-        Some(place.permit)
+        Some(permit)
     };
     let fenced = exit::finish(shared, token, exit, holds).await;
     drop(permit);

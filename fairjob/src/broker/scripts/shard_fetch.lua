@@ -16,12 +16,9 @@
 --   ARGV[3] = token suffix ('|<encoded queue>'), ARGV[4] = shard prefix,
 --   ARGV[5] = inbox entries to move at most, ARGV[6] = this worker's identity.
 -- ARGV[7] = tenants waiting for their rate to bring back at most.
--- Returns a flat list: token, payload, ..., then a string of one character per
--- job, '1' when its tenant's running count decides its dispatch (a cap, a
--- floor or a share hold: the worker keeps the job's place until its ack has
--- released the count) and '0' when it does not; when it reserved fewer than n
--- and a tenant waits for its rate, one more element: the µs until the first
--- such tenant's rate allows a start (an idle worker waits no longer than that).
+-- Returns a flat list: token, payload, ...; when it reserved fewer than n and
+-- a tenant waits for its rate, one more element: the µs until the first such
+-- tenant's rate allows a start (an idle worker waits no longer than that).
 
 local sk = shard_keys(2, ARGV[4])
 shard_memo.policy_whole = true
@@ -32,7 +29,7 @@ local n, seq = tonumber(ARGV[1]), tonumber(ARGV[2])
 shard_drain_inbox(sk, KEYS[1], tonumber(ARGV[5]))
 shard_rate_wake(sk, tonumber(ARGV[7]))
 local any_waiting = redis.call('EXISTS', KEYS[after + 4]) == 1
-local out, served, counted = {}, {}, {}
+local out, served = {}, {}
 for i = 1, n do
   local t, job = shard_reserve(sk, n - i + 1)
   if not job then break end
@@ -47,8 +44,6 @@ for i = 1, n do
   local token = seq .. ARGV[3] .. '|' .. t
   out[#out + 1] = token
   out[#out + 1] = job
-  local p = shard_policy_of(sk, t)
-  counted[#counted + 1] = (p.cap ~= nil or p.floor > 0 or p.hold_raw) and '1' or '0'
   served[t] = (served[t] or 0) + 1
   seq = seq + 1
 end
@@ -74,9 +69,7 @@ if #out > 0 then
   -- counts running jobs from the records of every listed fetcher.
   redis.call('SADD', KEYS[after + 3], ARGV[6])
 end
-local reserved = #out / 2
-out[#out + 1] = table.concat(counted)
-if reserved < n and shard_rwait_any(sk) then
+if #out < 2 * n and shard_rwait_any(sk) then
   local first = redis.call('ZRANGE', sk.rwait, 0, 0, 'WITHSCORES')
   if #first > 0 then
     out[#out + 1] = math.max(0, tonumber(first[2]) - shard_now())
