@@ -674,10 +674,20 @@ local function shard_win_advance(e, pass)
 end
 
 -- The head `e` leaves the order (at its cap, waiting for its rate, drained):
--- the window without it is still the order's first entries.
+-- the window without it is still the order's first entries. Nothing for a
+-- head served from `floorq` (e nil: the window was written and forgotten).
 local function shard_win_drop(e)
+  if not e then return end
   table.remove(shard_memo.win, 1)
   shard_memo.pend[e.m] = nil
+end
+
+-- The head (window entry `e` or nil, member `m`) leaves the order at its cap
+-- or drained; `pass` is kept for when it returns.
+local function shard_head_leave(sk, e, t, m, pass)
+  shard_win_drop(e)
+  shard_unready(sk, t, m)
+  shard_remember(sk, t, pass)
 end
 
 -- Dispatches the next job: the tenant under its floor with the smallest pass,
@@ -713,18 +723,14 @@ local function shard_reserve(sk, want)
     -- Leaving the order, the head leaves the window (its pass is `pass`,
     -- also when only the window knows it).
     if limit ~= nil and shard_running(sk, t) >= limit then
-      if e then shard_win_drop(e) end
-      shard_unready(sk, t, top[1])
-      shard_remember(sk, t, pass)
+      shard_head_leave(sk, e, t, top[1], pass)
     elseif wait_until then
-      if e then shard_win_drop(e) end
+      shard_win_drop(e)
       shard_rate_park(sk, t, top[1], pass, wait_until)
     else
       local job = redis.call('RPOP', sk.prefix .. t)
       if not job then
-        if e then shard_win_drop(e) end
-        shard_unready(sk, t, top[1])
-        shard_remember(sk, t, pass)
+        shard_head_leave(sk, e, t, top[1], pass)
       else
         local running = shard_add_running(sk, t, 1)
         local wait, due = shard_rate_count(sk, t, p)
@@ -737,12 +743,10 @@ local function shard_reserve(sk, want)
         local spent = wait ~= nil and wait > SHARD_PARK_AFTER_US
         if not more then
           -- Drained or at its limit: out of the order (and the window).
-          if e then shard_win_drop(e) end
-          shard_unready(sk, t, top[1])
-          shard_remember(sk, t, next_pass)
+          shard_head_leave(sk, e, t, top[1], next_pass)
         elseif spent then
           -- Its rate is spent: it waits out of the order, its next pass kept.
-          if e then shard_win_drop(e) end
+          shard_win_drop(e)
           shard_rate_park(sk, t, top[1], next_pass, due)
         elseif e ~= nil and p.floor == 0 then
           -- Still runnable: same member, later pass, kept in the window.
