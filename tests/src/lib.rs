@@ -121,30 +121,45 @@ pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
         .expect("redis reachable")
 }
 
-/// Commands Redis has run since its last `CONFIG RESETSTAT` (`INFO
-/// commandstats`, commands inside scripts counted; `INFO`, `CONFIG` and
-/// `SLOWLOG`, the benchmarks' own, left out).
-pub async fn redis_commands(url: &str) -> u64 {
+/// Calls per command since Redis's last `CONFIG RESETSTAT` (`INFO
+/// commandstats`, commands inside scripts counted): (`evalsha`, `hset`,
+/// `config|resetstat`…, calls).
+pub async fn redis_command_calls(url: &str) -> Vec<(String, u64)> {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(&mut raw(url).await)
         .await
         .expect("INFO commandstats");
+    commandstats_calls(&info)
+}
+
+/// The (command, calls) pairs of an `INFO commandstats` reply.
+pub fn commandstats_calls(info: &str) -> Vec<(String, u64)> {
     info.lines()
-        .filter(|l| {
-            l.starts_with("cmdstat_")
-                && !l.starts_with("cmdstat_info")
-                && !l.starts_with("cmdstat_config")
-                && !l.starts_with("cmdstat_slowlog")
-        })
         .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest
+                .strip_prefix("calls=")?
                 .split(',')
                 .next()?
-                .parse::<u64>()
-                .ok()
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
         })
+        .collect()
+}
+
+/// Commands Redis has run since its last `CONFIG RESETSTAT` (commands inside
+/// scripts counted; `INFO`, `CONFIG` and `SLOWLOG`, the benchmarks' own, left
+/// out).
+pub async fn redis_commands(url: &str) -> u64 {
+    redis_command_calls(url)
+        .await
+        .into_iter()
+        .filter(|(name, _)| {
+            !name.starts_with("info") && !name.starts_with("config") && !name.starts_with("slowlog")
+        })
+        .map(|(_, calls)| calls)
         .sum()
 }
 

@@ -415,24 +415,13 @@ async fn command_counts(con: &mut MultiplexedConnection) -> Result<(u64, u64)> {
         eprintln!("{info}"); // for profiling: per-command calls and Redis µs
     }
     let (mut total, mut scripts) = (0, 0);
-    for line in info.lines() {
-        let Some(rest) = line.strip_prefix("cmdstat_") else {
-            continue;
-        };
-        let Some((name, stats)) = rest.split_once(':') else {
-            continue;
-        };
-        let calls: u64 = stats
-            .split(',')
-            .find_map(|kv| kv.strip_prefix("calls="))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        if harness_command(name) {
+    for (name, calls) in fairjob_tests::commandstats_calls(&info) {
+        if harness_command(&name) {
             continue;
         }
         total += calls;
         if matches!(
-            name,
+            name.as_str(),
             "eval" | "evalsha" | "fcall" | "eval_ro" | "evalsha_ro"
         ) {
             scripts += calls;

@@ -69,15 +69,10 @@ async fn commands(ports: &[u16]) -> Result<u64> {
             .arg("commandstats")
             .query_async(&mut c)
             .await?;
-        for line in info.lines() {
-            if let Some(rest) = line.split_once("calls=").map(|(_, r)| r) {
-                total += rest
-                    .split(',')
-                    .next()
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .unwrap_or(0);
-            }
-        }
+        total += fairjob_tests::commandstats_calls(&info)
+            .into_iter()
+            .map(|(_, calls)| calls)
+            .sum::<u64>();
     }
     Ok(total)
 }

@@ -133,22 +133,14 @@ async fn commands_run(r: &mut MultiplexedConnection) -> Result<u64> {
         .arg("commandstats")
         .query_async(r)
         .await?;
-    let mut total = 0;
     if std::env::var_os("FAIRJOB_BENCH_STATS").is_some() {
         eprintln!("{text}");
     }
-    for line in text.lines().filter(|l| l.starts_with("cmdstat_")) {
-        if line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:") {
-            continue;
-        }
-        if let Some(calls) = line
-            .split([':', ','])
-            .find_map(|kv| kv.strip_prefix("calls="))
-        {
-            total += calls.parse::<u64>()?;
-        }
-    }
-    Ok(total)
+    Ok(fairjob_tests::commandstats_calls(&text)
+        .into_iter()
+        .filter(|(name, _)| name != "evalsha" && name != "eval")
+        .map(|(_, calls)| calls)
+        .sum())
 }
 
 fn median_range(v: &[f64]) -> String {

@@ -12,33 +12,12 @@ use fairjob_tests::slot_jobs::{BENCH_DONE, BenchFreeJob, BenchSlotJob};
 
 /// (all commands, script calls) from `INFO commandstats`.
 async fn commands(url: &str) -> (u64, u64) {
-    let mut c = fairjob_tests::raw(url).await;
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut c)
+    let all = fairjob_tests::redis_commands(url).await;
+    let scripts = fairjob_tests::redis_command_calls(url)
         .await
-        .unwrap();
-    let calls = |l: &str| {
-        l.split("calls=")
-            .nth(1)?
-            .split(',')
-            .next()?
-            .parse::<u64>()
-            .ok()
-    };
-    let all = info
-        .lines()
-        .filter(|l| {
-            l.starts_with("cmdstat_")
-                && !l.starts_with("cmdstat_info")
-                && !l.starts_with("cmdstat_config")
-        })
-        .filter_map(calls)
-        .sum();
-    let scripts = info
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha") || l.starts_with("cmdstat_eval:"))
-        .filter_map(calls)
+        .into_iter()
+        .filter(|(name, _)| name == "evalsha" || name == "eval")
+        .map(|(_, calls)| calls)
         .sum();
     (all, scripts)
 }
