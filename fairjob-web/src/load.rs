@@ -138,10 +138,10 @@ pub(crate) async fn explain_sources(state: &WebState, jid: &str) -> Vec<SourceVi
 pub(crate) async fn yield_settings(
     state: &WebState,
     queue: &str,
-) -> Result<fairjob::preempt::YieldSettings, WebError> {
+) -> Result<fairjob::policy::share::YieldSettings, WebError> {
     let stored = state.inspector().yield_policy(queue).await?;
-    let d = fairjob::preempt::YieldSettings::DEFAULT;
-    Ok(fairjob::preempt::YieldSettings {
+    let d = fairjob::policy::share::YieldSettings::DEFAULT;
+    Ok(fairjob::policy::share::YieldSettings {
         grace: stored.grace.unwrap_or(d.grace),
         min_run: stored.min_run.unwrap_or(d.min_run),
         cooldown: stored.cooldown.unwrap_or(d.cooldown),

@@ -35,12 +35,12 @@
 //! | layer | modules | owns |
 //! |---|---|---|
 //! | 0 | [`error`] | `Error`, `JobError` |
-//! | 1 | [`wire`] | Sidekiq's payload, field names, job options; no IO |
-//! | 2 | [`broker`] | Redis: connection, keys, scripts, admin views (the only code naming the Redis client) |
-//! | 3 | [`fair`], [`limit`], [`rate`], [`queues`], [`config`], [`metrics`] | reroute rules, slot limits, queue lists, settings, metric names and label bounds |
-//! | 4 | [`client`] | untyped push: payload in, jid out; client middleware |
+//! | 1 | [`wire`], [`policy`] | Sidekiq's payload, field names, job options; every rule the scripts execute, as pure functions (no IO) |
+//! | 2 | [`broker`] | Redis: connection, keys, scripts and their calls, raw bounded reads (the only code naming the Redis client) |
+//! | 3 | [`fair`], [`limit`], [`rate`], [`queues`], [`config`], [`metrics`] | reroute plans, slot and rate limits' calls, queue lists, settings, metric names and label bounds |
+//! | 4 | [`inspect`], [`client`] | what operators see (views over the broker's reads and the policies); untyped push: payload in, jid out; client middleware |
 //! | 5 | [`job`] | `Job`, `Perform`, `Enqueue`, `JobContext`, the registry |
-//! | 6 | [`worker`] | fetch, process, retry, heartbeat, reaper, scheduler, shutdown |
+//! | 6 | [`worker`] | fetch, process, one exit, retry, heartbeat, reaper, scheduler, shutdown |
 //! | 7 | `testing`, [`prelude`] | test support; the common imports |
 
 pub mod broker;
@@ -53,7 +53,7 @@ pub mod job;
 pub mod limit;
 pub mod metrics;
 mod otel;
-pub mod preempt;
+pub mod policy;
 pub mod prelude;
 pub mod queues;
 pub mod rate;

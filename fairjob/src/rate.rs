@@ -1,14 +1,9 @@
 //! Rate limits (`#[rate_limit(limit = N, per = "1m", burst = B, key = ..., group = ...)]`):
 //! at most `limit` **starts** of one key per `per`, plus `burst` extra at once.
 //!
-//! The rule is GCRA (the generic cell rate algorithm, as redis-cell uses it):
-//! the only state of a key is its *theoretical arrival time* `tat`. Each start
-//! is spaced by the emission interval `T = ceil(per / limit)` microseconds
-//! (rounded up, so `limit` intervals never fit in less than `per`), and a start
-//! is allowed while `max(tat, now) - now <= burst * T`. With `burst = 0` starts
-//! are spread evenly (20/s = one every 50 ms), and no sliding window of `per`
-//! holds more than `limit + burst` starts. [`judge`] is the rule; its twin in
-//! `broker/scripts/lib_rate.lua` runs it on Redis's clock, so every host agrees.
+//! The rule is GCRA (the generic cell rate algorithm, as redis-cell uses it),
+//! written once in [`crate::policy::gcra`] ([`judge`] is re-exported here);
+//! its Lua twin runs it on Redis's clock, so every host agrees.
 //!
 //! A job whose limiter has no room is parked in the key's own FIFO list (it
 //! holds no worker, spends no retry, and is not polled); a release schedule
@@ -19,7 +14,8 @@
 //! (`<Class>:<key>`) unless the job names a group (`group:<group>:<key>`), the
 //! same naming as slot limits ([`crate::limit`]), in their own key space.
 //!
-//! Layer 3: the rule and the naming; the scripts are the broker's.
+//! Layer 3: the naming, parsing and the calls; the rule is `policy`'s, the
+//! scripts are the broker's.
 
 use std::time::Duration;
 
@@ -27,71 +23,7 @@ use crate::broker::{RateAcquired, RateRequest, RedisBroker, Setting, ShardRate, 
 use crate::error::Result;
 use crate::wire::{Payload, RateLimit};
 
-/// A key's effective rate: `limit` starts per `per`, `burst` extra at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rate {
-    /// Starts per period; 0 pauses the key.
-    pub limit: u32,
-    /// The period.
-    pub per: Duration,
-    /// Extra starts allowed at once.
-    pub burst: u32,
-}
-
-impl Rate {
-    /// The rate a declaration gives.
-    pub fn of(limit: &RateLimit) -> Self {
-        Rate {
-            limit: limit.limit,
-            per: limit.per,
-            burst: limit.burst,
-        }
-    }
-
-    /// The emission interval in microseconds: `ceil(per / limit)`; `None`
-    /// when paused.
-    pub fn interval_us(&self) -> Option<u64> {
-        if self.limit == 0 {
-            return None;
-        }
-        let per = self.per.as_micros().max(1) as u64;
-        Some(per.div_ceil(u64::from(self.limit)))
-    }
-}
-
-/// What the rule says about one start at `now`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// Allowed; the key's new `tat`.
-    Allow {
-        /// The theoretical arrival time to store.
-        tat: u64,
-    },
-    /// Not yet: the earliest time (µs) a start is allowed.
-    Wait {
-        /// When the key next has room.
-        until: u64,
-    },
-    /// The key is paused (`limit = 0`).
-    Paused,
-}
-
-/// The GCRA rule: may one more job of a key whose state is `tat` (µs, `None`
-/// for a fresh key) start at `now` (µs)?
-pub fn judge(rate: Rate, tat: Option<u64>, now: u64) -> Verdict {
-    let Some(t) = rate.interval_us() else {
-        return Verdict::Paused;
-    };
-    let tat = tat.unwrap_or(now).max(now);
-    let tolerance = t.saturating_mul(u64::from(rate.burst));
-    if tat - now <= tolerance {
-        Verdict::Allow { tat: tat + t }
-    } else {
-        Verdict::Wait {
-            until: tat - tolerance,
-        }
-    }
-}
+pub use crate::policy::gcra::{Rate, Verdict, judge};
 
 /// The full key of a job's rate limiter: `<Class>:<key>` or
 /// `group:<group>:<key>`, or without a key (one limiter for the class or
@@ -139,62 +71,6 @@ pub fn parse_tenant_rate(text: &str) -> std::result::Result<ShardRate, String> {
         ));
     }
     Ok(ShardRate { limit, per_us })
-}
-
-/// The pace of a tenant with a rate on a tenant-sharded queue: the
-/// dispatch's rule (its twin is `shard_rate_*` in
-/// `broker/scripts/lib_shard.lua`, on Redis's clock).
-///
-/// GCRA with burst 0 (starts `T = ceil(period / limit)` apart), with one
-/// difference from a job's limiter: a start the dispatch made late — a
-/// waiting tenant is only taken back when some worker fetches — is counted
-/// from its due time, up to `T / 2` late (the catch-up credit), so a tenant's
-/// rate is held instead of undershot by the fetches' cadence. The credit
-/// never puts more than `limit` starts in any window of `period`: the pace
-/// also keeps its last `H` starts ([`tenant_window`]: `H` divides `limit`) and
-/// a start waits until the `H`-th latest is `H * T` old.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TenantPace {
-    /// The theoretical arrival time (µs), if any.
-    pub tat: Option<u64>,
-    /// The last starts (µs), oldest first, at most [`tenant_window`] of them.
-    pub recent: Vec<u64>,
-}
-
-/// How many of a tenant's latest starts its pace checks: the largest divisor
-/// of `limit` not above 64 (so `limit` starts always span a period).
-pub fn tenant_window(limit: u32) -> u32 {
-    (1..=limit.clamp(1, 64))
-        .rev()
-        .find(|d| limit.is_multiple_of(*d))
-        .unwrap_or(1)
-}
-
-impl TenantPace {
-    /// When the tenant may start next: `None` when it may start at `now`.
-    pub fn due(&self, rate: ShardRate, now: u64) -> Option<u64> {
-        let t = rate.per_us.div_ceil(u64::from(rate.limit.max(1)));
-        let due = self.tat.max(self.window_due(rate, t));
-        due.filter(|&d| d > now)
-    }
-
-    /// Counts a start at `now` (the caller checked [`Self::due`]).
-    pub fn count(&mut self, rate: ShardRate, now: u64) {
-        let t = rate.per_us.div_ceil(u64::from(rate.limit.max(1)));
-        let credit = t / 2;
-        let tat = self.tat.unwrap_or(now).max(now.saturating_sub(credit));
-        self.tat = Some(tat + t);
-        self.recent.push(now);
-        let h = tenant_window(rate.limit) as usize;
-        if self.recent.len() > h {
-            self.recent.drain(..self.recent.len() - h);
-        }
-    }
-
-    fn window_due(&self, rate: ShardRate, t: u64) -> Option<u64> {
-        let h = tenant_window(rate.limit) as usize;
-        (self.recent.len() >= h).then(|| self.recent[self.recent.len() - h] + h as u64 * t)
-    }
 }
 
 /// A tenant's rate as people write it: `10/1s`, `100/1m`, `5/250ms`.
@@ -284,186 +160,6 @@ pub async fn change_rate(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const S: u64 = 1_000_000;
-
-    fn rate(limit: u32, per_ms: u64, burst: u32) -> Rate {
-        Rate {
-            limit,
-            per: Duration::from_millis(per_ms),
-            burst,
-        }
-    }
-
-    /// Starts as many jobs as the rule allows, asking every `step` µs from
-    /// `from` to `to`; returns the start times.
-    fn run(rate: Rate, from: u64, to: u64, step: u64) -> Vec<u64> {
-        let mut tat = None;
-        let mut starts = Vec::new();
-        let mut now = from;
-        while now < to {
-            // Several jobs may start at the same instant (burst).
-            while let Verdict::Allow { tat: t } = judge(rate, tat, now) {
-                tat = Some(t);
-                starts.push(now);
-            }
-            now += step;
-        }
-        starts
-    }
-
-    fn max_in_window(starts: &[u64], window: u64) -> usize {
-        starts
-            .iter()
-            .map(|&a| starts.iter().filter(|&&s| s >= a && s < a + window).count())
-            .max()
-            .unwrap_or(0)
-    }
-
-    #[test]
-    fn burst_zero_spreads_starts_evenly() {
-        let r = rate(20, 1000, 0);
-        assert_eq!(r.interval_us(), Some(50_000));
-        let starts = run(r, 10 * S, 13 * S, 1_000);
-        let gaps: Vec<u64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
-        assert!(gaps.iter().all(|&g| g == 50_000), "{gaps:?}");
-        assert_eq!(starts.len(), 60);
-        assert_eq!(max_in_window(&starts, S), 20);
-    }
-
-    #[test]
-    fn never_more_than_limit_plus_burst_in_any_window() {
-        for (limit, per_ms, burst) in [(3, 1000, 0), (7, 1000, 2), (100, 60_000, 5), (1, 250, 4)] {
-            let r = rate(limit, per_ms, burst);
-            let per = per_ms * 1000;
-            // Asking at odd instants, including ones that don't divide `per`.
-            for step in [1_000, 7_919, 33_333] {
-                let starts = run(r, 5 * S, 5 * S + 4 * per, step);
-                assert!(
-                    max_in_window(&starts, per) <= (limit + burst) as usize,
-                    "{limit}/{per_ms}ms burst {burst} step {step}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn burst_allows_extra_starts_at_once_then_the_rate() {
-        let r = rate(10, 1000, 3);
-        let mut tat = None;
-        let now = 100 * S;
-        for _ in 0..4 {
-            match judge(r, tat, now) {
-                Verdict::Allow { tat: t } => tat = Some(t),
-                v => panic!("{v:?}"),
-            }
-        }
-        assert_eq!(
-            judge(r, tat, now),
-            Verdict::Wait {
-                until: now + 100_000
-            }
-        );
-    }
-
-    #[test]
-    fn an_idle_key_earns_no_credit_beyond_its_burst() {
-        let r = rate(2, 1000, 0);
-        assert!(
-            matches!(judge(r, Some(1), 50 * S), Verdict::Allow { tat } if tat == 50 * S + 500_000)
-        );
-    }
-
-    #[test]
-    fn zero_pauses() {
-        assert_eq!(judge(rate(0, 1000, 5), None, S), Verdict::Paused);
-    }
-
-    #[test]
-    fn uneven_periods_round_the_interval_up() {
-        // 3 per second: 333_334 µs, never 4 starts in a second.
-        assert_eq!(rate(3, 1000, 0).interval_us(), Some(333_334));
-    }
-
-    /// A tenant asking at `asks` (µs, increasing) starts whenever its pace
-    /// allows; returns its starts.
-    fn paced(rate: ShardRate, asks: impl Iterator<Item = u64>) -> Vec<u64> {
-        let mut pace = TenantPace::default();
-        let mut starts = Vec::new();
-        for now in asks {
-            if pace.due(rate, now).is_none() {
-                pace.count(rate, now);
-                starts.push(now);
-            }
-        }
-        starts
-    }
-
-    #[test]
-    fn a_tenants_window_divides_its_limit() {
-        assert_eq!(tenant_window(1), 1);
-        assert_eq!(tenant_window(5), 5);
-        assert_eq!(tenant_window(64), 64);
-        assert_eq!(tenant_window(100), 50);
-        assert_eq!(tenant_window(1000), 50);
-        assert_eq!(tenant_window(67), 1);
-    }
-
-    #[test]
-    fn a_late_dispatch_is_caught_up_without_exceeding_the_window() {
-        // Fetches come every 45 ms (a worker's batches in lockstep): at 5/s
-        // and 50/s the tenant is taken back up to 45 ms late each time.
-        for (limit, per_us) in [(5, S), (50, S), (100, 60 * S), (7, S), (67, S), (1, S)] {
-            let rate = ShardRate { limit, per_us };
-            let asks = (0..)
-                .map(|i| 10 * S + i * 45_000)
-                .take_while(|&t| t < 10 * S + 20 * per_us);
-            let starts = paced(rate, asks);
-            let most = max_in_window(&starts, per_us);
-            assert!(
-                most <= limit as usize,
-                "{limit}/{per_us}: {most} in a window"
-            );
-            if limit == 5 {
-                // 200 ms intervals, 45 ms cadence: the credit (100 ms) absorbs
-                // each start's lateness; only the window's (once per 5
-                // starts) remains: at least 5 per period + one cadence (4.78),
-                // where plain GCRA loses it at every start (4.49).
-                let held = starts.len() as f64 / 20.0;
-                assert!(held >= 4.78, "5/s held: {held} per period");
-            }
-        }
-        // Random lateness, many rates: never over the limit in a window.
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        for (limit, per_us) in [(5, S), (20, S), (50, S), (64, S), (12, 250_000), (2, S)] {
-            let rate = ShardRate { limit, per_us };
-            let mut now = 10 * S;
-            let mut asks = Vec::new();
-            while now < 10 * S + 30 * per_us {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                now += 1 + x % (per_us / u64::from(limit));
-                asks.push(now);
-            }
-            let starts = paced(rate, asks.into_iter());
-            assert!(
-                max_in_window(&starts, per_us) <= limit as usize,
-                "{limit}/{per_us}"
-            );
-        }
-    }
-
-    #[test]
-    fn without_lateness_the_pace_is_even() {
-        let rate = ShardRate {
-            limit: 20,
-            per_us: S,
-        };
-        let starts = paced(rate, (0..3000).map(|i| 5 * S + i * 1_000));
-        let gaps: Vec<u64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
-        assert!(gaps.iter().all(|&g| g == 50_000), "{gaps:?}");
-    }
 
     #[test]
     fn rates_parse_as_written() {

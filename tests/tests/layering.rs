@@ -7,7 +7,8 @@
 //! order, and only `fairjob/src/broker/` (and the error type, which wraps the
 //! Redis client's error) names the Redis client. The broker is a driver:
 //! no presentation (date or duration formatting, page sizes of a UI) under
-//! `broker/`, no file there over [`MAX_BROKER_FILE_LINES`] lines, and no
+//! `broker/`, no file there over [`MAX_BROKER_FILE_LINES`] lines (Rust or
+//! Lua; no Lua file over [`MAX_LUA_FILE_LINES`]), and no
 //! `impl RedisBroker` outside it (views are built in `inspect/`); the UI
 //! crates name nothing under `fairjob::broker`, only `fairjob::inspect`.
 //!
@@ -28,9 +29,9 @@ const LIBRARY: &[(&str, u8)] = &[
     ("broker", 2),
     ("fair", 3),
     ("limit", 3),
+    ("policy", 1),
     ("rate", 3),
     ("queues", 3),
-    ("preempt", 3),
     ("config", 3),
     ("metrics", 3),
     ("otel", 3),
@@ -304,8 +305,42 @@ fn redis_outside_broker(crate_dir: &str, sources: &[Source]) -> Vec<String> {
     problems
 }
 
-/// The longest a file under `fairjob/src/broker/` may grow.
+/// The longest a file under `fairjob/src/broker/` may grow (`.rs` and `.lua`).
 const MAX_BROKER_FILE_LINES: usize = 700;
+
+/// The longest a Lua file may grow: a script or an include holds one rule.
+const MAX_LUA_FILE_LINES: usize = 400;
+
+/// The Lua files under `fairjob/src/broker/`, by their path under `src/`.
+fn lua_sources() -> Vec<Source> {
+    let dir = workspace_root().join("fairjob/src");
+    files_with_ext(&dir.join("broker"), "lua")
+        .into_iter()
+        .map(|p| Source {
+            rel: p
+                .strip_prefix(&dir)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/"),
+            text: std::fs::read_to_string(&p).unwrap(),
+        })
+        .collect()
+}
+
+/// Lua files over [`MAX_LUA_FILE_LINES`] lines.
+fn lua_problems(sources: &[Source]) -> Vec<String> {
+    sources
+        .iter()
+        .filter(|s| s.text.lines().count() > MAX_LUA_FILE_LINES)
+        .map(|s| {
+            format!(
+                "{}: {} lines, over {MAX_LUA_FILE_LINES} (one rule per include)",
+                s.rel,
+                s.text.lines().count()
+            )
+        })
+        .collect()
+}
 
 /// The driver's own rules: no presentation under `broker/` (a `format`
 /// module, `format_*` functions, a UI's page size), no file there over
@@ -483,6 +518,26 @@ fn the_checker_catches_planted_presentation_in_the_driver_and_ui_crates_naming_i
         found.iter().any(|p| p.contains("inspect/tenant.rs")),
         "{found:#?}"
     );
+    let lua = lua_sources();
+    assert!(lua.len() >= 30, "{} Lua files found", lua.len());
+    assert!(driver_problems(&lua).is_empty() && lua_problems(&lua).is_empty());
+    let mut long_lua = lua.clone();
+    long_lua[0]
+        .text
+        .push_str(&"\n-- filler".repeat(MAX_LUA_FILE_LINES));
+    assert_eq!(
+        lua_problems(&long_lua).len(),
+        1,
+        "a long Lua file slipped by"
+    );
+    long_lua[0]
+        .text
+        .push_str(&"\n-- filler".repeat(MAX_BROKER_FILE_LINES));
+    assert_eq!(
+        driver_problems(&long_lua).len(),
+        1,
+        "a very long Lua file slipped by"
+    );
     let long = "\n// filler\nfn f() {}".repeat(MAX_BROKER_FILE_LINES);
     let found = planted("broker/keys.rs", &long);
     assert!(
@@ -508,6 +563,9 @@ fn each_layer_imports_only_from_the_layers_below() {
     let (mut problems, graph) = check_layers(&sources, LIBRARY);
     problems.extend(redis_outside_broker("fairjob/src", &sources));
     problems.extend(driver_problems(&sources));
+    let lua = lua_sources();
+    problems.extend(driver_problems(&lua));
+    problems.extend(lua_problems(&lua));
     println!("fairjob's module graph (module [layer] -> what it imports):");
     let layer: BTreeMap<&str, u8> = LIBRARY.iter().copied().collect();
     for (m, l) in LIBRARY {

@@ -42,7 +42,10 @@ fn scripts_are_compile_time_files_loaded_with_include_str() {
         .iter()
         .map(|p| {
             (
-                p.file_name().unwrap().to_string_lossy().into_owned(),
+                p.strip_prefix(&scripts_dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/"),
                 std::fs::read_to_string(p).unwrap(),
             )
         })
@@ -56,7 +59,7 @@ fn scripts_are_compile_time_files_loaded_with_include_str() {
     assert_eq!(
         compiled.keys().collect::<Vec<_>>(),
         on_disk.keys().collect::<Vec<_>>(),
-        "SCRIPT_SOURCES must list every scripts/*.lua file"
+        "SCRIPT_SOURCES must list every .lua file under scripts/"
     );
     for (name, src) in &on_disk {
         assert_eq!(
@@ -100,11 +103,13 @@ fn scripts_are_compile_time_files_loaded_with_include_str() {
             .display()
             .to_string();
         let src = strip_rust_comments(&std::fs::read_to_string(&path).unwrap());
-        // Every Script::new takes only include_str!/concat! of files and separators.
+        // Every Script::new takes only include_str!/concat! of files and
+        // separators, assembled with their compile-time includes
+        // (`broker::assemble`).
         for (at, _) in src.match_indices("Script::new(") {
             let open = at + "Script::new".len();
             let arg = paren_body(&src, open);
-            let mut rest = arg.to_owned();
+            let mut rest = arg.replacen("&assemble(", "(", 1);
             while let Some(i) = rest.find("include_str!(") {
                 let body_len = paren_body(&rest, i + "include_str!".len()).len();
                 rest.replace_range(i..i + "include_str!(".len() + body_len + 1, "");
@@ -694,4 +699,171 @@ fn scripts_touch_keys_only_through_keys_and_argv_prefixes() {
         "keys not derived from KEYS (or an ARGV shard prefix):\n{}",
         problems.join("\n")
     );
+}
+
+// ---------------------------------------------------------------------------
+// Includes: each script carries exactly the includes it declares.
+
+/// The top-level names a Lua source defines (`local function f`, `local X =`).
+fn defined_names(src: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in strip_lua_comments(src).lines() {
+        let rest = if let Some(r) = line.strip_prefix("local function ") {
+            r
+        } else if let Some(r) = line.strip_prefix("local ") {
+            r
+        } else {
+            continue;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() {
+            out.insert(name);
+        }
+    }
+    out
+}
+
+/// The identifiers a Lua source uses (comments, strings and field names
+/// after a `.` left out).
+fn used_names(src: &str) -> BTreeSet<String> {
+    let code = strip_lua_comments(src);
+    let mut out = BTreeSet::new();
+    let mut word = String::new();
+    let mut before = ' ';
+    let mut in_str: Option<char> = None;
+    let mut prev = ' ';
+    for c in code.chars().chain(std::iter::once(' ')) {
+        if let Some(q) = in_str {
+            if c == q && prev != '\\' {
+                in_str = None;
+            }
+            prev = c;
+            continue;
+        }
+        if c.is_ascii_alphanumeric() || c == '_' {
+            if word.is_empty() {
+                before = prev;
+            }
+            word.push(c);
+            prev = c;
+            continue;
+        }
+        if !word.is_empty() && !word.starts_with(|d: char| d.is_ascii_digit()) && before != '.' {
+            out.insert(word.clone());
+        }
+        word.clear();
+        if c == '\'' || c == '"' {
+            in_str = Some(c);
+        }
+        prev = c;
+    }
+    out
+}
+
+/// The problems of one source against the includes it carries: a name of an
+/// include it does not carry, or a declared include nothing of which it uses
+/// (directly or through another declared include).
+fn include_problems(
+    name: &str,
+    body: &str,
+    includes: &[(&str, &str)],
+    carried: &[&str],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let used = used_names(body);
+    let own = defined_names(body);
+    let defines = |inc: &str| {
+        includes
+            .iter()
+            .find(|(n, _)| *n == inc)
+            .map(|(_, s)| defined_names(s))
+            .unwrap_or_default()
+    };
+    for (inc, _) in includes {
+        if carried.contains(inc) {
+            continue;
+        }
+        for n in defines(inc).intersection(&used) {
+            if !own.contains(n) {
+                problems.push(format!(
+                    "{name} uses `{n}` of include `{inc}`, which it does not declare (`--! use`)"
+                ));
+            }
+        }
+    }
+    for inc in fairjob::broker::uses(body) {
+        // What the declared include brings: itself and what it uses.
+        let brought = fairjob::broker::includes_of(&format!("--! use {inc}\n"));
+        let any = brought.iter().any(|b| !defines(b).is_disjoint(&used));
+        if !any {
+            problems.push(format!(
+                "{name} declares `--! use {inc}` but uses nothing of it"
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_script_carries_exactly_the_includes_it_declares() {
+    let includes = fairjob::broker::INCLUDES;
+    assert!(includes.len() >= 6, "{} include files", includes.len());
+    // The checker first proves itself on planted sources: a script using a
+    // function of an include it does not declare, and one declaring an
+    // include it does not use.
+    let planted_missing = "--! use common\nfj_wake(KEYS[1])\nreturn shard_reserve(nil, 1)\n";
+    let carried = fairjob::broker::includes_of(planted_missing);
+    let found = include_problems("planted_missing.lua", planted_missing, includes, &carried);
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("`shard_reserve`") && p.contains("dispatch/reserve")),
+        "the checker missed an undeclared include: {found:?}"
+    );
+    let planted_unused = "--! use common, unique\nfj_wake(KEYS[1])\n";
+    let carried = fairjob::broker::includes_of(planted_unused);
+    let found = include_problems("planted_unused.lua", planted_unused, includes, &carried);
+    assert!(
+        found.iter().any(|p| p.contains("`--! use unique`")),
+        "the checker missed an unused include: {found:?}"
+    );
+
+    let mut problems = Vec::new();
+    for (name, src) in fairjob::broker::SCRIPT_SOURCES {
+        let carried = if let Some(inc) = name
+            .strip_prefix("lib/")
+            .and_then(|n| n.strip_suffix(".lua"))
+        {
+            // An include carries what it declares, and may use itself.
+            let mut c = fairjob::broker::includes_of(src);
+            c.extend(includes.iter().map(|(n, _)| *n).filter(|n| *n == inc));
+            c
+        } else {
+            fairjob::broker::includes_of(src)
+        };
+        problems.extend(include_problems(name, src, includes, &carried));
+        // The assembled script is the includes, each once, then the script.
+        if !name.starts_with("lib/") {
+            let assembled = fairjob::broker::assemble(src);
+            let expected: usize = carried
+                .iter()
+                .map(|c| includes.iter().find(|(n, _)| n == c).unwrap().1.len() + 1)
+                .sum::<usize>()
+                + src.len();
+            if assembled.len() != expected || !assembled.ends_with(src) {
+                problems.push(format!("{name}: assembled with more than its includes"));
+            }
+        }
+    }
+    // `lease.lua` needs nothing: it is sent as it is.
+    let lease = fairjob::broker::SCRIPT_SOURCES
+        .iter()
+        .find(|(n, _)| *n == "lease.lua")
+        .unwrap()
+        .1;
+    assert_eq!(fairjob::broker::assemble(lease), lease);
+    assert!(problems.is_empty(), "{problems:#?}");
 }

@@ -192,22 +192,17 @@ fn jid_of(entry: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lua_rule_is_the_rust_rule() {
-    use fairjob::broker::SCRIPT_SOURCES;
     use fairjob::rate::{Rate, Verdict, judge};
     let redis = Redis::start().await;
-    let lib = |name: &str| SCRIPT_SOURCES.iter().find(|(n, _)| *n == name).unwrap().1;
-    let src = format!(
-        "{}\n{}\n{}\n{}",
-        lib("lib_shard.lua"),
-        lib("lib_slot.lua"),
-        lib("lib_rate.lua"),
+    let src = fairjob::broker::assemble(concat!(
+        "--! use gcra\n",
         "local tat = nil \
          if ARGV[4] ~= '' then tat = tonumber(ARGV[4]) end \
          local ok, v = rate_judge(tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tat, tonumber(ARGV[5])) \
          if ok == nil then return {'paused', ''} end \
          if ok then return {'allow', fj_num(v)} end \
          return {'wait', fj_num(v)}"
-    );
+    ));
     let script = redis::Script::new(&src);
     let now: u64 = 1_764_000_000_000_000;
     for (limit, per_ms, burst) in [

@@ -9,6 +9,7 @@ use redis::{FromRedisValue, Value};
 use super::scripts::{FETCH, SHARD_FETCH};
 use super::{RedisBroker, ShardKeys, keys};
 use crate::error::Result;
+use crate::policy::dispatch::reserve::{INBOX_MOVE, RATE_WAKE};
 
 /// A reserved job: its in-progress token and raw payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,7 +172,7 @@ impl RedisBroker {
     /// As [`Self::fetch_shard`], with, when it reserved fewer than `n` and a
     /// tenant waits for its rate, how long until the first such tenant's rate
     /// allows a start (an idle worker waits no longer).
-    pub(crate) async fn fetch_shard_hinted(
+    pub async fn fetch_shard_hinted(
         &self,
         queue: &ShardQueue,
         n: usize,
@@ -211,13 +212,6 @@ impl RedisBroker {
         Ok((out, hint))
     }
 }
-
-/// Inbox entries one `shard_fetch.lua` call moves into shards at most (each
-/// costs a JSON decode in Lua; the bound keeps the script short).
-const INBOX_MOVE: usize = 50;
-
-/// Tenants waiting for their rate one `shard_fetch.lua` call brings back at most.
-const RATE_WAKE: usize = 16;
 
 /// The current minute since the epoch (the dispatch counts' bucket).
 pub(crate) fn epoch_minute() -> u64 {

@@ -51,7 +51,7 @@ pub enum Finish<'a> {
 
 /// What a job's end releases or records besides its in-progress entry.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Holds<'a> {
+pub struct Holds<'a> {
     /// The concurrency slot it held.
     pub slot: Option<&'a SlotHold>,
     /// Its unique lock (released by an ack or a burial).
@@ -64,7 +64,7 @@ pub(crate) struct Holds<'a> {
 
 /// Where a batched ack goes: see [`RedisBroker::shard_ack_record`].
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct AckRecord {
+pub struct AckRecord {
     /// The worker's in-progress record of the queue.
     pub key: String,
     /// The tenant-sharded queue.
@@ -85,7 +85,7 @@ pub enum FinishReply {
 
 impl RedisBroker {
     /// Ends a job's stay in `identity`'s in-progress record (fenced by `token`).
-    pub(crate) async fn finish(
+    pub async fn finish(
         &self,
         identity: &str,
         token: &Token,
@@ -111,7 +111,7 @@ impl RedisBroker {
     /// `None` for a job of a plain queue, whose ack is a lone `HDEL`
     /// ([`Self::finish`]); concurrent ones already share a write to Redis
     /// (the connection pipelines them), so batching them saves nothing.
-    pub(crate) fn shard_ack_record(&self, identity: &str, token: &Token) -> Option<AckRecord> {
+    pub fn shard_ack_record(&self, identity: &str, token: &Token) -> Option<AckRecord> {
         token.is_sharded().then(|| AckRecord {
             key: self.inflight_of(identity, token),
             queue: token.queue.clone(),
@@ -126,7 +126,7 @@ impl RedisBroker {
     /// same call on one server ([`Self::ends_in_script`]). Returns, per ack,
     /// whether it was fenced (the job had been recovered from this worker);
     /// fenced completions are counted.
-    pub(crate) async fn ack_many(
+    pub async fn ack_many(
         &self,
         record: &AckRecord,
         acks: &[(&str, &str, Option<&str>)],
@@ -170,7 +170,7 @@ impl RedisBroker {
     /// Recovers a job of `identity` (the reaper): the same step as [`Self::finish`],
     /// done only if `identity`'s lease is still gone when the script runs, so a
     /// worker that came back since the reaper looked keeps its job.
-    pub(crate) async fn recover(
+    pub async fn recover(
         &self,
         identity: &str,
         token: &Token,
@@ -439,12 +439,7 @@ impl RedisBroker {
     /// record and pushes released waiters to their queues; in cluster mode
     /// those are further steps (the record after, the waiters delivered from
     /// the releasing set, see [`Self::deliver_released`]).
-    pub(crate) async fn release_slot(
-        &self,
-        identity: &str,
-        token: &Token,
-        hold: &SlotHold,
-    ) -> Result<()> {
+    pub async fn release_slot(&self, identity: &str, token: &Token, hold: &SlotHold) -> Result<()> {
         let mut inv = SLOT_RELEASE.call();
         self.slot_part(&mut inv, identity, hold);
         inv.arg(token.raw.as_str());

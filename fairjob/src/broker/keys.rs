@@ -12,34 +12,10 @@
 //! the per-queue in-progress records and the inbox that Sidekiq producers push to
 //! all live in one slot and every shard script stays in it.
 
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
-
 pub use super::slot::{cluster_slot, hash_part};
+pub use crate::wire::encoding::{decode, encode};
 mod shard;
 pub use shard::ShardKeys;
-
-/// Bytes kept as they are by [`encode`]: ASCII letters, digits and `-._~`.
-const KEEP: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
-
-/// Encodes a piece of data (tenant id, queue name, limit key, identity) for use
-/// inside one of fairjob's own keys: percent-encoding of every byte outside
-/// `[A-Za-z0-9-._~]`. Injective and reversible with [`decode`]; the Lua scripts
-/// that build a shard key from a tenant use the same rule (`encode` in `shard.lua`).
-pub fn encode(data: &str) -> String {
-    utf8_percent_encode(data, KEEP).to_string()
-}
-
-/// Reverses [`encode`].
-pub fn decode(encoded: &str) -> Option<String> {
-    percent_decode_str(encoded)
-        .decode_utf8()
-        .ok()
-        .map(|s| s.into_owned())
-}
 
 /// The gem's default window key format.
 pub const DEFAULT_FAIR_KEY_FORMAT: &str =

@@ -29,6 +29,8 @@ use super::push::{PushSpec, Pushed, When};
 use super::token::Token;
 use super::unique::UniqueLock;
 use crate::error::Result;
+use crate::policy::reroute::Window;
+use crate::policy::unique;
 
 /// Told of every push into a [`MemoryStore`] before the push returns (the
 /// inline mode performs the jobs there). The store holds it strongly: it
@@ -107,7 +109,7 @@ struct State {
     /// Iterable jobs' state by jid, as `it-{jid}` would hold it.
     iterations: HashMap<String, Iteration>,
     /// Unique locks by key, as `lib_unique.lua` keeps them.
-    uniques: HashMap<String, MemLock>,
+    uniques: HashMap<String, unique::Lock>,
 }
 
 /// One iterable job's state: the fence, the cursor, runtime, cancelled, executions.
@@ -118,23 +120,6 @@ struct Iteration {
     runtime: f64,
     cancelled: bool,
     executions: u64,
-}
-
-/// A unique lock: the jid holding it, its expiry (epoch seconds of the
-/// virtual clock) and, for replace, the holder's waiting payload.
-#[derive(Debug, Clone)]
-struct MemLock {
-    jid: String,
-    expires_at: f64,
-    waiting: Option<String>,
-}
-
-#[derive(Default)]
-struct Window {
-    /// `jid:<jid>` → whole seconds.
-    members: HashMap<String, i64>,
-    /// When the key would expire (EXPIRE max window), epoch seconds.
-    expires_at: f64,
 }
 
 impl State {
@@ -160,21 +145,12 @@ impl State {
     /// `unique_take`: `None` when taken (or held by `jid`), else the holder.
     fn unique_take(&mut self, u: &UniqueLock, now: f64) -> Option<String> {
         let key = format!("{}{}", u.prefix, u.digest);
-        if let Some(l) = self.uniques.get(&key) {
-            if l.expires_at > now {
-                return (l.jid != u.jid).then(|| l.jid.clone());
-            }
-            self.uniques.remove(&key);
+        let mut slot = self.uniques.remove(&key);
+        let holder = unique::take(&mut slot, &u.jid, u.ttl_ms, now);
+        if let Some(l) = slot {
+            self.uniques.insert(key, l);
         }
-        self.uniques.insert(
-            key,
-            MemLock {
-                jid: u.jid.clone(),
-                expires_at: now + u.ttl_ms as f64 / 1000.0,
-                waiting: None,
-            },
-        );
-        None
+        holder
     }
 
     /// A replacing push: the holder's waiting entry (as `is_where` accepts
@@ -196,7 +172,7 @@ impl State {
         let Some(entry) = self.jobs.iter_mut().find(|e| e.payload == p && is_where(e)) else {
             return false;
         };
-        let new = swap_jid(payload, &u.jid, holder);
+        let new = unique::swap_jid(payload, &u.jid, holder);
         entry.payload = new.clone();
         if let Some(w) = waiting {
             entry.waiting = w;
@@ -353,22 +329,13 @@ impl MemoryStore {
             }
             let mut chosen = 0;
             if let Some(r) = &job.reroute {
-                let maxw = r.max_window_secs as i64;
-                let w = st.windows.entry(r.window_key.clone()).or_default();
-                if !w.members.is_empty() && w.expires_at < now_f {
-                    w.members.clear();
-                }
-                w.members.insert(r.member.clone(), now);
-                w.members.retain(|_, score| *score >= now - maxw);
-                w.expires_at = now_f + maxw as f64;
-                let members = &w.members;
-                chosen = crate::wire::reroute_target(r.rules.iter().map(|(threshold, per)| {
-                    let from = now - *per as i64;
-                    (
-                        *threshold,
-                        members.values().filter(|s| **s >= from).count() as u64,
-                    )
-                }));
+                chosen = st.windows.entry(r.window_key.clone()).or_default().choose(
+                    now,
+                    now_f,
+                    &r.member,
+                    r.max_window_secs as i64,
+                    &r.rules,
+                );
             }
             let cand = &job.candidates[chosen.min(job.candidates.len() - 1)];
             let qjson = serde_json::to_string(&cand.queue).expect("strings encode");
@@ -431,12 +398,11 @@ impl MemoryStore {
     /// (`None`: whoever does).
     pub(crate) fn unique_release(&self, key: &str, jid: Option<&str>) -> bool {
         let mut st = self.lock();
-        let held = st
-            .uniques
-            .get(key)
-            .is_some_and(|l| jid.is_none_or(|j| l.jid == j));
-        if held {
-            st.uniques.remove(key);
+        let now = st.now(0);
+        let mut slot = st.uniques.remove(key);
+        let held = unique::release(&mut slot, jid, now);
+        if let Some(l) = slot {
+            st.uniques.insert(key.to_owned(), l);
         }
         held
     }
@@ -489,12 +455,6 @@ impl MemoryStore {
             .position(|e| e.waiting == Waiting::Queued && pick(e))?;
         Some(st.jobs.remove(i))
     }
-}
-
-/// `lib_unique.lua`'s `unique_swap_jid`: `s` with `"jid":"<from>"` made `<to>`.
-fn swap_jid(s: &str, from: &str, to: &str) -> String {
-    let pat = format!("\"jid\":\"{from}\"");
-    s.replacen(&pat, &format!("\"jid\":\"{to}\""), 1)
 }
 
 #[cfg(test)]

@@ -147,7 +147,7 @@ pub(crate) use fetch::PlainQueue;
 pub use fetch::Reserved;
 #[doc(hidden)]
 pub use fetch::ShardQueue;
-pub(crate) use finish::{AckRecord, Holds};
+pub use finish::{AckRecord, Holds};
 pub use finish::{Finish, FinishReply};
 pub use iterate::{ITERATION_TTL, IterationState, SaveInfo, Saved};
 pub use keys::{Keys, LimitKeys, RateKeys, ShardKeys};
@@ -159,11 +159,14 @@ pub(crate) use push::{Candidate, PushSpec, RerouteSpec};
 pub use push::{Pushed, When};
 pub use rates::{RATE_RESERVATION_TTL, RateAcquired, RateReleased, RateRequest};
 pub use reconcile::Healed;
-pub use scripts::{SCRIPT_SOURCES, script_hashes};
+#[cfg(feature = "testing")]
+pub use scripts::freeze_clock;
+pub use scripts::{INCLUDES, SCRIPT_SOURCES, assemble, includes_of, script_hashes, uses};
 pub use shards::{Setting, ShardPolicy, ShardRate};
 pub use slots::{Acquired, RESERVATION_TTL, SlotRequest};
 pub use token::{SlotHold, Src, Token};
-pub(crate) use unique::{UniqueHold, UniqueLock};
+pub use unique::UniqueHold;
+pub(crate) use unique::UniqueLock;
 pub use yields::{
     MyRun, RunRow, Snapshot, StoredYield, TenantRow, Tick, YieldCounts, YieldPolicy, YieldRequest,
 };

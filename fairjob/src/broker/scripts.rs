@@ -1,9 +1,11 @@
 //! The Lua scripts, each its own `.lua` file compiled in with `include_str!`
 //! and called by its SHA1 (`EVALSHA`; loaded with `SCRIPT LOAD` when Redis
-//! doesn't have it). The shared libraries `lib_shard.lua`, `lib_slot.lua`,
-//! `lib_window.lua` and `lib_unique.lua` are prepended to each. Each script is called from exactly one typed
-//! function of the broker, which alone knows its argument order and decodes
-//! its reply.
+//! doesn't have it). A script declares the include files it uses in its
+//! first lines (`--! use dispatch/reserve, unique`; an include declares its
+//! own the same way), and carries exactly those ([`assemble`]): the Lua twin
+//! of each rule of [`crate::policy`] is one include under `scripts/lib/`.
+//! Each script is called from exactly one typed function of the broker,
+//! which alone knows its argument order and decodes its reply.
 //!
 //! A [`Call`] is one invocation, built key by key and argument by argument. It
 //! is a plain command, so several calls can share one pipeline
@@ -84,59 +86,154 @@ impl Call<'_> {
     }
 }
 
+/// The include files under `scripts/lib/`, by the name a script's `--! use`
+/// line gives them. Each is the Lua twin of one rule of [`crate::policy`]
+/// (see its module doc's table), but `common` (helpers), `clock` (Redis's
+/// clock), `cache` (the dispatch scripts' per-call cache) and `yield` (fair
+/// yield's record format).
+pub const INCLUDES: &[(&str, &str)] = &[
+    ("common", include_str!("scripts/lib/common.lua")),
+    ("clock", include_str!("scripts/lib/clock.lua")),
+    ("cache", include_str!("scripts/lib/cache.lua")),
+    ("gcra", include_str!("scripts/lib/gcra.lua")),
+    ("reroute", include_str!("scripts/lib/reroute.lua")),
+    ("slots", include_str!("scripts/lib/slots.lua")),
+    ("unique", include_str!("scripts/lib/unique.lua")),
+    ("yield", include_str!("scripts/lib/yield.lua")),
+    (
+        "dispatch/state",
+        include_str!("scripts/lib/dispatch/state.lua"),
+    ),
+    (
+        "dispatch/settings",
+        include_str!("scripts/lib/dispatch/settings.lua"),
+    ),
+    (
+        "dispatch/order",
+        include_str!("scripts/lib/dispatch/order.lua"),
+    ),
+    (
+        "dispatch/limit",
+        include_str!("scripts/lib/dispatch/limit.lua"),
+    ),
+    (
+        "dispatch/pace",
+        include_str!("scripts/lib/dispatch/pace.lua"),
+    ),
+    (
+        "dispatch/reserve",
+        include_str!("scripts/lib/dispatch/reserve.lua"),
+    ),
+];
+
+/// The includes a source declares: its `--! use a, b` lines, in order.
+pub fn uses(source: &str) -> Vec<&str> {
+    source
+        .lines()
+        .take_while(|l| l.starts_with("--"))
+        .filter_map(|l| l.strip_prefix("--! use "))
+        .flat_map(|l| l.split(','))
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
+/// The includes `body` carries, each once, every one after those it uses:
+/// its `--! use` includes and theirs, depth first.
+pub fn includes_of(body: &str) -> Vec<&'static str> {
+    fn visit(name: &str, seen: &mut Vec<&'static str>, path: &mut Vec<String>) {
+        if seen.contains(&name) {
+            return;
+        }
+        assert!(
+            !path.iter().any(|p| p == name),
+            "Lua includes use each other in a circle: {path:?} -> {name}"
+        );
+        let (key, src) = INCLUDES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("`--! use {name}`: no include scripts/lib/{name}.lua"));
+        path.push(name.to_owned());
+        for dep in uses(src) {
+            visit(dep, seen, path);
+        }
+        path.pop();
+        seen.push(key);
+    }
+    let mut seen = Vec::new();
+    for name in uses(body) {
+        visit(name, &mut seen, &mut Vec::new());
+    }
+    seen
+}
+
+/// A script's source as Redis gets it: its includes ([`includes_of`]), then
+/// the script itself. Only compile-time files take part (the clock include
+/// may be the testing mode's frozen one, see [`freeze_clock`]).
+pub fn assemble(body: &str) -> String {
+    let mut out = String::new();
+    for name in includes_of(body) {
+        let src = match name {
+            "clock" => clock_source(),
+            _ => INCLUDES
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, s)| *s)
+                .unwrap_or(""),
+        };
+        out.push_str(src);
+        out.push('\n');
+    }
+    out.push_str(body);
+    ASSEMBLED.store(true, std::sync::atomic::Ordering::SeqCst);
+    out
+}
+
+static ASSEMBLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static FROZEN_CLOCK: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+fn clock_source() -> &'static str {
+    FROZEN_CLOCK
+        .get()
+        .copied()
+        .unwrap_or(include_str!("scripts/lib/clock.lua"))
+}
+
+/// Testing only: assembles every script of this process with `source` as
+/// its clock include instead of Redis's TIME (a frozen clock a test moves:
+/// see `fairjob::testing::ScriptClock`). Must be called before the first
+/// script is built; a later call with the same source changes nothing.
+///
+/// # Panics
+///
+/// When a script was already built with another clock.
+#[cfg(feature = "testing")]
+pub fn freeze_clock(source: &'static str) {
+    let set = *FROZEN_CLOCK.get_or_init(|| {
+        assert!(
+            !ASSEMBLED.load(std::sync::atomic::Ordering::SeqCst),
+            "freeze_clock: scripts were already built with Redis's clock"
+        );
+        source
+    });
+    assert!(
+        std::ptr::eq(set, source) || set == source,
+        "freeze_clock: another clock is set"
+    );
+}
+
 macro_rules! script {
     ($name:ident, $file:literal) => {
         pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| Lua {
-            script: Script::new(concat!(
-                include_str!("scripts/lib_shard.lua"),
-                "\n",
-                include_str!("scripts/lib_slot.lua"),
-                "\n",
-                include_str!("scripts/lib_window.lua"),
-                "\n",
-                include_str!("scripts/lib_rate.lua"),
-                include_str!("scripts/lib_unique.lua"),
-                "\n",
-                include_str!(concat!("scripts/", $file))
-            )),
+            script: Script::new(&assemble(include_str!(concat!("scripts/", $file)))),
         });
     };
 }
 
 script!(PUSH, "push.lua");
-
-/// A script with only `lib_unique.lua` before it (no set-up of the other
-/// libraries on each call).
-macro_rules! lean_script {
-    ($name:ident, $file:literal) => {
-        pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| Lua {
-            script: Script::new(concat!(
-                include_str!("scripts/lib_unique.lua"),
-                "\n",
-                include_str!(concat!("scripts/", $file))
-            )),
-        });
-    };
-}
-
-lean_script!(UNIQUE_PUSH, "unique_push.lua");
-
-/// A script with only `lib_shard.lua` before it: the per-call set-up of a
-/// sharded queue's fetch and batched ack is a third of the general one's.
-macro_rules! shard_script {
-    ($name:ident, $file:literal) => {
-        pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| Lua {
-            script: Script::new(concat!(
-                include_str!("scripts/lib_shard.lua"),
-                "\n",
-                include_str!(concat!("scripts/", $file))
-            )),
-        });
-    };
-}
-
+script!(UNIQUE_PUSH, "unique_push.lua");
 script!(FETCH, "fetch.lua");
-shard_script!(SHARD_FETCH, "shard_fetch.lua");
+script!(SHARD_FETCH, "shard_fetch.lua");
 script!(FINISH, "finish.lua");
 script!(SHARD_FINISH, "shard_finish.lua");
 script!(SLOT_RELEASE, "slot_release.lua");
@@ -153,7 +250,7 @@ script!(FRONT, "front.lua");
 script!(SLOT_TAKE, "slot_take.lua");
 script!(RECLAIM, "reclaim.lua");
 script!(SAMPLER_LEASE, "sampler_lease.lua");
-shard_script!(SHARD_ACK_MANY, "shard_ack_many.lua");
+script!(SHARD_ACK_MANY, "shard_ack_many.lua");
 script!(ITERATE_CLAIM, "iterate_claim.lua");
 script!(ITERATE_SAVE, "iterate_save.lua");
 script!(RATE_ACQUIRE, "rate_acquire.lua");
@@ -165,7 +262,7 @@ script!(CRON_SET, "cron_set.lua");
 script!(CRON_RECONCILE, "cron_reconcile.lua");
 script!(CRON_RELEASE, "cron_release.lua");
 script!(UNIQUE_RELEASE, "unique_release.lua");
-shard_script!(SHARD_YIELD, "shard_yield.lua");
+script!(SHARD_YIELD, "shard_yield.lua");
 script!(SHARD_YIELD_ASK, "shard_yield_ask.lua");
 script!(RELAY_STAGE, "relay_stage.lua");
 script!(RELAY_TRIM, "relay_trim.lua");
@@ -219,14 +316,46 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         .collect()
 }
 
-/// All script sources, for the static check that none is built from runtime data.
+/// All script sources (the include files under `lib/` among them), for the
+/// static checks that none is built from runtime data, by path under `scripts/`.
 pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
+    ("lib/common.lua", include_str!("scripts/lib/common.lua")),
+    ("lib/clock.lua", include_str!("scripts/lib/clock.lua")),
+    ("lib/cache.lua", include_str!("scripts/lib/cache.lua")),
+    ("lib/gcra.lua", include_str!("scripts/lib/gcra.lua")),
+    ("lib/reroute.lua", include_str!("scripts/lib/reroute.lua")),
+    ("lib/slots.lua", include_str!("scripts/lib/slots.lua")),
+    ("lib/unique.lua", include_str!("scripts/lib/unique.lua")),
+    ("lib/yield.lua", include_str!("scripts/lib/yield.lua")),
+    (
+        "lib/dispatch/state.lua",
+        include_str!("scripts/lib/dispatch/state.lua"),
+    ),
+    (
+        "lib/dispatch/settings.lua",
+        include_str!("scripts/lib/dispatch/settings.lua"),
+    ),
+    (
+        "lib/dispatch/order.lua",
+        include_str!("scripts/lib/dispatch/order.lua"),
+    ),
+    (
+        "lib/dispatch/limit.lua",
+        include_str!("scripts/lib/dispatch/limit.lua"),
+    ),
+    (
+        "lib/dispatch/pace.lua",
+        include_str!("scripts/lib/dispatch/pace.lua"),
+    ),
+    (
+        "lib/dispatch/reserve.lua",
+        include_str!("scripts/lib/dispatch/reserve.lua"),
+    ),
     (
         "iterate_claim.lua",
         include_str!("scripts/iterate_claim.lua"),
     ),
     ("iterate_save.lua", include_str!("scripts/iterate_save.lua")),
-    ("lib_shard.lua", include_str!("scripts/lib_shard.lua")),
     ("shard_yield.lua", include_str!("scripts/shard_yield.lua")),
     (
         "shard_yield_ask.lua",
@@ -242,7 +371,6 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
     ("promote.lua", include_str!("scripts/promote.lua")),
     ("lease.lua", include_str!("scripts/lease.lua")),
     ("shard_policy.lua", include_str!("scripts/shard_policy.lua")),
-    ("lib_slot.lua", include_str!("scripts/lib_slot.lua")),
     ("slot_acquire.lua", include_str!("scripts/slot_acquire.lua")),
     ("slot_set.lua", include_str!("scripts/slot_set.lua")),
     (
@@ -250,7 +378,6 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
         include_str!("scripts/shard_reconcile.lua"),
     ),
     ("slot_forget.lua", include_str!("scripts/slot_forget.lua")),
-    ("lib_window.lua", include_str!("scripts/lib_window.lua")),
     ("window.lua", include_str!("scripts/window.lua")),
     ("front.lua", include_str!("scripts/front.lua")),
     ("slot_take.lua", include_str!("scripts/slot_take.lua")),
@@ -263,7 +390,6 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
         "shard_ack_many.lua",
         include_str!("scripts/shard_ack_many.lua"),
     ),
-    ("lib_rate.lua", include_str!("scripts/lib_rate.lua")),
     ("rate_acquire.lua", include_str!("scripts/rate_acquire.lua")),
     ("rate_release.lua", include_str!("scripts/rate_release.lua")),
     ("rate_set.lua", include_str!("scripts/rate_set.lua")),
@@ -275,7 +401,6 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
         include_str!("scripts/cron_reconcile.lua"),
     ),
     ("cron_release.lua", include_str!("scripts/cron_release.lua")),
-    ("lib_unique.lua", include_str!("scripts/lib_unique.lua")),
     (
         "unique_release.lua",
         include_str!("scripts/unique_release.lua"),

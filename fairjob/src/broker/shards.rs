@@ -9,104 +9,7 @@ use super::keys;
 use super::scripts::SHARD_POLICY;
 use crate::error::{Error, Result};
 
-/// One setting of a [`ShardPolicy`] change.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub enum Setting<T> {
-    /// Leave it as it is.
-    #[default]
-    Keep,
-    /// Remove it (the tenant falls back to the queue's default; the default
-    /// falls back to weight 1, floor 0, no cap).
-    Clear,
-    /// Set it.
-    Set(T),
-}
-
-/// A tenant's rate on a sharded queue: at most `limit` starts per `per_us`
-/// microseconds, spread evenly (GCRA with no burst, on Redis's clock). Parse
-/// one with `fairjob::rate::parse_tenant_rate` (`10/s`, `100/1m`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct ShardRate {
-    /// Starts per period (> 0).
-    pub limit: u32,
-    /// The period, µs (> 0).
-    pub per_us: u64,
-}
-
-impl ShardRate {
-    /// The stored form in the policy hash: `<limit>/<period µs>`.
-    pub fn stored(&self) -> String {
-        format!("{}/{}", self.limit, self.per_us)
-    }
-
-    /// Reads the stored form back (`None` when malformed).
-    pub fn from_stored(text: &str) -> Option<ShardRate> {
-        let (l, p) = text.split_once('/')?;
-        let (limit, per_us) = (l.parse().ok()?, p.parse().ok()?);
-        (limit > 0 && per_us > 0).then_some(ShardRate { limit, per_us })
-    }
-}
-
-impl std::fmt::Display for ShardRate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.stored())
-    }
-}
-
-/// A change of a sharded queue's fair-share settings, for one tenant or for
-/// every tenant without its own (the default).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct ShardPolicy {
-    /// Share under contention relative to other tenants (default 1; > 0).
-    pub weight: Setting<f64>,
-    /// Jobs guaranteed running: a tenant under its floor with pending work is
-    /// served before share order (default 0).
-    pub floor: Setting<u32>,
-    /// The running limit (default none; 0 pauses).
-    pub cap: Setting<u32>,
-    /// Starts per period (default none): a tenant whose rate is spent is
-    /// skipped, its pass kept, until its rate allows its next start.
-    pub rate: Setting<ShardRate>,
-    /// The running limit instead of the cap while no other tenant of the
-    /// queue has pending work (counts only above a cap; default none).
-    pub burst: Setting<u32>,
-}
-
-impl ShardPolicy {
-    /// This change with the cap set (`None`: removed).
-    #[must_use]
-    pub fn with_cap(mut self, cap: Option<u32>) -> Self {
-        self.cap = cap.map_or(Setting::Clear, Setting::Set);
-        self
-    }
-
-    fn check(&self) -> Result<()> {
-        if let Setting::Set(w) = self.weight
-            && !(w.is_finite() && w > 0.0 && w <= 1e6)
-        {
-            return Err(Error::Config(format!(
-                "a weight is a number above 0 and at most 1000000, not {w}"
-            )));
-        }
-        if let Setting::Set(r) = self.rate
-            && (r.limit == 0 || r.per_us == 0 || r.per_us < u64::from(r.limit))
-        {
-            return Err(Error::Config(format!(
-                "a tenant's rate is at least 1 start per period and at most one per µs, not {} per {} µs (a cap of 0 pauses a tenant)",
-                r.limit, r.per_us
-            )));
-        }
-        Ok(())
-    }
-}
-
-fn arg<T: ToString>(s: Setting<T>) -> String {
-    match s {
-        Setting::Keep => "-".to_owned(),
-        Setting::Clear => String::new(),
-        Setting::Set(v) => v.to_string(),
-    }
-}
+pub use crate::policy::dispatch::{Setting, ShardPolicy, ShardRate};
 
 /// Tenants a 0.1 ring entry-batch or a re-check handles per script call.
 const BATCH: usize = 200;
@@ -131,9 +34,12 @@ impl RedisBroker {
             let batch: Vec<String> = if tenant.is_some() {
                 vec![field.clone()]
             } else {
-                let (next, batch): (u64, Vec<String>) =
+                let (next, mut batch): (u64, Vec<String>) =
                     self.sscan(&sk.tenants, cursor, BATCH).await?;
                 cursor = next;
+                // In a fixed order (the order tenants enter the dispatch
+                // order in decides their ties), not the set's.
+                batch.sort_unstable();
                 batch
             };
             let mut inv = SHARD_POLICY.call();
@@ -143,11 +49,9 @@ impl RedisBroker {
             inv.key(&sk.wake);
             inv.arg(&sk.shard_prefix).arg(&field);
             if first {
-                inv.arg(arg(policy.weight))
-                    .arg(arg(policy.floor))
-                    .arg(arg(policy.cap))
-                    .arg(arg(policy.rate))
-                    .arg(arg(policy.burst));
+                for (_, value) in policy.stored() {
+                    inv.arg(value);
+                }
             } else {
                 inv.arg("-").arg("-").arg("-").arg("-").arg("-");
             }

@@ -37,33 +37,9 @@ pub enum Acquired {
     Lost,
 }
 
-/// Appends a length-prefixed field (`<len>:<bytes>`), the lock-wait list's
-/// entry format, which lets queue names and payloads hold any byte.
-fn field(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.extend_from_slice(bytes.len().to_string().as_bytes());
-    out.push(b':');
-    out.extend_from_slice(bytes);
-}
-
 /// Reads a lock-wait entry's fields back: jid, queue, encoded queue, payload.
 pub(crate) fn waiter_fields(entry: &[u8]) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut rest = entry;
-    while let Some(colon) = rest.iter().position(|&b| b == b':') {
-        let Some(n) = std::str::from_utf8(&rest[..colon])
-            .ok()
-            .and_then(|n| n.parse::<usize>().ok())
-        else {
-            break;
-        };
-        let body = &rest[colon + 1..];
-        if body.len() < n {
-            break;
-        }
-        out.push(body[..n].to_vec());
-        rest = &body[n..];
-    }
-    out
+    crate::policy::slots::fields(entry)
 }
 
 impl RedisBroker {
@@ -234,28 +210,5 @@ fn waiter_entry(token: &Token, req: &SlotRequest<'_>) -> Vec<u8> {
 /// A waiting job's entry (slot and rate limiters share the format): jid,
 /// queue, encoded queue, payload.
 pub(crate) fn waiter_entry_of(token: &Token, jid: &str, payload: &str) -> Vec<u8> {
-    let mut entry = Vec::with_capacity(payload.len() + 256);
-    field(&mut entry, jid.as_bytes());
-    field(&mut entry, token.queue.as_bytes());
-    field(&mut entry, keys::encode(&token.queue).as_bytes());
-    field(&mut entry, payload.as_bytes());
-    entry
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn waiter_fields_are_length_prefixed() {
-        let mut out = Vec::new();
-        field(&mut out, b"p");
-        field(&mut out, b"a:b\n c");
-        assert_eq!(out, b"1:p6:a:b\n c");
-        assert_eq!(
-            waiter_fields(&out),
-            vec![b"p".to_vec(), b"a:b\n c".to_vec()]
-        );
-        assert_eq!(waiter_fields(b"9:short"), Vec::<Vec<u8>>::new());
-    }
+    crate::policy::slots::entry(jid, &token.queue, &keys::encode(&token.queue), payload)
 }

@@ -23,18 +23,20 @@ pub(crate) struct UniqueLock {
 /// A fetched unique job's lock, to release when the job ends (an ack or a
 /// burial) or, for `until = "start"`, when it starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct UniqueHold {
+pub struct UniqueHold {
     /// The lock's queue (its cluster slot).
     pub queue: String,
+    /// The lock's digest (its key under the queue's unique prefix).
     pub digest: String,
     /// The job's jid: only its own lock is released.
     pub jid: String,
+    /// When the lock goes (at the start or at the end).
     pub until: crate::wire::UniqueUntil,
 }
 
 impl UniqueHold {
     /// The lock a fetched payload holds, if it is a unique job's.
-    pub(crate) fn of(payload: &crate::wire::Payload) -> Option<UniqueHold> {
+    pub fn of(payload: &crate::wire::Payload) -> Option<UniqueHold> {
         let spec = crate::wire::UniqueSpec::of(payload)?;
         Some(UniqueHold {
             queue: spec.queue,

@@ -1,7 +1,7 @@
 //! Fair yield on tenant-sharded queues, the Redis side: a worker's tick
 //! (`shard_yield.lua`: record its running iterable jobs, read the requests
 //! for them, and, for the one worker that takes the decision lock, a
-//! snapshot for `preempt::decide`), the requests (`shard_yield_ask.lua`),
+//! snapshot for `policy::share::decide`), the requests (`shard_yield_ask.lua`),
 //! the queue's fair-yield settings and the per-tenant counts for views.
 //! Every key is in the queue's slot.
 
@@ -24,7 +24,7 @@ pub struct MyRun {
     pub started: f64,
 }
 
-/// A tenant of the decision snapshot (raw; see `preempt::TenantLoad`).
+/// A tenant of the decision snapshot (raw; see `policy::share::TenantLoad`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TenantRow {
     /// Encoded tenant.
@@ -43,7 +43,7 @@ pub struct TenantRow {
     pub burst: Option<u32>,
     /// Seconds waiting in the dispatch order, if it is there.
     pub waited: Option<f64>,
-    /// Its share hold in force (see `preempt::share_holds`): the limit and
+    /// Its share hold in force (see `policy::share::share_holds`): the limit and
     /// the seconds it has left.
     pub hold: Option<(u32, f64)>,
 }

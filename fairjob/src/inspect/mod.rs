@@ -2,7 +2,7 @@
 //! metrics sampler, built from the broker's raw reads ([`crate::broker::read`])
 //! and the policy modules' pure functions, so a rule is written once and a
 //! view explains it by calling it ("next job goes to `reports_slowest`, back
-//! in 61 s" comes from [`crate::wire::reroute_target`], the function the
+//! in 61 s" comes from [`crate::policy::reroute::reroute_target`], the function the
 //! testing fake runs and `push.lua` states).
 //!
 //! [`Inspector`] is the one handle the UI crates hold: every view, and the
@@ -244,7 +244,7 @@ impl Inspector {
     }
 
     /// A sharded queue's fair-yield settings as stored (`None`: the default,
-    /// [`crate::preempt::YieldSettings::DEFAULT`]).
+    /// [`crate::policy::share::YieldSettings::DEFAULT`]).
     pub async fn yield_policy(&self, queue: &str) -> Result<StoredYield> {
         self.broker.yield_policy(queue).await
     }

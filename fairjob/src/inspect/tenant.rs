@@ -14,9 +14,8 @@ use super::jobs::{JobFilter, JobPage};
 use super::{ClassInfo, Inspector, JobSet, LimitDetail, RECENT_MINUTES, WaitSummary};
 use crate::error::Result;
 use crate::fair::DEFAULT_MAX_WINDOW;
-use crate::wire::{
-    WireRule, reroute_clears_in, reroute_next_queue, reroute_target, reroute_window, rule_window,
-};
+use crate::policy::reroute::{reroute_clears_in, reroute_next_queue, reroute_target};
+use crate::wire::{WireRule, reroute_window, rule_window};
 
 /// Entries of `retry` and of `dead` the tenant page looks at (newest first for dead).
 pub const TENANT_SET_SCAN: usize = 1_000;

@@ -5,7 +5,8 @@ use serde::Serialize;
 
 use super::Inspector;
 use crate::error::Result;
-use crate::wire::{WireRule, reroute_next_queue, rule_window};
+use crate::policy::reroute::reroute_next_queue;
+use crate::wire::{WireRule, rule_window};
 
 /// One tenant's reroute window of a job class.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -20,17 +20,22 @@
 //!   commands, the worker itself).
 //! - [`RedisCluster`]: a private Redis Cluster (primaries with replicas) on
 //!   loopback, for tests of cluster mode, failover and resharding.
+//! - [`ScriptClock`]: the scripts' clock frozen by the test (a differential
+//!   test compares the scripts with the pure rules of [`crate::policy`] at
+//!   the same instant).
 //! - [`TestCa`]: a throwaway CA with server and client certificates, for
 //!   [`RedisServer::start_tls`] and [`RedisCluster::start_tls`].
 //!
 //! Layer 7: it may use everything below it.
 
+mod clock;
 mod fake;
 mod perform;
 mod redis_cluster;
 mod redis_server;
 mod tls;
 
+pub use clock::ScriptClock;
 pub use fake::{AfterFailure, Enqueued, Failure, Fake, FakeBuilder};
 pub use perform::{Performing, perform};
 pub use redis_cluster::{ClusterPrimary, RedisCluster};

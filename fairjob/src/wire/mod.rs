@@ -14,6 +14,7 @@ pub mod classes;
 pub mod cron;
 pub mod date;
 pub mod duration;
+pub mod encoding;
 pub mod fields;
 pub mod options;
 pub mod payload;
@@ -25,7 +26,7 @@ pub use classes::ClassInfo;
 pub use date::{utc_date, utc_day};
 pub use options::{
     ArgsShape, ConcurrencyLimit, IterableOptions, JobOptions, RateLimit, Retry, ThrottleRule,
-    WireRule, reroute_clears_in, reroute_next_queue, reroute_target, reroute_window, rule_window,
+    WireRule, reroute_window, rule_window,
 };
 pub use payload::{Malformed, Payload, malformed_entry, new_jid, now_f64};
 pub use trace_context::Propagation;

@@ -203,42 +203,6 @@ pub fn reroute_window(rules: &[WireRule], configured_secs: u64) -> u64 {
         .max(1)
 }
 
-/// The reroute rule, written once (`push.lua` is its only other statement):
-/// given each rule's threshold and its window's count *with the job being
-/// pushed already counted*, every rule with `threshold < count` matches and
-/// the last matching one (in declaration order) wins. Returns 0 for the
-/// declared queue, `i + 1` for rule `i`.
-pub fn reroute_target(thresholds_and_counts: impl IntoIterator<Item = (u64, u64)>) -> usize {
-    let mut chosen = 0;
-    for (i, (threshold, count)) in thresholds_and_counts.into_iter().enumerate() {
-        if threshold < count {
-            chosen = i + 1;
-        }
-    }
-    chosen
-}
-
-/// The queue a tenant's next job goes to, given each rule's count now
-/// (before the job): [`reroute_target`] with the job counted.
-pub fn reroute_next_queue<'a>(
-    base_queue: &'a str,
-    rules: &'a [WireRule],
-    counts: &[u64],
-) -> &'a str {
-    match reroute_target(rules.iter().zip(counts).map(|(r, n)| (r.threshold, n + 1))) {
-        0 => base_queue,
-        i => &rules[i - 1].queue,
-    }
-}
-
-/// While a rule matches, seconds until a tenant's next job no longer does:
-/// `oldest_kept` is the score (epoch seconds) of the entry whose leaving the
-/// window brings the next job's count back to the threshold, `window` the
-/// rule's window, `now` Redis's clock.
-pub fn reroute_clears_in(oldest_kept: i64, window: u64, now: i64) -> u64 {
-    (oldest_kept + window as i64 - now).max(0) as u64 + 1
-}
-
 impl From<&ThrottleRule> for WireRule {
     fn from(r: &ThrottleRule) -> Self {
         WireRule {

@@ -3,9 +3,9 @@
 //! plain jobs that have called `cx.should_yield()` at least once: they poll
 //! it, so they can honour a request) and picks up the requests for them
 //! (`broker::yield_tick`); the one worker that takes the queue's decision
-//! lock this tick also decides who is asked ([`crate::preempt::decide`],
+//! lock this tick also decides who is asked ([`crate::policy::share::decide`],
 //! pure) and which tenants dispatch holds at their share
-//! ([`crate::preempt::share_holds`]), and writes both.
+//! ([`crate::policy::share::share_holds`]), and writes both.
 //!
 //! The channel: a per-queue hash of running yieldable jobs in the queue's own
 //! Redis slot, read by every worker at its tick. The lease renewal and the
@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::Shared;
 use crate::broker::{MyRun, Snapshot};
 use crate::metrics;
-use crate::preempt::{self, RunningJob, TenantLoad, YieldSettings};
+use crate::policy::share::{self, RunningJob, TenantLoad, YieldSettings};
 
 /// How often each worker ticks on each sharded queue.
 pub(crate) const TICK: Duration = Duration::from_millis(250);
@@ -88,13 +88,13 @@ async fn tick(shared: &Shared, queue: &str) -> crate::Result<()> {
             .record(*secs);
     }
     let (tenants, jobs, settings) = decision_input(&snap);
-    let asks = preempt::decide(&tenants, &jobs, &settings);
+    let asks = share::decide(&tenants, &jobs, &settings);
     // Holds only while the queue runs yieldable jobs (long jobs are what
     // stride order alone can't share out by slot-time).
     let want = if jobs.is_empty() {
         Vec::new()
     } else {
-        preempt::share_holds(&tenants, &settings)
+        share::share_holds(&tenants, &settings)
     };
     let holds = hold_changes(&snap, &want);
     if asks.is_empty() && holds.is_empty() {

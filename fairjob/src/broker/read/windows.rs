@@ -1,7 +1,7 @@
 //! Reroute windows as Redis holds them: per window key, the entries counted
 //! from a given time on, the entry at a given rank, and a scan step over the
 //! keyspace for a class's windows. Which rule matches is decided above, by
-//! [`crate::wire::reroute_target`].
+//! [`crate::policy::reroute::reroute_target`].
 
 use crate::broker::RedisBroker;
 use crate::broker::keys::glob_escape;

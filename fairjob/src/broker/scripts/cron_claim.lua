@@ -1,3 +1,4 @@
+--! use clock
 -- Claim one fire time of a periodic schedule: the idempotent per-(schedule,
 -- fire time) step that makes the enqueue exactly-once without a leader. Only
 -- the caller that finds the schedule's next fire time still equal to the one

@@ -1,3 +1,4 @@
+--! use common
 -- One bounded step of a start-up reconciliation of the schedules declared in
 -- code with the stored ones. A reconciliation is many steps (each a chunk of
 -- schedules, so no step holds Redis long) owned by one token: the worker that

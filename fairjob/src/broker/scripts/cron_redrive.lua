@@ -1,3 +1,4 @@
+--! use clock
 -- Take over claimed fire times whose poller died before pushing them (their
 -- lease expired): re-lease them to the caller and return them.
 -- KEYS[1] = firing zset. ARGV[1] = max entries, ARGV[2] = lease ms,

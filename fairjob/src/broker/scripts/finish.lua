@@ -1,3 +1,4 @@
+--! use common, clock, slots, unique
 -- End a fetched job's stay in the in-progress record, fenced by its token: if
 -- the token is gone (the job was recovered from a worker whose lease expired),
 -- nothing changes and the stale completion is counted. Otherwise, in the same

@@ -1,3 +1,4 @@
+--! use common
 -- Put a job at the front of its plain queue (next to run) and wake an idle
 -- worker, in the queue's slot (Redis Cluster mode): a job put back by its
 -- worker, which also leaves its in-progress record here, fenced by its token;

@@ -1,3 +1,4 @@
+--! use clock
 -- Claim due entries of `schedule` or `retry` (and promoting entries whose lease
 -- expired because their poller died) into the source's promoting record under a
 -- lease. The poller then runs the client middleware and pushes each with

@@ -1,3 +1,4 @@
+--! use dispatch/reserve, reroute, unique
 -- Enqueue a batch of jobs, all in one atomic step (jobs bound for one plain
 -- queue are written with one LPUSH, in order): (optionally) take it out of
 -- the promoting record, (optionally) register it in its tenant's reroute window

@@ -1,3 +1,4 @@
+--! use gcra, clock, dispatch/reserve
 -- Pass a fetched job through its rate limiter, or park it in the limiter's
 -- FIFO list (leaving the in-progress record, and its tenant's running count
 -- on a sharded queue), where it holds no worker until the release schedule
@@ -18,7 +19,7 @@
 -- Returns {1, 0} (passed), {0, next release µs or -1 when paused} (parked)
 -- or {-1, 0} (the job is no longer this worker's).
 local rk = rate_keys(1, 5)
-local now = rate_now_us()
+local now = fj_now_us()
 local reserved = redis.call('ZSCORE', rk.reserved, ARGV[4])
 if reserved then
   redis.call('ZREM', rk.reserved, ARGV[4])

@@ -1,3 +1,4 @@
+--! use gcra, clock
 -- Release a rate limiter's waiters that the rule allows now, one emission
 -- interval apart (plus the burst), to the front of their queues, and schedule
 -- its next release. Several workers may call it for one key at once: the rule
@@ -15,7 +16,7 @@ if ARGV[6] == 'c' then
   rk.releasing = KEYS[6]
   rk.lease_ms = tonumber(ARGV[7])
 end
-local now = rate_now_us()
+local now = fj_now_us()
 local n, nxt = rate_release_waiters(rk, ARGV[1], now, tonumber(ARGV[2]),
   tonumber(ARGV[3]), { prefix = ARGV[4] }, { prefix = ARGV[5] })
 local out = { n, nxt, now }

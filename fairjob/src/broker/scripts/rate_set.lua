@@ -1,3 +1,4 @@
+--! use gcra, clock
 -- Set a rate limiter's runtime limit, period and burst ('' = back to the
 -- declared value, '-' = unchanged; limit 0 pauses the key) and schedule a release at once when
 -- jobs wait, so a raised or resumed limit takes effect on the next release.
@@ -20,7 +21,7 @@ if ARGV[5] ~= 'c' then redis.call('SADD', KEYS[6], ARGV[4]) end
 local waiting = redis.call('LLEN', rk.waiters)
 local limit = rate_effective(rk)
 if waiting > 0 and limit > 0 then
-  redis.call('ZADD', rk.due, fj_num(rate_now_us()), ARGV[4])
+  redis.call('ZADD', rk.due, fj_num(fj_now_us()), ARGV[4])
 elseif limit <= 0 then
   redis.call('ZREM', rk.due, ARGV[4])
 end

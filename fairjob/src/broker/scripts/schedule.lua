@@ -1,3 +1,4 @@
+--! use common, clock, unique
 -- Add jobs to `schedule` (or `retry`), due at Redis's clock + delay, or at an
 -- absolute time; or bury them in `dead` (mode 'dead', seconds ignored).
 -- KEYS[1] = the zset. ARGV[1] = clock offset; then per entry: mode

@@ -1,3 +1,4 @@
+--! use dispatch/reserve
 -- Ack several jobs of one tenant-sharded queue held in one in-progress record,
 -- in one step, each fenced by its own token (a batch of the worker's acks; see
 -- worker/acks.rs): as shard_finish.lua's 'done' for each, releasing its

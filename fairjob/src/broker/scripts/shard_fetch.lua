@@ -1,3 +1,4 @@
+--! use dispatch/reserve
 -- Reserve up to n jobs of one tenant-sharded queue: move a bounded part of its
 -- inbox (jobs pushed by producers that know nothing of shards) into tenant
 -- shards, then dispatch each job in fair-share order (lib_shard.lua), moving it
@@ -72,7 +73,7 @@ end
 if #out < 2 * n and shard_rwait_any(sk) then
   local first = redis.call('ZRANGE', sk.rwait, 0, 0, 'WITHSCORES')
   if #first > 0 then
-    out[#out + 1] = math.max(0, tonumber(first[2]) - shard_now())
+    out[#out + 1] = math.max(0, tonumber(first[2]) - fj_now_us())
   end
 end
 return out

@@ -1,3 +1,4 @@
+--! use dispatch/reserve, unique
 -- End a fetched job of a tenant-sharded queue, fenced by its token: if the
 -- token is gone from the worker's in-progress record of the queue (the job was
 -- recovered from a worker whose lease expired), nothing changes. Otherwise, in

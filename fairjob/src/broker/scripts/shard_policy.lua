@@ -1,3 +1,4 @@
+--! use dispatch/reserve
 -- Set (or clear) a sharded queue's fair-share settings for one tenant, or the
 -- defaults (tenant '*'): weight (share under contention, default 1), floor
 -- (jobs guaranteed running; under it a tenant is served before share order),

@@ -1,3 +1,4 @@
+--! use dispatch/reserve
 -- Heal a sharded queue's bookkeeping after Redis lost recent writes (an AOF
 -- everysec crash, a failover): running counts are recounted from the
 -- in-progress records of every worker that fetched from it (all in this

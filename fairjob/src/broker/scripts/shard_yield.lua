@@ -1,3 +1,4 @@
+--! use dispatch/reserve, yield
 -- One fair-yield tick of a worker on a tenant-sharded queue (every few
 -- hundred ms, see worker/fair_yield.rs). In one step:
 -- 1. This worker's running yieldable jobs of the queue are recorded in `runs`
@@ -14,7 +15,7 @@
 --    cool-down as ignored.
 -- 3. The worker that takes the queue's decision lock (SET NX PX, so one
 --    decides per tick) also gets a snapshot for the decision (the pure
---    `preempt::decide`): the tenants running and the first `topk` of the
+--    `policy::share::decide`): the tenants running and the first `topk` of the
 --    dispatch order with their settings, running and pending jobs and how
 --    long they have been waiting (`waits`, kept here: a tenant enters when it
 --    is seen in the order, leaves when it is not or when it is dispatched),
@@ -192,7 +193,7 @@ for _, t in ipairs(order) do
   local hold_left = ''
   if p.hold then
     local _, hu = string.match(p.hold_raw, '^(%d+)|(%d+)$')
-    hold_left = fj_num((tonumber(hu) - shard_now()) / 1000000)
+    hold_left = fj_num((tonumber(hu) - fj_now_us()) / 1000000)
   elseif p.hold_raw then
     -- An expired hold is dropped.
     redis.call('HDEL', sk.policy, 'h:' .. t)

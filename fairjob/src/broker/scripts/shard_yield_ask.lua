@@ -1,3 +1,4 @@
+--! use clock, yield
 -- Fair yield's decision, written: share holds, then requests to yield.
 -- Holds: each listed tenant's `h:<tenant>` in the policy hash is set to
 -- `<limit>|<until µs>` (Redis's clock plus the given time to live), or
@@ -21,7 +22,7 @@ for _ = 1, nholds do
   if limit == '' then
     redis.call('HDEL', KEYS[3], 'h:' .. t)
   else
-    redis.call('HSET', KEYS[3], 'h:' .. t, limit .. '|' .. string.format('%d', shard_now() + ttl))
+    redis.call('HSET', KEYS[3], 'h:' .. t, limit .. '|' .. string.format('%d', fj_now_us() + ttl))
   end
   at = at + 2
 end

@@ -1,3 +1,4 @@
+--! use slots, dispatch/reserve
 -- Take a slot of a key for a fetched job, or park the job in the key's lock-wait
 -- list (leaving the in-progress record, and its tenant's running count on a
 -- sharded queue), where it holds no worker until a slot frees.

@@ -1,3 +1,4 @@
+--! use slots
 -- Drop a slot holder whose job is gone from its worker's in-progress record
 -- (Redis lost the write that freed it), and release as many waiters as that
 -- frees. The caller checked the record first; a token never comes back, so
@@ -12,7 +13,7 @@ local staged = ARGV[6] == 'c'
 local lk = slot_keys(1, staged)
 if redis.call('ZREM', lk.holders, ARGV[1]) == 0 then return -1 end
 if staged then
-  slot_release_waiters(lk, ARGV[2], ARGV[3], slot_now_ms(), nil, nil)
+  slot_release_waiters(lk, ARGV[2], ARGV[3], fj_now_ms(), nil, nil)
   return lk.out
 end
-return slot_release_waiters(lk, ARGV[2], ARGV[3], slot_now_ms(), { prefix = ARGV[4] }, { prefix = ARGV[5] })
+return slot_release_waiters(lk, ARGV[2], ARGV[3], fj_now_ms(), { prefix = ARGV[4] }, { prefix = ARGV[5] })

@@ -1,3 +1,4 @@
+--! use slots
 -- Release the slot a finished job held, after its finish ran in its queue's
 -- slot (a job of a tenant-sharded queue, or any job in Redis Cluster mode; see
 -- slot_release in lib_slot.lua).
@@ -12,7 +13,7 @@
 if ARGV[7] == 'c' then
   local lk = slot_keys(1, true)
   if redis.call('ZREM', lk.holders, ARGV[1]) == 1 then
-    slot_release_waiters(lk, ARGV[2], ARGV[3], slot_now_ms(), nil, nil)
+    slot_release_waiters(lk, ARGV[2], ARGV[3], fj_now_ms(), nil, nil)
   end
   return lk.out
 end

@@ -1,3 +1,4 @@
+--! use slots
 -- Set a key's slot limit at runtime (empty = back to the declared default) and
 -- release as many waiters as there are free slots at once (0 pauses the key).
 -- KEYS[1..4] = limit, holders, reserved, waiters; KEYS[5] = limits registry
@@ -14,8 +15,8 @@ else
   redis.call('SET', lk.limit, ARGV[1])
 end
 if staged then
-  slot_release_waiters(lk, ARGV[2], ARGV[3], slot_now_ms(), nil, nil)
+  slot_release_waiters(lk, ARGV[2], ARGV[3], fj_now_ms(), nil, nil)
   return lk.out
 end
 redis.call('SADD', KEYS[5], ARGV[4])
-return slot_release_waiters(lk, ARGV[2], ARGV[3], slot_now_ms(), { prefix = ARGV[5] }, { prefix = ARGV[6] })
+return slot_release_waiters(lk, ARGV[2], ARGV[3], fj_now_ms(), { prefix = ARGV[5] }, { prefix = ARGV[6] })

@@ -1,3 +1,4 @@
+--! use slots
 -- Redis Cluster mode's slot acquisition: take a slot of a key for a fetched
 -- job, or park the job in the key's lock-wait list; every key is in the
 -- limit's slot. The caller wrote the worker's slot record before (a crash

@@ -1,3 +1,4 @@
+--! use unique
 -- Push unique jobs (on_conflict = reject) with nothing else to decide to one
 -- plain queue: per job, take its lock (as push.lua does) and, when taken,
 -- push it; one LPUSH for the batch, then register the queue and wake a

@@ -1,3 +1,4 @@
+--! use unique
 -- Take a unique job's lock in a step of its own, where the job is written in
 -- another (on Redis Cluster: a scheduled unique job, whose lock is in its
 -- queue's slot and `schedule` in a slot of its own; a unique job rerouted to

@@ -1,3 +1,4 @@
+--! use clock, reroute
 -- Redis Cluster mode's first step of a rerouted push: register jobs in one
 -- reroute window and choose each one's queue (lib_window.lua); the caller
 -- then pushes each to the queue chosen, in that queue's slot. A crash between

@@ -1,4 +1,4 @@
--- Shared functions of unique jobs (wire/unique.rs). A lock is a HASH
+-- Unique jobs (the twin of fairjob::policy::unique; options in wire/unique.rs). A lock is a HASH
 -- `<prefix><digest>` in the cluster slot of the job's queue (the prefix comes
 -- from ARGV: `fairjob:{<queue key>}:unique:`), expiring after the job's
 -- `unique_for`: `j` = the jid that holds the key; for on_conflict = replace,

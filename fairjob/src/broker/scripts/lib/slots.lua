@@ -1,4 +1,5 @@
--- Shared functions of slot limits (at most N jobs of a key at once). A key's
+--! use common, clock
+-- Slot limits (the twin of fairjob::policy::slots): at most N jobs of a key at once. A key's
 -- keys share one hash tag: limit (STRING, the runtime override), holders (ZSET
 -- holder id -> acquired at ms), reserved (HASH jid -> expiry ms: slots kept for
 -- released waiters between their release and their start), waiters (LIST).
@@ -11,22 +12,6 @@
 -- wakes `<wake prefix><encoded name>`, both prefixes given in ARGV. On a sharded
 -- queue that list is the inbox, which the next fetch moves into the tenant's
 -- shard by the payload's `fair_tenant`.
-
-local function slot_fields(e)
-  local out, i = {}, 1
-  while i <= #e do
-    local colon = string.find(e, ':', i, true)
-    local n = tonumber(string.sub(e, i, colon - 1))
-    out[#out + 1] = string.sub(e, colon + 1, colon + n)
-    i = colon + n + 1
-  end
-  return out
-end
-
-local function slot_now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 local function slot_limit(lk, default)
   local l = redis.call('GET', lk.limit)
@@ -56,7 +41,7 @@ local function slot_release_waiters(lk, default, ttl_ms, now, qp, wp)
   while free > 0 do
     local e = redis.call('LPOP', lk.waiters)
     if not e then break end
-    local f = slot_fields(e)
+    local f = fj_fields(e)
     local jid, queue, encq, payload = f[1], f[2], f[3], f[4]
     if lk.releasing then
       -- Redis Cluster: the queue is in another slot. Staged under a lease;
@@ -78,7 +63,7 @@ end
 -- Takes a slot for holder `holder` (job `jid`) if one is free or was reserved
 -- for the job as a released waiter. Returns true when taken.
 local function slot_try_take(lk, default, holder, jid)
-  local now = slot_now_ms()
+  local now = fj_now_ms()
   local limit = slot_limit(lk, default)
   local reserved = slot_reserved(lk, now)
   local mine = redis.call('HDEL', lk.reserved, jid) == 1
@@ -107,7 +92,7 @@ end
 local function slot_release(lk, record, token, holder, default, ttl_ms, qp, wp)
   redis.call('HDEL', record, token)
   if redis.call('ZREM', lk.holders, holder) == 1 then
-    return slot_release_waiters(lk, default, ttl_ms, slot_now_ms(), qp, wp)
+    return slot_release_waiters(lk, default, ttl_ms, fj_now_ms(), qp, wp)
   end
   return 0
 end

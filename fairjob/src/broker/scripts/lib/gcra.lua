@@ -1,20 +1,16 @@
--- Shared functions of rate limits (GCRA; the rule's twin is `rate::judge` in
+--! use common
+-- Rate limits (GCRA; the twin of fairjob::policy::gcra, whose `judge` is the
 -- Rust). A limiter's keys share one hash tag: tat (STRING, the theoretical
 -- arrival time in µs, expiring once in the past), conf (HASH: the declared
 -- `dlimit`, `dper` µs, `dburst` written by the job's workers, and the runtime
 -- overrides `limit`, `per`, `burst`; `released`: waiters released so far), waiters (LIST, FIFO, entries as in
--- lib_slot.lua), reserved (ZSET jid -> expiry µs: released waiters whose start
+-- lib/common.lua), reserved (ZSET jid -> expiry µs: released waiters whose start
 -- was already counted). The release schedule `due` (ZSET encoded key -> µs
 -- when the key next has room) is shared by every limiter; in Redis Cluster
 -- mode the scripts get the limiter's own `next` (same shape, one member, in
 -- its slot) instead, which the caller mirrors into the shared one, and
 -- released waiters are staged in `releasing` (ZSET entry -> lease expiry ms)
 -- for the caller to deliver to their queues (each in its own slot).
-
-local function rate_now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 
 -- The keys of a limiter from KEYS[first..], and the release schedule.
 local function rate_keys(first, schedule)
@@ -83,7 +79,7 @@ local function rate_release_waiters(rk, member, now, ttl, max, qp, wp)
     end
     rate_store(rk, v, now)
     local e = redis.call('LPOP', rk.waiters)
-    local f = slot_fields(e)
+    local f = fj_fields(e)
     local jid, queue, encq, payload = f[1], f[2], f[3], f[4]
     if rk.releasing then
       redis.call('ZADD', rk.releasing, math.floor(now / 1000) + rk.lease_ms, e)

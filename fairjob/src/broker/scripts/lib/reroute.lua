@@ -1,4 +1,4 @@
--- The fair_tenant gem's sliding window: a job registers in its class and
+-- Reroute (the twin of fairjob::policy::reroute): the fair_tenant gem's sliding window: a job registers in its class and
 -- tenant's window (a sorted set of `jid:<jid>` by enqueue second) and is
 -- judged by its rules in order, the last one whose threshold the count in its
 -- period exceeds winning. Returns the 1-based candidate: 1 = the job's own

@@ -36,14 +36,14 @@
 //!   share is held there: dispatch does not start it above its share (rounded
 //!   up) while another tenant is in the dispatch order (`h:<tenant>` in the
 //!   policy hash, a few seconds, renewed by the deciding ticks; see
-//!   `shard_limit` in `lib_shard.lua`). A held tenant is started again when
+//!   [`super::dispatch::limit`]). A held tenant is started again when
 //!   nobody else is in the order (at once when one of its jobs ends, else at
 //!   the next tick, within 250 ms). Holds are kept only
 //!   while the queue runs yieldable jobs (with short jobs only, stride order
 //!   alone shares slot-time out).
 //!
-//! Layer 3: pure, no IO; the worker's fair-yield tick reads the snapshot
-//! (`broker::yields`) and writes the requests and holds.
+//! Pure, no IO (layer 1): the worker's fair-yield tick reads the snapshot
+//! (`broker::yields`, `shard_yield.lua`) and writes the requests and holds.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

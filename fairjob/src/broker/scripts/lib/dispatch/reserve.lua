@@ -1,0 +1,203 @@
+--! use dispatch/pace, cache
+-- Dispatch on a sharded queue (the twin of fairjob::policy::dispatch::reserve):
+-- a tenant's place in the order kept up to date with its jobs and settings
+-- (shard_consider), pushes, releases, the inbox, and the dispatch of the next
+-- job (shard_reserve).
+
+-- Brings `t`'s place in the order up to date with its jobs and settings: in it
+-- when runnable (entering at max(last pass, vt)), out of it otherwise, and in
+-- `floorq` exactly while under its floor. A tenant waiting for its rate stays
+-- out until its time (or until its rate is removed, or changed so that its
+-- time is further away than its window of starts allows: then it is judged again at the head of
+-- the order). True when `t` entered the order (the caller then wakes an idle
+-- worker).
+local function shard_consider(sk, t)
+  local w = shard_rwait_of(sk, t)
+  if w then
+    local p = shard_policy_of(sk, t)
+    w = tonumber(w)
+    if p.rate ~= nil and w > fj_now_us() and w <= fj_now_us() + p.rate * p.rwin then return false end
+    return shard_rate_unpark(sk, t)
+  end
+  local m = redis.call('HGET', sk.rmember, t)
+  if shard_runnable(sk, t) then
+    if not m then
+      local last = redis.call('ZSCORE', sk.lastpass, t)
+      if last then redis.call('ZREM', sk.lastpass, t) end
+      shard_enready(sk, t, tonumber(last or '0'))
+      return true
+    end
+    local floor = shard_policy_of(sk, t).floor
+    if floor > 0 and shard_running(sk, t) < floor then
+      redis.call('ZADD', sk.floorq, redis.call('ZSCORE', sk.ready, m), m)
+      shard_memo.floor_any = true
+    elseif floor > 0 or not shard_floorq_empty(sk) then
+      redis.call('ZREM', sk.floorq, m)
+    end
+  elseif m then
+    shard_remember(sk, t, shard_unready(sk, t))
+  end
+  return false
+end
+
+-- fairjob 0.1's structures join the fair-share order: tenants of its
+-- round-robin ring (a few per call, so a rolling upgrade needs no stop), and
+-- its `limits` hash (caps), copied into `policy` once.
+local function shard_migrate(sk, max)
+  local caps = redis.call('HGETALL', sk.limits)
+  for i = 1, #caps, 2 do
+    redis.call('HSETNX', sk.policy, 'c:' .. caps[i], caps[i + 1])
+  end
+  if #caps > 0 then redis.call('DEL', sk.limits) end
+  local old = redis.call('ZRANGE', sk.ring, 0, max - 1)
+  for _, t in ipairs(old) do
+    redis.call('ZREM', sk.ring, t)
+    shard_consider(sk, t)
+  end
+  return #old
+end
+
+local function shard_push(sk, t, payload, front)
+  if front then
+    redis.call('RPUSH', sk.prefix .. t, payload)
+  else
+    redis.call('LPUSH', sk.prefix .. t, payload)
+  end
+  redis.call('SADD', sk.tenants, t)
+  return shard_consider(sk, t)
+end
+
+-- Releases one running job of `t`; true when that put `t` back in the order
+-- (the caller then wakes an idle worker).
+local function shard_release(sk, t)
+  local r = shard_add_running(sk, t, -1)
+  -- A tenant without cap, floor, rate or hold is in the order exactly while
+  -- it has pending jobs (pushes, dispatches and setting changes keep it so),
+  -- and its running count decides nothing: found in the order (read ahead
+  -- by shard_prefetch), its release changes nothing else.
+  local p = shard_policy_of(sk, t)
+  if shard_memo.members[t] and p.cap == nil and p.floor == 0 and p.rate == nil
+      and not p.hold_raw then
+    return false
+  end
+  shard_memo.members[t] = nil
+  local entered = shard_consider(sk, t)
+  if r == 0 and redis.call('LLEN', sk.prefix .. t) == 0 then
+    redis.call('SREM', sk.tenants, t)
+    -- A rate state in the past can never matter again.
+    shard_rate_forget(sk, t)
+  end
+  return entered
+end
+
+-- The tenant of an inbox entry pushed by a producer that knows nothing of
+-- shards: its `fair_tenant` field, or the shared shard ('') when it has none or
+-- is not JSON (the worker dead-letters malformed entries when it fetches them).
+-- Also says whether the entry is a slot waiter released by a freed slot
+-- (`fairjob_slot_released`), which goes to the front of its tenant's list.
+local function shard_tenant_of(payload)
+  local ok, job = pcall(cjson.decode, payload)
+  if ok and type(job) == 'table' then
+    local front = job['fairjob_slot_released'] == true
+    local t = job['fair_tenant']
+    if type(t) == 'string' and t ~= '' then return fj_encode(t), front end
+    if type(t) == 'number' and t == math.floor(t) then return string.format('%d', t), front end
+    return '', front
+  end
+  return '', false
+end
+
+local function shard_drain_inbox(sk, inbox, max)
+  for _ = 1, max do
+    local e = redis.call('RPOP', inbox)
+    if not e then return end
+    local t, front = shard_tenant_of(e)
+    shard_push(sk, t, e, front)
+  end
+end
+
+-- The head (window entry `e` or nil, member `m`) leaves the order at its cap
+-- or drained; `pass` is kept for when it returns.
+local function shard_head_leave(sk, e, t, m, pass)
+  shard_win_drop(e)
+  shard_unready(sk, t, m)
+  shard_remember(sk, t, pass)
+end
+
+-- Dispatches the next job: the tenant under its floor with the smallest pass,
+-- else the smallest pass of all; its oldest job; its pass advanced by
+-- 1 / weight. A tenant found at its cap (lowered at runtime) leaves the order
+-- until one of its jobs ends or its cap is raised; one found with its rate
+-- spent waits in `rwait`, its pass kept (shard_rate_park). Bounded: never walks all
+-- tenants. `want`: how many jobs the call still dispatches (the read-ahead,
+-- shard_win_head). The caller counts dispatches per tenant.
+local function shard_reserve(sk, want)
+  for _ = 1, 32 do
+    local top = {}
+    local floored = false
+    if shard_memo.floor_any ~= false then
+      top = redis.call('ZRANGE', sk.floorq, 0, 0, 'WITHSCORES')
+      floored = #top > 0
+      if not floored then shard_memo.floor_any = false end
+    end
+    local e = nil
+    if floored then
+      shard_win_flush(sk)
+    else
+      e = shard_win_head(sk, want)
+      if e == nil then return nil end
+      top = { e.m, e.pass }
+    end
+    local t = string.sub(top[1], 16)
+    local pass = tonumber(top[2])
+    local p = shard_policy_of(sk, t)
+    local limit = shard_limit(sk, t)
+    local wait_until = nil
+    if limit == nil or shard_running(sk, t) < limit then wait_until = shard_rate_wait(sk, t, p) end
+    -- Leaving the order, the head leaves the window (its pass is `pass`,
+    -- also when only the window knows it).
+    if limit ~= nil and shard_running(sk, t) >= limit then
+      shard_head_leave(sk, e, t, top[1], pass)
+    elseif wait_until then
+      shard_win_drop(e)
+      shard_rate_park(sk, t, top[1], pass, wait_until)
+    else
+      local job = redis.call('RPOP', sk.prefix .. t)
+      if not job then
+        shard_head_leave(sk, e, t, top[1], pass)
+      else
+        local running = shard_add_running(sk, t, 1)
+        local wait, due = shard_rate_count(sk, t, p)
+        if not floored then shard_advance(sk, pass) end
+        local next_pass = shard_next_pass(pass, p)
+        local more = (limit == nil or running < limit) and redis.call('LLEN', sk.prefix .. t) > 0
+        local spent = wait ~= nil and wait > SHARD_PARK_AFTER_US
+        if not more then
+          -- Drained or at its limit: out of the order (and the window).
+          shard_head_leave(sk, e, t, top[1], next_pass)
+        elseif spent then
+          -- Its rate is spent: it waits out of the order, its next pass kept.
+          shard_win_drop(e)
+          shard_rate_park(sk, t, top[1], next_pass, due)
+        elseif e ~= nil and p.floor == 0 then
+          -- Still runnable: same member, later pass, kept in the window.
+          shard_win_advance(e, next_pass)
+        else
+          -- Still runnable with a floor: its pass and its floor entry are
+          -- written at once, so the window is written and read again after.
+          shard_win_flush(sk)
+          local m = top[1]
+          redis.call('ZADD', sk.ready, fj_num(next_pass), m)
+          if running < p.floor then
+            redis.call('ZADD', sk.floorq, fj_num(next_pass), m)
+            shard_memo.floor_any = true
+          elseif floored or p.floor > 0 then
+            redis.call('ZREM', sk.floorq, m)
+          end
+        end
+        return t, job
+      end
+    end
+  end
+  return nil
+end

@@ -1,0 +1,90 @@
+-- A tenant-sharded queue's state (the twin of fairjob::policy::dispatch::state):
+-- its keys, and the per-call memory of what a call has read of them. The
+-- dispatch order's rules are in fairjob::policy::dispatch (the module doc says
+-- them once); order.lua, limit.lua, pace.lua and reserve.lua are their twins,
+-- function for function. A sharded queue's keys, its inbox included, hash to
+-- one Redis Cluster slot (the tag is the inbox's name); a tenant's list is
+-- `<prefix><encoded tenant>` (fj_encode).
+
+-- The state keys, in the order ShardKeys::state() gives them.
+local function shard_keys(first, prefix)
+  return {
+    ready = KEYS[first], rmember = KEYS[first + 1], seq = KEYS[first + 2],
+    running = KEYS[first + 3], policy = KEYS[first + 4], tenants = KEYS[first + 5],
+    floorq = KEYS[first + 6], lastpass = KEYS[first + 7], vt = KEYS[first + 8],
+    ring = KEYS[first + 9], limits = KEYS[first + 10],
+    rwait = KEYS[first + 11], rstate = KEYS[first + 12],
+    prefix = prefix,
+  }
+end
+local SHARD_NKEYS = 13
+
+-- Per-call memory (one script call is atomic, so what it read cannot change
+-- under it). `settings`: each tenant's settings, read once; `counts`: running
+-- counts; `clock`: vt (`clock_dirty` once changed); `policy_whole` (set by a
+-- script that never writes `policy`: a small one may be read whole once, see
+-- shard_policy_table); `rwait_any` / `floor_any`: nil unknown, false when
+-- `rwait` / `floorq` is known empty. The rest is cache.lua's: `win`,
+-- `win_all`, `pend` (the order's head read ahead), `defer_counts` (running
+-- counts change in `counts` alone and are written once at the end of the
+-- call; `dirty` names the changed ones) and `members` (rmember entries read
+-- ahead for the tenants of a batch).
+local shard_memo = { settings = {}, counts = {}, clock = nil, clock_dirty = false, floor_any = nil,
+  policy_whole = false, policy_all = nil, rwait_any = nil, win = nil, win_all = false, pend = nil,
+  defer_counts = false, dirty = {}, members = {}, policy_shared = false, policy_default = nil }
+
+local function shard_running(sk, t)
+  local r = shard_memo.counts[t]
+  if r == nil then
+    r = tonumber(redis.call('HGET', sk.running, t) or '0')
+    shard_memo.counts[t] = r
+  end
+  return r
+end
+
+local function shard_add_running(sk, t, by)
+  if shard_memo.defer_counts then
+    local r = math.max(0, shard_running(sk, t) + by)
+    shard_memo.counts[t] = r
+    shard_memo.dirty[t] = true
+    return r
+  end
+  local r = redis.call('HINCRBY', sk.running, t, by)
+  if r <= 0 then
+    redis.call('HDEL', sk.running, t)
+    r = 0
+  end
+  shard_memo.counts[t] = r
+  return r
+end
+
+local function shard_vt(sk)
+  if shard_memo.clock == nil then
+    shard_memo.clock = tonumber(redis.call('GET', sk.vt) or '0')
+  end
+  return shard_memo.clock
+end
+
+-- Some tenant may wait for its rate (`rwait` not known empty; read once
+-- per call, set again when a tenant is parked).
+local function shard_rwait_any(sk)
+  if shard_memo.rwait_any == nil then
+    shard_memo.rwait_any = redis.call('EXISTS', sk.rwait) == 1
+  end
+  return shard_memo.rwait_any
+end
+
+-- `t`'s entry in `rwait` (the µs when its rate allows a start), or false;
+-- no command once `rwait` is known empty in this call.
+local function shard_rwait_of(sk, t)
+  if not shard_rwait_any(sk) then return false end
+  return redis.call('ZSCORE', sk.rwait, t)
+end
+
+-- `floorq` is known empty in this call (read once).
+local function shard_floorq_empty(sk)
+  if shard_memo.floor_any == nil then
+    shard_memo.floor_any = redis.call('EXISTS', sk.floorq) == 1
+  end
+  return shard_memo.floor_any == false
+end
