@@ -493,7 +493,7 @@ impl RedisBroker {
     }
 
     /// Appends a held slot's keys and arguments (the shape `slot_release` in
-    /// lib_slot.lua takes, from finish.lua and slot_release.lua; in cluster
+    /// lib/slots.lua takes, from finish.lua and slot_release.lua; in cluster
     /// mode the releasing set takes the slot record's place).
     fn slot_part(&self, inv: &mut super::scripts::Call<'_>, identity: &str, hold: &SlotHold) {
         let lk = self.keys.limit(&hold.full_key);

@@ -355,7 +355,7 @@ impl Keys {
 
     /// The prefix of a unique job's lock in `queue`'s cluster slot (the same
     /// hash tag as the queue's shard keys and its inbox): the lock is
-    /// `<prefix><digest>` (HASH; see `scripts/lib_unique.lua`).
+    /// `<prefix><digest>` (HASH; see `scripts/lib/unique.lua`).
     pub fn unique_prefix(&self, queue: &str) -> String {
         let inbox = self.queue(queue);
         self.k(&format!("fairjob:{{{inbox}}}:unique:"))

@@ -11,7 +11,7 @@
 //! pinned queue never is), exactly as for Redis. What it does not simulate:
 //! tenant shards are recorded as their queue and tenant (no per-tenant running
 //! limit, no weights), and slot limits do not exist here. Unique locks follow
-//! `lib_unique.lua` (take, replace a waiting holder, release by jid) on the
+//! `lib/unique.lua` (take, replace a waiting holder, release by jid) on the
 //! virtual clock.
 //!
 //! Layer 2, like the rest of the broker: it moves payload strings and knows
@@ -108,7 +108,7 @@ struct State {
     windows: HashMap<String, Window>,
     /// Iterable jobs' state by jid, as `it-{jid}` would hold it.
     iterations: HashMap<String, Iteration>,
-    /// Unique locks by key, as `lib_unique.lua` keeps them.
+    /// Unique locks by key, as `lib/unique.lua` keeps them.
     uniques: HashMap<String, unique::Lock>,
 }
 

@@ -22,7 +22,7 @@
 //! | `reconnect` | drops the shared connection to one server; the next command opens a new one (after `READONLY`) | — | `()` |
 //! | `wake` | pushes a wake-up token (kept at one) | `LPUSH`+`LTRIM` | `()` |
 //! | **enqueue** (`push.rs`; the multi-step pushes across cluster slots in `push_steps.rs`) | | | |
-//! | `push` (unique jobs that refuse duplicates, all bound for one plain queue with nothing else to decide) | takes each job's lock, pushes the ones that got it with one `LPUSH`, registers the queue, wakes | `unique_push.lua` (only `lib_unique.lua` prepended), 100 jobs a call | `Vec<Pushed>` |
+//! | `push` (unique jobs that refuse duplicates, all bound for one plain queue with nothing else to decide) | takes each job's lock, pushes the ones that got it with one `LPUSH`, registers the queue, wakes | `unique_push.lua` (only `lib/unique.lua` prepended), 100 jobs a call | `Vec<Pushed>` |
 //! | `push` | takes unique locks (refuses duplicates, replaces a waiting holder; on a cluster a job rerouted to another slot takes its lock first with `unique_take.lua`), registers reroute windows, picks the queue, pushes (plain list, sharded inbox), wakes; a claimed job whose claim is in another slot (sharded queue, cluster) is pushed first and its claim dropped after, and with `Src::once` (periodic jobs) the push marks the job in the queue's slot (`Keys::pushed`) in its own step and a marked one is not pushed again; the mark is removed after the claim | `push.lua` (`window.lua` on a cluster), `ZREM` (claim, then mark) | `Vec<Pushed>` |
 //! | `schedule` | takes unique locks, adds payloads to `schedule` (a replacing push moves the holder's payload and due time); on a cluster a unique job's lock first, alone, then its entry | `schedule.lua` (on a cluster for unique jobs: `unique_take.lua`, then `schedule.lua`; a replace: `ZREM` + `schedule.lua` + `unique_take.lua` `waits`) | `Vec<Pushed>` |
 //! | `zset_add`, `zset_remove` | one payload into / out of `retry` or `dead` | `schedule.lua`, `ZREM` | `()` |
@@ -52,7 +52,7 @@
 //! | `reconcile_rates` | cluster: redelivers staged rate waiters whose deliverer died; repairs the shared schedule from each limiter's own | `SSCAN`, `reclaim.lua`, `front.lua`, `ZSCORE`, `ZADD`/`ZREM` | redelivered `u64` |
 //! | **tenant shards** (`shards.rs`) | | | |
 //! | `set_shard_policy`, `set_shard_limit` | a tenant's (or the default) weight, floor, cap, rate; re-checks runnability | `shard_policy.lua` | `()` |
-//! | `set_shard_policy`'s `burst` | a tenant's (or the default) burst: its running limit while no other tenant is in the dispatch order (dispatch and runnability use it; `lib_shard.lua`'s `shard_limit`) | `shard_policy.lua` | `()` |
+//! | `set_shard_policy`'s `burst` | a tenant's (or the default) burst: its running limit while no other tenant is in the dispatch order (dispatch and runnability use it; `lib/dispatch/limit.lua`'s `shard_limit`) | `shard_policy.lua` | `()` |
 //! | `migrate_shard_ring` | moves a 0.1 round-robin ring to fair-share structures | `shard_policy.lua` | `u64` |
 //! | **fair yield** (`yields.rs`) | | | |
 //! | `yield_tick` | a worker's tick on a sharded queue: records its running iterable jobs in `runs`, drops its finished and dead workers' records (counting honoured requests), returns its jobs' requests (counting ignored ones); with the decision lock, keeps `waits`, drains `slotwaits`, re-admits a tenant that may burst again, and returns the decision snapshot | `shard_yield.lua` | `Tick` |
@@ -157,7 +157,7 @@ pub use process::Beat;
 pub use promote::Due;
 pub(crate) use push::{Candidate, PushSpec, RerouteSpec};
 pub use push::{Pushed, When};
-pub use rates::{RATE_RESERVATION_TTL, RateAcquired, RateReleased, RateRequest};
+pub use rates::{RATE_RESERVATION_TTL, RELEASE_MAX, RateAcquired, RateReleased, RateRequest};
 pub use reconcile::Healed;
 #[cfg(feature = "testing")]
 pub use scripts::freeze_clock;

@@ -159,7 +159,7 @@ pub(super) fn push_ranges(jobs: &[PushSpec]) -> Vec<std::ops::Range<usize>> {
 
 /// A job's cost in a push script, in plain-job units: a tenant shard costs its
 /// dispatch bookkeeping; a reroute window a sorted-set update, its trim and
-/// expiry and a count per distinct rule period (`lib_window.lua`), or, when
+/// expiry and a count per distinct rule period (`lib/reroute.lua`), or, when
 /// `again` (an earlier job of the same call judged the same window), the
 /// update alone: the call keeps that window's counts.
 pub(super) fn push_cost(job: &PushSpec, again: bool) -> u32 {

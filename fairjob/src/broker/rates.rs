@@ -1,7 +1,8 @@
 //! Rate limiters in Redis: pass a fetched job or park it in the limiter's FIFO
 //! list (`rate_acquire.lua`), release waiters when the release schedule says
 //! the key has room (`rate_release.lua`), and change a key's rate at runtime
-//! (`rate_set.lua`). The rule (GCRA) is `lib_rate.lua`, on Redis's clock.
+//! (`rate_set.lua`). The rule (GCRA) is [`crate::policy::gcra`], its Lua twin
+//! `lib/gcra.lua` on Redis's clock.
 //!
 //! On a Redis Cluster a limiter's keys share one hash tag (one slot), while
 //! the job's record, its queue and the shared schedule live elsewhere: the
@@ -25,7 +26,7 @@ use crate::error::Result;
 pub const RATE_RESERVATION_TTL: Duration = Duration::from_secs(60);
 
 /// The most waiters of one key released by one call.
-const RELEASE_MAX: u32 = 100;
+pub const RELEASE_MAX: u32 = 100;
 
 /// Redis Cluster mode: how long a staged released waiter is leased to its
 /// deliverer before the reaper delivers it again.
@@ -82,7 +83,7 @@ fn next_of(v: i64) -> Option<u64> {
 
 impl RedisBroker {
     /// Passes a fetched job of `identity` through its rate limiter, or parks it.
-    pub(crate) async fn rate_acquire(
+    pub async fn rate_acquire(
         &self,
         identity: &str,
         token: &Token,
@@ -254,7 +255,7 @@ impl RedisBroker {
 
     /// Releases the waiters of the limiter `member` (an encoded full key from
     /// the schedule) that its rate allows now.
-    pub(crate) async fn rate_release(&self, member: &str) -> Result<RateReleased> {
+    pub async fn rate_release(&self, member: &str) -> Result<RateReleased> {
         let Some(full) = keys::decode(member) else {
             let _: i64 = self
                 .query(redis::cmd("ZREM").arg(self.keys.rates_due()).arg(member))

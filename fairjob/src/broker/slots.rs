@@ -44,7 +44,7 @@ pub(crate) fn waiter_fields(entry: &[u8]) -> Vec<Vec<u8>> {
 
 impl RedisBroker {
     /// Takes a slot for a fetched job of `identity`, or parks it.
-    pub(crate) async fn slot_acquire(
+    pub async fn slot_acquire(
         &self,
         identity: &str,
         token: &Token,

@@ -1,5 +1,5 @@
 //! Unique jobs' locks as the push and finish scripts take and release them
-//! (`scripts/lib_unique.lua`): [`UniqueLock`], the arguments a push passes;
+//! (`scripts/lib/unique.lua`): [`UniqueLock`], the arguments a push passes;
 //! [`UniqueHold`], a fetched job's lock to release; `unique_release.lua`;
 //! and the capped list of refused duplicates that explain reads.
 
@@ -74,7 +74,7 @@ pub(crate) enum Taken {
 }
 
 /// `payload` with its `"jid":"<from>"` changed to `<to>` (as
-/// `lib_unique.lua`'s `unique_swap_jid`).
+/// `lib/unique.lua`'s `unique_swap_jid`).
 pub(crate) fn swap_jid(payload: &str, from: &str, to: &str) -> String {
     payload.replacen(
         &format!(r#""jid":"{from}""#),

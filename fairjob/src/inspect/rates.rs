@@ -57,7 +57,7 @@ pub struct RateLimitsView {
 }
 
 /// The rate in force for a stored limiter: the runtime limit, period and
-/// burst, each falling back to the declaration (the rule `lib_rate.lua`'s
+/// burst, each falling back to the declaration (the rule `lib/gcra.lua`'s
 /// `rate_effective` states).
 pub fn effective(row: &RateRow) -> Option<Rate> {
     let (dl, dp, db) = row.declared.unwrap_or((0, 1_000_000, 0));

@@ -82,6 +82,202 @@ pub fn judge(rate: Rate, tat: Option<u64>, now: u64) -> Verdict {
     }
 }
 
+/// [`judge`] on a limiter's raw numbers as Redis stores them: `limit`
+/// starts per `per_us`, `burst` extra (`limit <= 0` pauses).
+pub fn judge_raw(limit: f64, per_us: f64, burst: f64, tat: Option<u64>, now: u64) -> Verdict {
+    if limit <= 0.0 {
+        return Verdict::Paused;
+    }
+    let t = (per_us / limit).ceil() as u64;
+    let tat = tat.unwrap_or(now).max(now);
+    let tolerance = t * burst as u64;
+    if tat - now <= tolerance {
+        Verdict::Allow { tat: tat + t }
+    } else {
+        Verdict::Wait {
+            until: tat - tolerance,
+        }
+    }
+}
+
+/// A job's declared rate as the worker passes it: starts, period (µs), burst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Declared {
+    /// Starts per period.
+    pub limit: u32,
+    /// The period, µs.
+    pub per_us: u64,
+    /// Extra starts at once.
+    pub burst: u32,
+}
+
+/// What a limiter says to a fetched job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// It starts (its start is counted).
+    Pass,
+    /// It waits in the limiter's list; the key's next release (µs), `None`
+    /// while the key is paused.
+    Parked(Option<u64>),
+}
+
+/// One rate limiter's key as Redis holds it, with its waiting jobs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Limiter {
+    /// The theoretical arrival time (µs; `tat`).
+    pub tat: Option<u64>,
+    /// The declaration (`dlimit`, `dper`, `dburst`), the runtime overrides
+    /// (`limit`, `per`, `burst`) and `released` (`conf`).
+    pub conf: BTreeMap<String, String>,
+    /// Waiting jobs' entries, first out first (`waiters`).
+    pub waiters: VecDeque<Vec<u8>>,
+    /// Released waiters whose start was counted: jid → expiry (µs; `reserved`).
+    pub reserved: BTreeMap<String, u64>,
+    /// The key's next release in the release schedule (µs; `due`).
+    pub due: Option<u64>,
+}
+
+fn conf_number(conf: &BTreeMap<String, String>, names: &[&str]) -> Option<f64> {
+    names
+        .iter()
+        .find_map(|n| conf.get(*n))
+        .and_then(|v| super::dispatch::settings::lua_number(v))
+}
+
+impl Limiter {
+    /// The effective limit, period (µs) and burst: the override, else the
+    /// declaration (given by the caller, or as stored).
+    pub fn effective(&self, declared: Option<Declared>) -> (f64, f64, f64) {
+        match declared {
+            Some(d) => (
+                conf_number(&self.conf, &["limit"]).unwrap_or(f64::from(d.limit)),
+                conf_number(&self.conf, &["per"]).unwrap_or(d.per_us as f64),
+                conf_number(&self.conf, &["burst"]).unwrap_or(f64::from(d.burst)),
+            ),
+            None => (
+                conf_number(&self.conf, &["limit", "dlimit"]).unwrap_or(0.0),
+                conf_number(&self.conf, &["per", "dper"]).unwrap_or(1_000_000.0),
+                conf_number(&self.conf, &["burst", "dburst"]).unwrap_or(0.0),
+            ),
+        }
+    }
+
+    /// `rate_acquire.lua`: a fetched job `jid` asks to start at `now` (µs);
+    /// `entry` is what waits in the list if it cannot (the caller takes the
+    /// job out of its worker's record then). A released waiter whose start
+    /// was counted passes at once; nobody jumps the line.
+    pub fn acquire(&mut self, declared: Declared, jid: &str, entry: Vec<u8>, now: u64) -> Admit {
+        if let Some(until) = self.reserved.remove(jid)
+            && until >= now
+        {
+            return Admit::Pass;
+        }
+        let (limit, per, burst) = self.effective(Some(declared));
+        let verdict = judge_raw(limit, per, burst, self.tat, now);
+        if let Verdict::Allow { tat } = verdict
+            && self.waiters.is_empty()
+        {
+            self.tat = Some(tat);
+            return Admit::Pass;
+        }
+        self.conf
+            .insert("dlimit".into(), declared.limit.to_string());
+        self.conf.insert("dper".into(), declared.per_us.to_string());
+        self.conf
+            .insert("dburst".into(), declared.burst.to_string());
+        self.reserved.retain(|_, until| *until > now);
+        self.waiters.push_back(entry);
+        let at = match verdict {
+            Verdict::Paused => return Admit::Parked(None),
+            _ if self.due.is_some() => return Admit::Parked(self.due),
+            Verdict::Allow { .. } => now,
+            Verdict::Wait { until } => until,
+        };
+        self.due = Some(at);
+        Admit::Parked(Some(at))
+    }
+
+    fn count_released(&mut self, n: u64) {
+        if n > 0 {
+            let before = self
+                .conf
+                .get("released")
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+            self.conf
+                .insert("released".into(), (before + n).to_string());
+        }
+    }
+
+    /// `rate_release.lua`: releases the waiters the rule allows at `now`
+    /// (µs), at most `max`, each with its start counted and reserved until
+    /// `now + ttl`; returns their entries (their jobs go to the front of
+    /// their queues) and the key's next release (`None`: nobody waits, or paused).
+    pub fn release(&mut self, now: u64, ttl: u64, max: u64) -> (Vec<Vec<u8>>, Option<u64>) {
+        let (limit, per, burst) = self.effective(None);
+        let mut out = Vec::new();
+        loop {
+            if self.waiters.is_empty() {
+                self.due = None;
+                self.count_released(out.len() as u64);
+                return (out, None);
+            }
+            match judge_raw(limit, per, burst, self.tat, now) {
+                Verdict::Paused => {
+                    self.due = None;
+                    return (out, None);
+                }
+                Verdict::Wait { until } => {
+                    self.due = Some(until);
+                    self.count_released(out.len() as u64);
+                    return (out, Some(until));
+                }
+                Verdict::Allow { tat } => {
+                    if out.len() as u64 >= max {
+                        self.count_released(out.len() as u64);
+                        self.due = Some(now);
+                        return (out, Some(now));
+                    }
+                    self.tat = Some(tat);
+                    let e = self.waiters.pop_front().expect("a waiter");
+                    let jid = super::slots::fields(&e)
+                        .into_iter()
+                        .next()
+                        .unwrap_or_default();
+                    self.reserved
+                        .insert(String::from_utf8_lossy(&jid).into_owned(), now + ttl);
+                    out.push(e);
+                }
+            }
+        }
+    }
+
+    /// `rate_set.lua`: changes the runtime limit, period and burst (`-`
+    /// keep, empty clear, or the value as stored) and schedules a release at
+    /// `now` when jobs wait (drops it when paused). Returns how many wait.
+    pub fn set(&mut self, limit: &str, per: &str, burst: &str, now: u64) -> usize {
+        for (name, v) in [("limit", limit), ("per", per), ("burst", burst)] {
+            match v {
+                "-" => {}
+                "" => {
+                    self.conf.remove(name);
+                }
+                v => {
+                    self.conf.insert(name.into(), v.into());
+                }
+            }
+        }
+        let waiting = self.waiters.len();
+        let (limit, _, _) = self.effective(None);
+        if waiting > 0 && limit > 0.0 {
+            self.due = Some(now);
+        } else if limit <= 0.0 {
+            self.due = None;
+        }
+        waiting
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

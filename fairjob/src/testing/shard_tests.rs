@@ -179,7 +179,7 @@ async fn backlogged_tenants_get_their_weighted_share_of_every_window() {
 }
 
 /// A fetch of many jobs reads the head of the order ahead and writes the
-/// passes back once (lib_shard.lua, shard_win_head): it must dispatch exactly
+/// passes back once (lib/cache.lua, shard_win_head): it must dispatch exactly
 /// as that many fetches of one job each would, whatever the weights, floors,
 /// caps and tenants that drain within a call.
 #[tokio::test]

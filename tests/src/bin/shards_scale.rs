@@ -17,7 +17,7 @@
 //!   `PlainScaleJob` on the plain queue `plain_scale`), same workers: jobs/s from
 //!   the first fetch to the last perform, and Redis CPU per job (`INFO cpu`),
 //!   median [min–max] of `--reps`, sharded and plain interleaved.
-//! - latency: the worker's own fetch script (`lib_shard.lua` + `shard_fetch.lua`, as
+//! - latency: the worker's own fetch script (`shard_fetch.lua` with its includes, as
 //!   `fairjob::broker::SCRIPT_SOURCES` holds them) called directly, one call at a
 //!   time, at 10 and at 100,000 tenants with the same 200,000 pending jobs:
 //!   client-side p50/p99 per call and Redis's own `usec_per_call`, for batches

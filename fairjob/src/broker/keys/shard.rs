@@ -5,7 +5,7 @@ use super::encode;
 
 /// The keys of one tenant-sharded queue; all hash to the slot of the inbox.
 /// The dispatch order is fair share (start-time fair queueing; see
-/// `scripts/lib_shard.lua`).
+/// `scripts/lib/dispatch/`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardKeys {
     /// `queue:<name>`: producers that know nothing of shards push here.
@@ -79,7 +79,7 @@ pub struct ShardKeys {
 
 impl ShardKeys {
     /// The state keys the shard scripts take, in their order (see
-    /// `shard_keys` in `lib_shard.lua`).
+    /// `shard_keys` in `lib/dispatch/state.lua`).
     pub fn state(&self) -> [&str; 13] {
         [
             &self.ready,

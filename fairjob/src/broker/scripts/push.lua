@@ -54,7 +54,7 @@ end
 local results = {}
 local woken = {}
 local now = nil
-local seen = {} -- the reroute windows judged in this call (lib_window.lua)
+local seen = {} -- the reroute windows judged in this call (lib/reroute.lua)
 for jn = 1, tonumber(ARGV[2]) do
   local src = ARGV[ai]; ai = ai + 1
   local src_key = nil

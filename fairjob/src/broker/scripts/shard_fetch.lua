@@ -1,7 +1,7 @@
 --! use dispatch/reserve
 -- Reserve up to n jobs of one tenant-sharded queue: move a bounded part of its
 -- inbox (jobs pushed by producers that know nothing of shards) into tenant
--- shards, then dispatch each job in fair-share order (lib_shard.lua), moving it
+-- shards, then dispatch each job in fair-share order (lib/dispatch/reserve.lua), moving it
 -- into this worker's in-progress record of the queue under a fresh token.
 -- Every key is in the queue's slot.
 --

@@ -2,7 +2,7 @@
 -- Fair yield's decision, written: share holds, then requests to yield.
 -- Holds: each listed tenant's `h:<tenant>` in the policy hash is set to
 -- `<limit>|<until µs>` (Redis's clock plus the given time to live), or
--- removed for an empty limit (see shard_limit in lib_shard.lua).
+-- removed for an empty limit (see shard_limit in lib/dispatch/limit.lua).
 -- Requests: each listed job still recorded in `runs` and not asked within
 -- the cool-down (in this run or an earlier one) is marked asked now, with the reason (its worker reads it at
 -- its next tick, see shard_yield.lua), and its tenant's requests are counted.

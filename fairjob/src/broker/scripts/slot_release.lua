@@ -1,7 +1,7 @@
 --! use slots
 -- Release the slot a finished job held, after its finish ran in its queue's
 -- slot (a job of a tenant-sharded queue, or any job in Redis Cluster mode; see
--- slot_release in lib_slot.lua).
+-- slot_release in lib/slots.lua).
 -- KEYS[1..4] = limit, holders, reserved, waiters; KEYS[5] = the worker's slot
 --   record, or in cluster mode ('c') the releasing set (the caller forgets
 --   the record itself).

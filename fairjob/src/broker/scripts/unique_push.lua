@@ -3,7 +3,7 @@
 -- plain queue: per job, take its lock (as push.lua does) and, when taken,
 -- push it; one LPUSH for the batch, then register the queue and wake a
 -- worker. The lean form of push.lua for the common case: it carries only
--- lib_unique.lua, so a call costs a few Redis commands, not the general
+-- lib/unique.lua, so a call costs a few Redis commands, not the general
 -- script's set-up.
 -- KEYS[1] = queues set, KEYS[2] = the queue's list, KEYS[3] = its wake list,
 --   then one lock per job.

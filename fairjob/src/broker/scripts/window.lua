@@ -1,6 +1,6 @@
 --! use clock, reroute
 -- Redis Cluster mode's first step of a rerouted push: register jobs in one
--- reroute window and choose each one's queue (lib_window.lua); the caller
+-- reroute window and choose each one's queue (lib/reroute.lua); the caller
 -- then pushes each to the queue chosen, in that queue's slot. A crash between
 -- the two steps leaves the window counting a job that was not pushed (the
 -- push fails and is retried by the caller): a reroute a little early, never a
