@@ -43,6 +43,7 @@ impl PlainQueue {
 #[doc(hidden)]
 #[derive(Debug, Clone)]
 pub struct ShardQueue {
+    name: String,
     sk: ShardKeys,
     identity: String,
     inflight: String,
@@ -94,6 +95,7 @@ impl RedisBroker {
         let sk = self.keys.shard(name);
         let inflight = sk.inflight(identity);
         ShardQueue {
+            name: name.to_owned(),
             sk,
             identity: identity.to_owned(),
             inflight,
@@ -178,6 +180,10 @@ impl RedisBroker {
         n: usize,
         seq: u64,
     ) -> Result<(Vec<Reserved>, Option<std::time::Duration>)> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            return Ok(store.fetch_shard(&queue.name, &queue.inflight, &queue.suffix, n, seq));
+        }
         let mut inv = SHARD_FETCH.call();
         inv.key(&queue.sk.inbox);
         for k in queue.sk.state() {

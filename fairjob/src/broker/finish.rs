@@ -135,6 +135,12 @@ impl RedisBroker {
         if acks.is_empty() {
             return Ok(fenced);
         }
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            let pairs: Vec<(&str, &str)> =
+                acks.iter().map(|(t, tenant, _)| (*t, *tenant)).collect();
+            return Ok(store.ack_many(&record.key, &record.queue, &pairs));
+        }
         let sk = self.keys.shard(&record.queue);
         let mut inv = SHARD_ACK_MANY.call();
         inv.key(&record.key);
@@ -199,6 +205,19 @@ impl RedisBroker {
             unique: holds.unique.filter(|_| ends),
             kept: holds.kept.filter(|_| ends && self.ends_in_script()),
         };
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            let reply = store.finish(&self.inflight_of(identity, token), token, action);
+            if reply == FinishReply::Done {
+                if let Some(hold) = holds.slot {
+                    store.release_slot(hold, RESERVATION_TTL);
+                }
+                if let Some(u) = holds.unique {
+                    store.unique_release(&self.unique_key(u), Some(&u.jid));
+                }
+            }
+            return Ok(reply);
+        }
         if token.is_sharded() || self.is_cluster() {
             return self
                 .finish_split(identity, token, action, clock_offset, holds, only_if_dead)
@@ -440,6 +459,11 @@ impl RedisBroker {
     /// those are further steps (the record after, the waiters delivered from
     /// the releasing set, see [`Self::deliver_released`]).
     pub async fn release_slot(&self, identity: &str, token: &Token, hold: &SlotHold) -> Result<()> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            store.release_slot(hold, RESERVATION_TTL);
+            return Ok(());
+        }
         let mut inv = SLOT_RELEASE.call();
         self.slot_part(&mut inv, identity, hold);
         inv.arg(token.raw.as_str());

@@ -89,6 +89,12 @@ impl RedisBroker {
         token: &Token,
         req: RateRequest<'_>,
     ) -> Result<RateAcquired> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            let entry = waiter_entry_of(token, req.jid, req.parked_payload);
+            let record = self.inflight_of(identity, token);
+            return Ok(store.rate_acquire(&record, token, req, entry));
+        }
         if self.is_cluster() {
             return self.rate_acquire_split(identity, token, req).await;
         }
@@ -236,6 +242,17 @@ impl RedisBroker {
     /// Redis's clock (µs) and the first `n` entries of the release schedule
     /// (encoded full key, next release µs), earliest first.
     pub(crate) async fn rates_due(&self, n: usize) -> Result<(u64, Vec<(String, u64)>)> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            let (now, due) = store.rates_due();
+            return Ok((
+                now,
+                due.into_iter()
+                    .take(n)
+                    .map(|(k, at)| (keys::encode(&k), at))
+                    .collect(),
+            ));
+        }
         let mut pipe = redis::pipe();
         pipe.cmd("TIME")
             .cmd("ZRANGE")
@@ -266,6 +283,10 @@ impl RedisBroker {
                 now: 0,
             });
         };
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            return Ok(store.rate_release(&full, RATE_RESERVATION_TTL, u64::from(RELEASE_MAX)));
+        }
         let k = &self.keys;
         let rk = k.rate(&full);
         let cluster = self.is_cluster();
@@ -317,6 +338,21 @@ impl RedisBroker {
         per_us: Setting<u64>,
         burst: Setting<u32>,
     ) -> Result<u64> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            let text = |v: Setting<u64>| v.stored();
+            let widen = |v: Setting<u32>| match v {
+                Setting::Keep => Setting::Keep,
+                Setting::Clear => Setting::Clear,
+                Setting::Set(v) => Setting::Set(u64::from(v)),
+            };
+            return Ok(store.set_rate_limit(
+                full_key,
+                &text(widen(limit)),
+                &text(per_us),
+                &text(widen(burst)),
+            ));
+        }
         let k = &self.keys;
         let rk = k.rate(full_key);
         let member = keys::encode(full_key);

@@ -28,6 +28,11 @@ impl RedisBroker {
         self.keys.check_shardable(queue).map_err(Error::Config)?;
         let sk = self.keys.shard(queue);
         let field = tenant.map(keys::encode).unwrap_or_else(|| "*".to_owned());
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            store.set_shard_policy(queue, &field, &policy);
+            return Ok(());
+        }
         let mut first = true;
         let mut cursor: u64 = 0;
         loop {

@@ -61,6 +61,11 @@ impl RedisBroker {
             default_limit: req.default_limit,
         };
         let entry = waiter_entry(token, &req);
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            let record = self.inflight_of(identity, token);
+            return Ok(store.slot_acquire(&record, token, req, hold, entry));
+        }
         let mut inv = SLOT_ACQUIRE.call();
         inv.key(&lk.limit)
             .key(&lk.holders)
@@ -166,6 +171,10 @@ impl RedisBroker {
         limit: Option<u32>,
         default: u32,
     ) -> Result<u64> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            return Ok(store.set_slot_limit(full_key, limit, default, RESERVATION_TTL));
+        }
         let k = &self.keys;
         let lk = k.limit(full_key);
         let mut inv = SLOT_SET.call();

@@ -249,8 +249,12 @@ impl ClientBuilder {
     /// builder's settings and middleware.
     #[cfg(feature = "testing")]
     pub(crate) fn build_in_memory(self, store: Arc<crate::broker::MemoryStore>) -> Result<Client> {
-        let broker = RedisBroker::in_memory(store, self.config.connect_options());
-        self.build_on(broker, Vec::new())
+        let broker = RedisBroker::in_memory(store.clone(), self.config.connect_options());
+        let client = self.build_on(broker, Vec::new())?;
+        for q in &client.inner.sharded {
+            store.shard_queue(q);
+        }
+        Ok(client)
     }
 
     /// The client on `broker`; `announced` are the queues workers declared sharded.

@@ -3,23 +3,28 @@
 //! reroute planning and every `Enqueue` option run exactly as in production,
 //! and only the final write lands in memory instead of in Redis.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::broker::{Entry, MemoryStore, PushObserver, UniqueHold, Waiting};
+use crate::broker::{
+    Acquired, Entry, Finish, Holds, MemoryStore, PushObserver, RateAcquired, SlotHold, Token,
+    UniqueHold, Waiting,
+};
 use crate::client::{Client, ClientBuilder, ClientMiddleware};
 use crate::config::ClientConfig;
 use crate::error::{Error, JobError, Result};
 use crate::job::{Job, JobContext, JobParts, Registry};
-use crate::rate;
+use crate::policy::dispatch::ShardState;
+use crate::policy::gcra::Limiter;
+use crate::policy::slots::SlotState;
 use crate::wire::{Payload, UniqueUntil};
 use crate::worker::{Outcome, ServerMiddleware, perform_detached};
+use crate::{limit, rate};
 
 /// Jobs one drain may perform before it gives up (a job that enqueues itself
 /// forever would otherwise hang the test).
@@ -40,14 +45,18 @@ const MAX_PER_DRAIN: usize = 100_000;
 ///
 /// The client runs its middleware and the jobs' reroute rules as in
 /// production (the fake keeps its own windows, with `push.lua`'s semantics).
-/// Rate limits (`#[rate_limit]`) are paced on the virtual clock: a job over
-/// its limiter's rate stays queued (a drain leaves it) until
-/// [`Fake::advance`] gives the limiter room; runtime changes of a rate are
-/// not simulated (they live in Redis).
-/// Not simulated: slot limits (`#[concurrency]`) and tenant-shard running
-/// limits and weights; a push to a sharded queue is recorded under the queue
-/// with its tenant. Commands that need Redis (a job's own commands on
-/// `broker().connection()`, admin views) fail with
+/// Tenant-sharded queues, slot limits (`#[concurrency]`) and rate limits
+/// (`#[rate_limit]`) run the rules the Redis scripts run ([`crate::policy`];
+/// `tests/tests/twins.rs` compares the two): a drain takes a sharded queue's
+/// jobs in its dispatch order (weights, floors, caps, bursts and tenants'
+/// rates, changed with [`RedisBroker::set_shard_policy`](crate::broker::RedisBroker::set_shard_policy)
+/// on `fake.client().broker()`), a job over its rate or without a free slot
+/// waits in its limiter (it is still listed by [`Fake::enqueued`]) and goes
+/// back to its queue when the virtual clock gives its limiter room (a drain
+/// releases it, one interval at a time) or a slot frees. A drain performs
+/// one job at a time, so a slot limit of 1 or more never holds a job back
+/// (a limit of 0, set at runtime, pauses the key). Commands that need Redis
+/// (a job's own commands on `broker().connection()`, admin views) fail with
 /// [`Error::NotInTestingMode`]. Test those against a real Redis with
 /// [`RedisServer`](super::RedisServer).
 ///
@@ -111,9 +120,17 @@ struct Shared {
     force_yields: AtomicUsize,
     /// Runs that yielded.
     yields: AtomicUsize,
-    /// Rate limiters on the virtual clock: full key → theoretical arrival
-    /// time (µs), the state `rate::judge` reads.
-    rates: Mutex<HashMap<String, u64>>,
+    /// The next in-progress token's number.
+    tokens: AtomicU64,
+}
+
+/// The worker identity the fake fetches its jobs as.
+const IDENTITY: &str = "fairjob-fake:0:fake";
+
+/// A job the fake took out of its queue into its in-progress record.
+struct Taken {
+    token: Token,
+    entry: Entry,
 }
 
 impl fmt::Debug for Fake {
@@ -310,7 +327,7 @@ impl FakeBuilder {
                 failures: Mutex::new(Vec::new()),
                 force_yields: AtomicUsize::new(0),
                 yields: AtomicUsize::new(0),
-                rates: Mutex::new(HashMap::new()),
+                tokens: AtomicU64::new(1),
             }
         });
         Ok(Fake { inner })
@@ -403,10 +420,23 @@ impl Fake {
     /// `Serialize` and `Deserialize` disagree): the worker could not run it
     /// either.
     pub fn enqueued<J: Job>(&self) -> Vec<Enqueued<J>> {
+        let parked = self
+            .inner
+            .store
+            .parked()
+            .into_iter()
+            .map(|(queue, payload)| Entry {
+                seq: 0,
+                payload,
+                queue: Some(queue),
+                shard: None,
+                waiting: Waiting::Queued,
+            });
         self.inner
             .store
             .entries()
             .into_iter()
+            .chain(parked)
             .filter_map(|e| {
                 let payload = parse(&e).ok()?;
                 (payload.class() == J::CLASS).then(|| decode::<J>(e, payload))
@@ -425,14 +455,14 @@ impl Fake {
     /// others, and then returns [`Error::JobFailed`] for the first failure, so
     /// `drain().await.unwrap()` fails the test when a job failed.
     pub async fn drain(&self) -> Result<usize> {
-        self.inner.run(&|_| true, None).await
+        self.inner.run(&|_| true, None, false).await
     }
 
     /// As [`Fake::drain`], for the jobs of one queue only (including jobs that
     /// they push to that queue).
     pub async fn drain_queue(&self, queue: &str) -> Result<usize> {
         self.inner
-            .run(&|e: &Entry| e.queue.as_deref() == Some(queue), None)
+            .run(&|e: &Entry| e.queue.as_deref() == Some(queue), None, false)
             .await
     }
 
@@ -445,6 +475,7 @@ impl Fake {
             .run(
                 &|e: &Entry| parse(e).is_ok_and(|p| p.class() == J::CLASS),
                 Some(1),
+                true,
             )
             .await?;
         if ran == 0 {
@@ -462,9 +493,34 @@ impl Fake {
         self.inner.store.advance(by);
     }
 
-    /// The virtual clock: the system clock plus everything [`Fake::advance`]d.
+    /// The virtual clock: the system clock (or where [`Fake::freeze_clock`]
+    /// stopped it) plus everything [`Fake::advance`]d.
     pub fn now(&self) -> SystemTime {
         self.inner.store.now()
+    }
+
+    /// Stops the virtual clock at `at`: from then on only [`Fake::advance`]
+    /// moves it (as `tokio::time::pause` does for timers).
+    pub fn freeze_clock(&self, at: SystemTime) {
+        self.inner.store.freeze(at);
+    }
+
+    /// A tenant-sharded queue's state as the fake holds it: its dispatch
+    /// order, running counts, settings and every tenant's waiting jobs (by
+    /// jid), the state the Redis scripts keep in its keys.
+    pub fn shard(&self, queue: &str) -> ShardState<String> {
+        self.inner.store.shard_state(queue)
+    }
+
+    /// A slot limit's holders, reservations and waiting jobs (`full_key`:
+    /// `<Class>:<key>` or `group:<group>:<key>`).
+    pub fn slot_limit(&self, full_key: &str) -> SlotState {
+        self.inner.store.slot_state(full_key)
+    }
+
+    /// A rate limiter's state and waiting jobs.
+    pub fn rate_limiter(&self, full_key: &str) -> Limiter {
+        self.inner.store.limiter(full_key)
     }
 
     /// Asks the next `runs` performed jobs to yield: an `#[iterable]` job
@@ -500,26 +556,37 @@ impl Fake {
 
 impl Shared {
     /// Performs queued jobs that `pick` accepts until none is left or `limit`
-    /// ran; pushes due scheduled jobs and retries before each.
+    /// ran; pushes due scheduled jobs and retries, and releases rate
+    /// limiters' waiters whose time has come, before each. `out_of_order`:
+    /// a job of a sharded queue that its dispatch order does not serve next
+    /// may be taken (`perform_one`).
     async fn run(
         self: &Arc<Self>,
         pick: &(dyn Fn(&Entry) -> bool + Sync),
         limit: Option<usize>,
+        out_of_order: bool,
     ) -> Result<usize> {
         let mut ran = 0;
         let mut first_failure = None;
+        let mut taken = 0;
         while limit.is_none_or(|l| ran < l) {
             self.promote_due().await?;
-            let Some(entry) = self.take(pick) else {
+            self.release_rates().await?;
+            let Some(job) = self.take(pick, out_of_order).await? else {
                 break;
             };
-            ran += 1;
-            if ran > MAX_PER_DRAIN {
+            taken += 1;
+            if taken > MAX_PER_DRAIN {
                 return Err(Error::Fake(format!(
                     "a drain performed {MAX_PER_DRAIN} jobs and more keep coming: does a job enqueue itself?"
                 )));
             }
-            if let Err(e) = self.perform(entry).await {
+            let Some(slot) = self.admit(&job).await? else {
+                // Parked in its limiter: it goes on waiting there.
+                continue;
+            };
+            ran += 1;
+            if let Err(e) = self.perform(job, slot).await {
                 first_failure.get_or_insert(e);
             }
         }
@@ -529,51 +596,111 @@ impl Shared {
         }
     }
 
-    /// Takes the first queued job that `pick` accepts and whose rate limiter
-    /// has room on the virtual clock (its start is counted); a job over its
-    /// rate stays queued until [`Fake::advance`] gives its limiter room, and
-    /// the jobs of its key behind it wait too (FIFO per key).
-    fn take(&self, pick: &(dyn Fn(&Entry) -> bool + Sync)) -> Option<Entry> {
-        let now = self
-            .store
-            .now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_micros() as u64;
-        let mut rates = self.rates.lock().expect("rates lock");
-        let mut blocked: Vec<String> = Vec::new();
-        let entry = self.store.take_queued(|e| {
-            if !pick(e) {
-                return false;
+    /// Takes the next job that `pick` accepts into the fake's in-progress
+    /// record: of the plain queues' oldest accepted job and each sharded
+    /// queue's next dispatch (when accepted), the one pushed first.
+    async fn take(
+        &self,
+        pick: &(dyn Fn(&Entry) -> bool + Sync),
+        out_of_order: bool,
+    ) -> Result<Option<Taken>> {
+        let broker = self.client.broker();
+        let mut best: Option<(u64, Option<String>)> =
+            self.store.first_plain(pick).map(|e| (e.seq, None));
+        for q in self.store.sharded_queues() {
+            if let Some(e) = self.store.next_dispatch(&q).filter(|e| pick(e))
+                && best.as_ref().is_none_or(|(seq, _)| e.seq < *seq)
+            {
+                best = Some((e.seq, Some(q)));
             }
-            let Some(gate) = self.rate_gate(e) else {
-                return true;
-            };
-            if blocked.contains(&gate.full_key) {
-                return false;
-            }
-            let allowed = matches!(
-                rate::judge(gate.rate, rates.get(&gate.full_key).copied(), now),
-                rate::Verdict::Allow { .. }
-            );
-            if !allowed {
-                blocked.push(gate.full_key);
-            }
-            allowed
-        })?;
-        if let Some(gate) = self.rate_gate(&entry)
-            && let rate::Verdict::Allow { tat } =
-                rate::judge(gate.rate, rates.get(&gate.full_key).copied(), now)
-        {
-            rates.insert(gate.full_key, tat);
         }
-        Some(entry)
+        let taken = match best {
+            Some((seq, None)) => self.store.take_waiting(seq),
+            Some((_, Some(q))) => {
+                let queue = broker.shard_queue(&q, IDENTITY);
+                let n = self.tokens.fetch_add(1, Ordering::SeqCst);
+                let got = broker.fetch_shard(&queue, 1, n).await?;
+                let Some(r) = got.into_iter().next() else {
+                    return Ok(None);
+                };
+                let token = Token::parse(&r.token).expect("the store's token");
+                let entry = Entry {
+                    seq: 0,
+                    payload: String::from_utf8_lossy(&r.raw).into_owned(),
+                    queue: Some(q),
+                    shard: token.tenant.clone(),
+                    waiting: Waiting::Queued,
+                };
+                return Ok(Some(Taken { token, entry }));
+            }
+            None if out_of_order => self.store.take_out_of_order(pick),
+            None => None,
+        };
+        let Some(entry) = taken else {
+            return Ok(None);
+        };
+        let queue = entry.queue.clone().unwrap_or_default();
+        let token = entry.token(&queue);
+        self.store
+            .hold(&broker.inflight_of(IDENTITY, &token), &token, entry.clone());
+        Ok(Some(Taken { token, entry }))
     }
 
-    /// The rate limiter of a recorded job, if its type declares one.
-    fn rate_gate(&self, entry: &Entry) -> Option<crate::job::RateGate> {
-        let payload = parse(entry).ok()?;
-        self.registry.prepare(&payload).ok()?.rate
+    /// The rate limiter, then the slot limit, of a taken job, as the worker
+    /// passes them: `Some(slot held)` when it may run, `None` when it waits
+    /// in a limiter.
+    async fn admit(&self, job: &Taken) -> Result<Option<Option<SlotHold>>> {
+        let Ok(payload) = parse(&job.entry) else {
+            return Ok(Some(None));
+        };
+        let Ok(prepared) = self.registry.prepare(&payload) else {
+            return Ok(Some(None));
+        };
+        let broker = self.client.broker();
+        if let Some(gate) = &prepared.rate {
+            match rate::acquire(
+                broker,
+                IDENTITY,
+                &job.token,
+                &payload,
+                &gate.full_key,
+                gate.rate,
+            )
+            .await?
+            {
+                RateAcquired::Pass => {}
+                RateAcquired::Parked(_) | RateAcquired::Lost => return Ok(None),
+            }
+        }
+        if let Some(req) = &prepared.slot {
+            return match limit::acquire(
+                broker,
+                IDENTITY,
+                &job.token,
+                &payload,
+                &req.full_key,
+                req.limit,
+            )
+            .await?
+            {
+                Acquired::Slot(hold) => Ok(Some(Some(hold))),
+                Acquired::Parked | Acquired::Lost => Ok(None),
+            };
+        }
+        Ok(Some(None))
+    }
+
+    /// Releases the waiters of rate limiters whose release is due on the
+    /// virtual clock (the worker's releaser).
+    async fn release_rates(&self) -> Result<()> {
+        let broker = self.client.broker();
+        let (now, due) = broker.rates_due(100).await?;
+        for (member, at) in due {
+            if at <= now {
+                broker.rate_release(&member).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Pushes the scheduled jobs and retries that are due, as the scheduler
@@ -588,11 +715,12 @@ impl Shared {
 
     /// Performs one recorded job and records what its retry option makes of a
     /// failure; `Err(JobFailed)` when it failed.
-    async fn perform(&self, entry: Entry) -> Result<()> {
+    async fn perform(&self, job: Taken, slot: Option<SlotHold>) -> Result<()> {
+        let Taken { token, entry } = job;
         let payload = parse(&entry)?;
-        let queue = entry.queue.clone().unwrap_or_else(|| payload.queue());
+        let queue = token.queue.clone();
         let cx = JobContext::new(JobParts {
-            token: entry.token(&queue),
+            token: token.clone(),
             payload,
             cancel: CancellationToken::new(),
             stopping: CancellationToken::new(),
@@ -626,28 +754,46 @@ impl Shared {
         {
             release(h);
         }
-        let Err(e) = result else {
-            return Ok(());
+        // The job's one exit, as the worker's: one broker call that takes it
+        // out of the in-progress record (releasing its tenant's running
+        // count and its slot).
+        let back = cx.payload().to_json();
+        let (exit, failed) = match (&result, &outcome) {
+            (Ok(()), _) => (Finish::Ack, None),
+            (Err(e), _) if e.is_yield() => (Finish::Back { payload: &back }, None),
+            (Err(e), _) if self.inline => (Finish::Ack, Some((e, AfterFailure::Returned))),
+            (Err(e), Outcome::Ack) => (Finish::Ack, Some((e, AfterFailure::Dropped))),
+            (Err(e), Outcome::Dead(payload)) => {
+                (Finish::Dead { payload }, Some((e, AfterFailure::Dead)))
+            }
+            (Err(e), Outcome::Retry(payload, delay)) => (
+                Finish::Retry {
+                    payload,
+                    delay: *delay,
+                },
+                Some((
+                    e,
+                    AfterFailure::Retry {
+                        at: self.store.now() + *delay,
+                    },
+                )),
+            ),
         };
-        if e.is_yield() {
+        let holds = Holds {
+            slot: slot.as_ref(),
+            ..Holds::default()
+        };
+        self.client
+            .broker()
+            .finish(IDENTITY, &token, exit, 0, holds)
+            .await?;
+        if yielded {
             // Back to its queue's tail, no retry used.
             self.yields.fetch_add(1, Ordering::SeqCst);
-            self.client.repush(cx.payload().clone(), None).await?;
             return Ok(());
         }
-        let next = if self.inline {
-            AfterFailure::Returned
-        } else {
-            match outcome {
-                Outcome::Ack => AfterFailure::Dropped,
-                Outcome::Dead(_) => AfterFailure::Dead,
-                Outcome::Retry(payload, delay) => {
-                    self.store.retry(payload, delay);
-                    AfterFailure::Retry {
-                        at: self.store.now() + delay,
-                    }
-                }
-            }
+        let Some((e, next)) = failed else {
+            return Ok(());
         };
         self.failures.lock().expect("failures lock").push(Failure {
             class: cx.class().to_owned(),
@@ -682,9 +828,13 @@ impl PushObserver for InlineObserver {
             };
             let mut first_failure = None;
             for seq in seqs {
-                if let Some(entry) = fake.take(&|e: &Entry| e.seq == seq)
-                    && let Err(e) = fake.perform(entry).await
-                {
+                let Some(job) = fake.take(&|e: &Entry| e.seq == seq, true).await? else {
+                    continue;
+                };
+                let Some(slot) = fake.admit(&job).await? else {
+                    continue;
+                };
+                if let Err(e) = fake.perform(job, slot).await {
                     first_failure.get_or_insert(e);
                 }
             }

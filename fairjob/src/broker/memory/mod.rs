@@ -8,17 +8,27 @@
 //! older than the longest window are trimmed and the key's expiry refreshed,
 //! then every rule with `threshold < count(now - per ..= +inf)` matches and the
 //! last matching rule picks the queue. The client decides what is counted (a
-//! pinned queue never is), exactly as for Redis. What it does not simulate:
-//! tenant shards are recorded as their queue and tenant (no per-tenant running
-//! limit, no weights), and slot limits do not exist here. Unique locks follow
+//! pinned queue never is), exactly as for Redis. Unique locks follow
 //! `lib/unique.lua` (take, replace a waiting holder, release by jid) on the
 //! virtual clock.
+//!
+//! Tenant-sharded queues, slot limits and rate limiters run the same rules
+//! as the scripts, from [`crate::policy`]: a sharded queue is a
+//! [`ShardState`](crate::policy::dispatch::ShardState) of the recorded jobs
+//! (`shards.rs`), fetched into in-progress records and ended through them, a
+//! limit is a [`SlotState`](crate::policy::slots::SlotState) or a
+//! [`Limiter`](crate::policy::gcra::Limiter) (`limits.rs`); the broker's
+//! operations choose this store in testing mode (`tests/tests/twins.rs`
+//! compares it with Redis).
 //!
 //! Layer 2, like the rest of the broker: it moves payload strings and knows
 //! nothing of job types. Whoever runs jobs in testing mode (the `testing`
 //! module) watches pushes through a [`PushObserver`].
 
-use std::collections::HashMap;
+mod limits;
+mod shards;
+
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -110,6 +120,16 @@ struct State {
     iterations: HashMap<String, Iteration>,
     /// Unique locks by key, as `lib/unique.lua` keeps them.
     uniques: HashMap<String, unique::Lock>,
+    /// Tenant-sharded queues by name.
+    shards: HashMap<String, shards::MemShard>,
+    /// In-progress records: identity → token → the job.
+    inflight: HashMap<String, BTreeMap<String, Entry>>,
+    /// Slot limits by full key.
+    slots: HashMap<String, crate::policy::slots::SlotState>,
+    /// Rate limiters by full key.
+    limiters: HashMap<String, crate::policy::gcra::Limiter>,
+    /// When set, the virtual clock stands still here (plus `ahead`).
+    frozen: Option<Duration>,
 }
 
 /// One iterable job's state: the fence, the cursor, runtime, cancelled, executions.
@@ -190,10 +210,22 @@ impl State {
     }
 
     fn now(&self, clock_offset: i64) -> f64 {
-        let sys = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        (sys + self.ahead).as_secs_f64() + clock_offset as f64
+        self.since_epoch().as_secs_f64() + clock_offset as f64
+    }
+
+    /// The virtual clock since the epoch.
+    fn since_epoch(&self) -> Duration {
+        let base = self.frozen.unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+        });
+        base + self.ahead
+    }
+
+    /// The virtual clock in µs (the scripts' clock).
+    fn now_us(&self) -> u64 {
+        self.since_epoch().as_micros() as u64
     }
 }
 
@@ -271,7 +303,14 @@ impl MemoryStore {
 
     /// The virtual clock.
     pub(crate) fn now(&self) -> SystemTime {
-        SystemTime::now() + self.lock().ahead
+        UNIX_EPOCH + self.lock().since_epoch()
+    }
+
+    /// Stops the virtual clock at `at` (moved only by [`Self::advance`] from then on).
+    pub(crate) fn freeze(&self, at: SystemTime) {
+        let mut st = self.lock();
+        st.frozen = Some(at.duration_since(UNIX_EPOCH).unwrap_or_default());
+        st.ahead = Duration::ZERO;
     }
 
     /// Moves the virtual clock forward.
@@ -346,7 +385,16 @@ impl MemoryStore {
             let shard = cand
                 .sharded
                 .then(|| cand.tenant.as_deref().map(keys::encode).unwrap_or_default());
-            seqs.push(st.record(payload, Some(cand.queue.clone()), shard, Waiting::Queued));
+            let seq = st.record(
+                payload,
+                Some(cand.queue.clone()),
+                shard.clone(),
+                Waiting::Queued,
+            );
+            if let Some(t) = &shard {
+                st.shard_push(&cand.queue, t, seq, false);
+            }
+            seqs.push(seq);
             pushed.push(Pushed::To(chosen));
         }
         (pushed, seqs)
@@ -407,13 +455,6 @@ impl MemoryStore {
         held
     }
 
-    /// Adds a failed job's payload to `retry`, due after `delay`.
-    pub(crate) fn retry(&self, payload: String, delay: Duration) {
-        let mut st = self.lock();
-        let due = st.now(0) + delay.as_secs_f64();
-        st.record(payload, None, None, Waiting::Retry(due));
-    }
-
     /// Every waiting job, in recording order.
     pub(crate) fn entries(&self) -> Vec<Entry> {
         self.lock().jobs.clone()
@@ -444,16 +485,6 @@ impl MemoryStore {
                 .then(a.seq.cmp(&b.seq))
         });
         due
-    }
-
-    /// Takes out the first queued job that `pick` accepts.
-    pub(crate) fn take_queued(&self, mut pick: impl FnMut(&Entry) -> bool) -> Option<Entry> {
-        let mut st = self.lock();
-        let i = st
-            .jobs
-            .iter()
-            .position(|e| e.waiting == Waiting::Queued && pick(e))?;
-        Some(st.jobs.remove(i))
     }
 }
 
