@@ -225,9 +225,11 @@ impl RedisBroker {
         }
     }
 
-    /// The in-memory store, in testing mode.
+    /// The in-memory store, in testing mode. Private to the broker: an
+    /// operation that testing mode supports decides between the store and
+    /// Redis itself, so no caller above asks which it is.
     #[cfg(feature = "testing")]
-    pub(crate) fn memory(&self) -> Option<&Arc<MemoryStore>> {
+    fn memory(&self) -> Option<&Arc<MemoryStore>> {
         self.conn.memory_store()
     }
 
