@@ -277,7 +277,7 @@ impl RedisBroker {
     /// tenant-sharded queue, and for every job in cluster mode, the worker's
     /// record of the job's queue (in the queue's slot); otherwise the worker's
     /// own record.
-    pub(crate) fn inflight_of(&self, identity: &str, token: &Token) -> String {
+    fn inflight_of(&self, identity: &str, token: &Token) -> String {
         if token.is_sharded() || self.is_cluster() {
             self.keys.shard(&token.queue).inflight(identity)
         } else {
@@ -288,7 +288,7 @@ impl RedisBroker {
     /// `keys.inflight(identity)`, built once for the first identity asked
     /// (only a worker's plain acks ask, each for its own record; encoding it
     /// costs more than the rest of an ack's preparation).
-    pub(crate) fn own_inflight(&self, identity: &str) -> std::borrow::Cow<'_, str> {
+    fn own_inflight(&self, identity: &str) -> std::borrow::Cow<'_, str> {
         let (id, key) = self
             .own_inflight
             .get_or_init(|| (identity.to_owned(), self.keys.inflight(identity)));
@@ -330,12 +330,7 @@ impl RedisBroker {
 
     /// One `SSCAN` step of the set `key`: the next cursor (0 at the end) and
     /// up to about `count` members.
-    pub(crate) async fn sscan(
-        &self,
-        key: &str,
-        cursor: u64,
-        count: usize,
-    ) -> Result<(u64, Vec<String>)> {
+    async fn sscan(&self, key: &str, cursor: u64, count: usize) -> Result<(u64, Vec<String>)> {
         self.query(
             redis::cmd("SSCAN")
                 .arg(key)
@@ -354,18 +349,14 @@ impl RedisBroker {
     }
 
     /// Runs one command on the shared connection.
-    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
+    async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         let mut c = self.conn.clone();
         cmd.query_async(&mut c).await.map_err(Error::from_redis)
     }
 
     /// Runs one command that names no key on the node of `key`'s slot (a
     /// `SCAN` of one slot's keys; on one server, the server).
-    pub(crate) async fn query_on_slot_of<T: FromRedisValue>(
-        &self,
-        cmd: &redis::Cmd,
-        key: &str,
-    ) -> Result<T> {
+    async fn query_on_slot_of<T: FromRedisValue>(&self, cmd: &redis::Cmd, key: &str) -> Result<T> {
         let v = self
             .conn
             .on_slot_of(cmd, key)
@@ -384,7 +375,7 @@ impl RedisBroker {
     /// a cluster the scan walks the primaries one after another, the node's
     /// index in the cursor's top 16 bits (a reshard between steps may skip
     /// or repeat keys, as a `SCAN` may anyway).
-    pub(crate) async fn scan_step(
+    async fn scan_step(
         &self,
         pattern: &str,
         cursor: u64,
@@ -423,7 +414,7 @@ impl RedisBroker {
     }
 
     /// Runs one command on `node` (the one server when `None`).
-    pub(crate) async fn query_on_node<T: FromRedisValue>(
+    async fn query_on_node<T: FromRedisValue>(
         &self,
         cmd: &redis::Cmd,
         node: Option<&Node>,
@@ -437,13 +428,13 @@ impl RedisBroker {
     }
 
     /// Runs a pipeline on the shared connection.
-    pub(crate) async fn pipe<T: FromRedisValue>(&self, pipe: &redis::Pipeline) -> Result<T> {
+    async fn pipe<T: FromRedisValue>(&self, pipe: &redis::Pipeline) -> Result<T> {
         let mut c = self.conn.clone();
         pipe.query_async(&mut c).await.map_err(Error::from_redis)
     }
 
     /// Runs a script (loading it first if Redis doesn't have it).
-    pub(crate) async fn invoke<T: FromRedisValue>(&self, call: &scripts::Call<'_>) -> Result<T> {
+    async fn invoke<T: FromRedisValue>(&self, call: &scripts::Call<'_>) -> Result<T> {
         let mut c = self.conn.clone();
         let cmd = call.evalsha();
         match cmd.query_async(&mut c).await {
@@ -458,10 +449,7 @@ impl RedisBroker {
     /// Runs several script calls in one pipeline, in order (in cluster mode,
     /// in order per hash slot). Scripts Redis doesn't have are loaded and the
     /// calls they failed are sent again, still in order.
-    pub(crate) async fn invoke_all<T: FromRedisValue>(
-        &self,
-        calls: &[scripts::Call<'_>],
-    ) -> Result<Vec<T>> {
+    async fn invoke_all<T: FromRedisValue>(&self, calls: &[scripts::Call<'_>]) -> Result<Vec<T>> {
         let mut out: Vec<Option<Result<T>>> = (0..calls.len()).map(|_| None).collect();
         let mut todo: Vec<usize> = (0..calls.len()).collect();
         for attempt in 0..2 {
@@ -540,45 +528,5 @@ impl RedisBroker {
         let mut pipe = redis::pipe();
         pipe.lpush(list, "1").ignore().ltrim(list, 0, 0).ignore();
         self.pipe::<()>(&pipe).await
-    }
-
-    /// Queues that workers declared tenant-sharded.
-    pub async fn sharded_queues(&self) -> Result<Vec<String>> {
-        self.query(redis::cmd("SMEMBERS").arg(self.keys.sharded_queues()))
-            .await
-    }
-
-    /// `maxmemory-policy` (on a cluster, the first primary's that is not
-    /// `noeviction`, so a warning names it), or `None` when no server says.
-    pub(crate) async fn maxmemory_policy(&self) -> Result<Option<String>> {
-        let mut found = None;
-        for node in self
-            .primaries()
-            .await?
-            .map_or(vec![None], |ns| ns.into_iter().map(Some).collect())
-        {
-            let v: Vec<String> = self
-                .query_on_node(
-                    redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy"),
-                    node.as_ref(),
-                )
-                .await?;
-            match v.get(1) {
-                Some(p) if p != "noeviction" => return Ok(Some(p.clone())),
-                Some(p) => found = Some(p.clone()),
-                None => {}
-            }
-        }
-        Ok(found)
-    }
-
-    /// Increments a fairjob counter (`fenced`, `recovered`…).
-    pub(crate) async fn count(&self, stat: &str, by: u64) -> Result<()> {
-        if by > 0 {
-            let _: i64 = self
-                .query(redis::cmd("INCRBY").arg(self.keys.stat(stat)).arg(by))
-                .await?;
-        }
-        Ok(())
     }
 }
