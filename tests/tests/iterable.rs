@@ -93,6 +93,17 @@ async fn the_fake_runs_steps_resumes_after_a_forced_yield_and_cancels() {
     assert!(fake.cancel(&jid));
     assert_eq!(fake.drain().await.unwrap(), 1, "a cancelled job ends");
     assert!(fake.failures().is_empty());
+
+    // The client's own `cancel` reaches the fake's store through the broker.
+    let jid = StepLedgerJob { steps: 5, ms: 0 }
+        .perform_async(&client)
+        .await
+        .unwrap();
+    assert!(client.cancel(&jid).await.unwrap(), "newly cancelled");
+    assert!(!client.cancel(&jid).await.unwrap(), "already cancelled");
+    assert_eq!(fake.drain().await.unwrap(), 1, "a cancelled job ends");
+    assert_eq!(fake.cursor::<u64>(&jid), None, "it ran no step");
+    assert!(fake.failures().is_empty());
 }
 
 #[tokio::test]

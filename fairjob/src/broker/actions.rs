@@ -112,7 +112,7 @@ pub struct Acted {
 
 impl RedisBroker {
     /// The Redis key of a set.
-    pub(crate) fn set_key(&self, set: JobSet) -> String {
+    pub(super) fn set_key(&self, set: JobSet) -> String {
         match set {
             JobSet::Retry => self.keys.retry(),
             JobSet::Scheduled => self.keys.schedule(),

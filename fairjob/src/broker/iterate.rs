@@ -3,6 +3,9 @@
 //! completion, plus fairjob's fence `f` (the id of the run that may write
 //! it: its token, unique within one worker's record, and a random part).
 //! One key per call, so every call is in one cluster slot.
+//!
+//! In fairjob's testing mode the state lives in the broker's memory store:
+//! each operation here decides, so callers make one call either way.
 
 use std::time::Duration;
 
@@ -51,6 +54,10 @@ impl RedisBroker {
     /// Starts a run: takes the fence for `token` (the run's id), counts the execution and
     /// returns the saved state.
     pub async fn iteration_claim(&self, jid: &str, token: &str) -> Result<IterationState> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            return Ok(store.iteration_claim(jid, token));
+        }
         let mut inv = ITERATE_CLAIM.call();
         inv.key(self.keys.iteration(jid))
             .arg(token)
@@ -80,6 +87,10 @@ impl RedisBroker {
         runtime: f64,
         save: SaveInfo,
     ) -> Result<Saved> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            return Ok(store.iteration_save(jid, token, cursor, runtime, save));
+        }
         let mut inv = ITERATE_SAVE.call();
         inv.key(self.keys.iteration(jid))
             .arg(token)
@@ -101,6 +112,10 @@ impl RedisBroker {
     /// Cancels an iterable job at its next step (Sidekiq's `cancel!`:
     /// `HSETNX cancelled`, the state kept 30 days). True when newly cancelled.
     pub async fn iteration_cancel(&self, jid: &str, now: f64) -> Result<bool> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            return Ok(store.iteration_cancel(jid));
+        }
         let key = self.keys.iteration(jid);
         let mut pipe = redis::pipe();
         pipe.atomic()

@@ -9,37 +9,53 @@
 //!
 //! # The contract
 //!
-//! Every operation of [`RedisBroker`], by concern (the file that holds it in
-//! brackets). "Script" names the `.lua` file under `scripts/` that makes the
-//! change atomically; reads name their commands.
+//! Every operation of [`RedisBroker`], by concern (the files that hold them
+//! in parentheses). "Script" names the `.lua` file under `scripts/` that
+//! makes the change atomically; reads name their commands; "—" is a key name
+//! or a fact the broker already holds, no command.
+//!
+//! `tests/tests/contract.rs` keeps this table true: every method a layer
+//! above can call (`pub`, `pub(crate)`) is listed under the group of the file
+//! that holds it, and every name listed (in backticks, outside parentheses,
+//! in the first column) is such a method. The broker's own means (`query`,
+//! `pipe`, `invoke`, the scans, the choice of an in-progress record) are
+//! private to `broker/` and not listed: a layer that needs a new command
+//! gets a new operation here, not a handle on `query`.
 //!
 //! | operation | changes or reads | script or commands | reply |
 //! |---|---|---|---|
 //! | **connection** (`mod.rs`, `conn/`) | | | |
 //! | `connect` | opens the shared connection (node or cluster, TLS), checks it without writing (a server that is loading, busy or refusing writes is reached) | `HELLO`/`AUTH`, `INFO cluster` (`PING` if INFO is refused) | `RedisBroker` |
+//! | `in_memory` (feature `testing`) | a broker of fairjob's testing mode, over a memory store (`memory.rs`): the operations marked "testing mode" below answer from the store, every other one fails with `Error::NotInTestingMode` | — | `RedisBroker` |
+//! | `keys`, `options`, `redis_display` | key names; the options it was connected with; the server, without credentials | — | `&Keys`, `&ConnectOptions`, `&str` |
 //! | `connection`, `waiter`, `primaries`, `is_cluster` | the shared handle; a blocking waiter on wake-up lists; the cluster's primaries | `BLPOP`, `CLUSTER NODES` | `Conn`, `Waiter`, `Option<Vec<Node>>` |
 //! | `time`, `ping` | Redis's clock; one round trip | `TIME`, `PING` | `f64`, `Duration` |
 //! | `reconnect` | drops the shared connection to one server; the next command opens a new one (after `READONLY`) | — | `()` |
 //! | `wake` | pushes a wake-up token (kept at one) | `LPUSH`+`LTRIM` | `()` |
+//! | `wake_key`, `wake_keys` | the wake-up list idle workers of a queue block on (a sharded queue's own; on a cluster every queue's, in its slot); all of a worker's (on one server also a sharded queue's plain list, which released slot waiters wake) | — | key names |
+//! | `delete_keys` (`cfg(test)`: the library's own tests) | deletes keys, to simulate lost writes | `DEL` | `()` |
 //! | **enqueue** (`push.rs`; the multi-step pushes across cluster slots in `push_steps.rs`) | | | |
-//! | `push` (unique jobs that refuse duplicates, all bound for one plain queue with nothing else to decide) | takes each job's lock, pushes the ones that got it with one `LPUSH`, registers the queue, wakes | `unique_push.lua` (only `lib/unique.lua` prepended), 100 jobs a call | `Vec<Pushed>` |
+//! | `push` (unique jobs that refuse duplicates, all bound for one plain queue with nothing else to decide) | takes each job's lock, pushes the ones that got it with one `LPUSH`, registers the queue, wakes (testing mode: the memory store) | `unique_push.lua` (only `lib/unique.lua` prepended), 100 jobs a call | `Vec<Pushed>` |
 //! | `push` | takes unique locks (refuses duplicates, replaces a waiting holder; on a cluster a job rerouted to another slot takes its lock first with `unique_take.lua`), registers reroute windows, picks the queue, pushes (plain list, sharded inbox), wakes; a claimed job whose claim is in another slot (sharded queue, cluster) is pushed first and its claim dropped after, and with `Src::once` (periodic jobs) the push marks the job in the queue's slot (`Keys::pushed`) in its own step and a marked one is not pushed again; the mark is removed after the claim | `push.lua` (`window.lua` on a cluster), `ZREM` (claim, then mark) | `Vec<Pushed>` |
-//! | `schedule` | takes unique locks, adds payloads to `schedule` (a replacing push moves the holder's payload and due time); on a cluster a unique job's lock first, alone, then its entry | `schedule.lua` (on a cluster for unique jobs: `unique_take.lua`, then `schedule.lua`; a replace: `ZREM` + `schedule.lua` + `unique_take.lua` `waits`) | `Vec<Pushed>` |
+//! | `schedule` | takes unique locks, adds payloads to `schedule` (a replacing push moves the holder's payload and due time; testing mode: the memory store); on a cluster a unique job's lock first, alone, then its entry | `schedule.lua` (on a cluster for unique jobs: `unique_take.lua`, then `schedule.lua`; a replace: `ZREM` + `schedule.lua` + `unique_take.lua` `waits`) | `Vec<Pushed>` |
 //! | `zset_add`, `zset_remove` | one payload into / out of `retry` or `dead` | `schedule.lua`, `ZREM` | `()` |
 //! | **unique jobs** (`unique.rs`; locks are taken by `push`/`schedule` and released by `finish`/`recover`) | | | |
-//! | `unique_release` | releases a unique lock if a jid holds it (at start for `until = "start"`, after a cluster end, by hand) | `unique_release.lua` | `bool` |
+//! | `unique_release` | releases a unique lock if a jid holds it (at start for `until = "start"`, after a cluster end, by hand; testing mode: the memory store) | `unique_release.lua` | `bool` |
 //! | `unique_take_alone`, `unique_waits_as` | on a cluster, where the job is written in another slot (scheduled, rerouted): takes a lock alone (or names its holder and where it waits); records where a replaced holder waits | `unique_take.lua` (`take`, `waits`) | `Taken`, `bool` |
-//! | `remember_rejections` | the last 1,000 refused duplicates, for explain | `LPUSH`+`LTRIM` | `()` |
+//! | `unique_key` | a held lock's key (for `unique_release`) | — | `String` |
+//! | `remember_rejections` | the last 1,000 refused duplicates, for explain (testing mode: none kept) | `LPUSH`+`LTRIM` | `()` |
 //! | **fetch** (`fetch.rs`) | | | |
+//! | `plain_queue`, `shard_queue` | the keys a worker identity's fetches from a plain or sharded queue use, built once per queue | — | `PlainQueue`, `ShardQueue` |
 //! | `fetch_plain`, `fetch_plain_alone`, `fetch_plain_after_wait` | moves jobs from plain queues into the worker's in-progress record | `fetch.lua` (behind `BLPOP`) | `Vec<(usize, Reserved)>` |
 //! | `fetch_shard`, `fetch_shard_hinted` | sorts a sharded queue's inbox, brings back tenants whose rate allows a start, dispatches by stride order (a tenant's burst while no other is in the order; a tenant whose rate is spent waits in `rwait`, its pass kept), records running counts; a dispatched tenant fair yield saw waiting leaves `waits` and its wait goes to `slotwaits`; hinted: also how long until the first waiting tenant is due (an idle worker's wait) | `shard_fetch.lua` | `Vec<Reserved>`, `Option<Duration>` |
 //! | **end of a job** (`finish.rs`) | | | |
 //! | `finish` | ack, retry, dead, requeue (front) or yield (back: queue's or tenant shard's tail) of one job, fenced by its token; an ack or a burial releases its unique lock and (one server) records a kept job's end in the same step | `finish.lua`, `shard_finish.lua`, `front.lua` (on a cluster, a plain queue's lock: `unique_release.lua` after) | `FinishReply` |
 //! | `ack_many` | acks a batch of one sharded queue's jobs | `shard_ack_many.lua` | `Vec<bool>` |
+//! | `shard_ack_record`, `ends_in_script` | the in-progress record a sharded job's ack goes to when acks are batched (`None` for a plain queue's job, acked alone); whether a kept job's end is written by its exit's script (one server) or by the caller after it (`relay_completed`, on a cluster) | — | `Option<AckRecord>`, `bool` |
 //! | `recover` | the reaper's `finish` of a dead worker's job, only while its lease is gone (a requeued job keeps its unique lock; a buried one releases it) | `finish.lua`, `front.lua` | `FinishReply` |
 //! | `release_slot`, `deliver_released` | frees a slot; releases its waiters to their queues | `slot_release.lua`, `front.lua` | `()` |
 //! | **iterable jobs** (`iterate.rs`) | | | |
-//! | `iteration_claim` | starts a run: takes the fence `f` of `it-{jid}`, counts `ex`, refreshes the 30-day expiry | `iterate_claim.lua` | `IterationState` |
+//! | `iteration_claim` | starts a run: takes the fence `f` of `it-{jid}`, counts `ex`, refreshes the 30-day expiry (testing mode: the memory store, as for `iteration_save` and `iteration_cancel`) | `iterate_claim.lua` | `IterationState` |
 //! | `iteration_save` | saves the cursor `c` and adds to `rt`, or removes the state of a completed job, only while this run holds the fence | `iterate_save.lua` | `Saved` |
 //! | `iteration_cancel`, `iteration_read` | Sidekiq's `cancel!` (`HSETNX cancelled`); the state for views | `HSETNX`+`EXPIRE`, `HGETALL` | `bool`, fields |
 //! | **slots** (`slots.rs`) | | | |
@@ -52,7 +68,7 @@
 //! | `reconcile_rates` | cluster: redelivers staged rate waiters whose deliverer died; repairs the shared schedule from each limiter's own | `SSCAN`, `reclaim.lua`, `front.lua`, `ZSCORE`, `ZADD`/`ZREM` | redelivered `u64` |
 //! | **tenant shards** (`shards.rs`) | | | |
 //! | `set_shard_policy`, `set_shard_limit` | a tenant's (or the default) weight, floor, cap, rate; re-checks runnability | `shard_policy.lua` | `()` |
-//! | `set_shard_policy`'s `burst` | a tenant's (or the default) burst: its running limit while no other tenant is in the dispatch order (dispatch and runnability use it; `lib/dispatch/limit.lua`'s `shard_limit`) | `shard_policy.lua` | `()` |
+//! | `set_shard_policy` (a tenant's `burst`) | a tenant's (or the default) burst: its running limit while no other tenant is in the dispatch order (dispatch and runnability use it; `lib/dispatch/limit.lua`'s `shard_limit`) | `shard_policy.lua` | `()` |
 //! | `migrate_shard_ring` | moves a 0.1 round-robin ring to fair-share structures | `shard_policy.lua` | `u64` |
 //! | **fair yield** (`yields.rs`) | | | |
 //! | `yield_tick` | a worker's tick on a sharded queue: records its running iterable jobs in `runs`, drops its finished and dead workers' records (counting honoured requests), returns its jobs' requests (counting ignored ones); with the decision lock, keeps `waits`, drains `slotwaits`, re-admits a tenant that may burst again, and returns the decision snapshot | `shard_yield.lua` | `Tick` |
@@ -67,6 +83,7 @@
 //! | `workers_alive`, `inflight_entries`, `inflight_tokens`, `inflight_payload`, `slot_records`, `in_progress`, `sampler` | the reaper's and reconciler's reads | `SMEMBERS`, `EXISTS`, `HGETALL`, `HGET`, `HLEN` | rows |
 //! | **scheduler** (`promote.rs`) | | | |
 //! | `promote` | claims due entries of `schedule`/`retry` under a lease | `promote.lua` | payloads |
+//! | `promoting_record` | where `promote` keeps the claims of `schedule` or `retry` | — | key |
 //! | `drop_claim`, `bury_claimed` | ends a claim; moves a bad entry to `dead` | `ZREM`, `schedule.lua` | `()` |
 //! | `stage_claims` | a relay's claims before its push (`push` with a `Src` in `staged` then pushes each once) | `ZADD NX` | `()` |
 //! | **a relay's bookkeeping** (`relay.rs`; fairjob-postgres' pump) | | | |
@@ -77,9 +94,10 @@
 //! | `relay_peek_completed`, `relay_trim_completed`, `relay_completed_len` | the pump drains completions into PostgreSQL: reads the head, writes PostgreSQL, then removes what it read if the head still holds it; the list's length for views | `LRANGE`, `relay_trim.lua`, `LLEN` | entries, removed count, `u64` |
 //! | **self-healing** (`reconcile.rs`) | | | |
 //! | `reconcile_shard`, `reconcile_slots` | recounts running jobs; drops slots no record holds | `shard_reconcile.lua`, `reclaim.lua`, `slot_forget.lua` | `Healed` |
+//! | `worker_identities` | every registered worker's identity (the reaper's candidates) | `HKEYS` | `Vec<String>` |
 //! | **operators' actions** (`actions.rs`) | | | |
 //! | `act_on_entries` | retry now, delete, kill, add to queue on `retry`/`schedule`/`dead` entries | `ZREM` + `LPUSH`/`ZADD` per entry | `Acted` |
-//! | `pause_queue`, `resume_queue`, `signal_process` | paused set; Sidekiq's remote signals | `SADD`/`SREM`, `LPUSH` | `()` |
+//! | `pause_queue`, `resume_queue`, `paused_queues`, `signal_process` | paused set (a resume wakes the queue's workers); Sidekiq's remote signals | `SADD`/`SREM`+`LPUSH`, `SMEMBERS`, `LPUSH` | `()`, names |
 //! | **periodic schedules** (`cron.rs`) | | | |
 //! | `cron_set` | stores a schedule (a changed one gets a new next fire time) | `cron_set.lua` | changed `bool` |
 //! | `cron_reconcile` | replaces the code-declared schedules (stale removed, run-time kept) in bounded steps owned by the last worker to start: takes the owner key, applies 25 declared schedules per call, sweeps the code set one 50-name `SSCAN` page per call; a step of a superseded owner writes nothing | `SET` (owner), `cron_reconcile.lua` (`apply`, `sweep`), `UNLINK` | removed names, `None` when superseded |
@@ -89,8 +107,10 @@
 //! | `cron_release` | forgets a finished run as the schedule's live one (`overlap = "skip"`) | `cron_release.lua` | `bool` |
 //! | **statistics** (`stats.rs`) | | | |
 //! | `stats_writes` | wait histograms and processed/failed per minute, in the heartbeat's pipeline | `HINCRBY`, `ZADD`, `EXPIRE` | — |
+//! | `count` | adds to a fairjob counter (`fenced`, `recovered`…) | `INCRBY` | `()` |
 //! | **raw reads** (`read/`) | | | |
-//! | `overview`, `totals`, `queue_names`, `queue_heads`, `scheduled_head`, `eviction_policy` | queue sizes and oldest entries, set sizes, counters | `SMEMBERS`, `LLEN`, `LINDEX`, `ZCARD`, `GET`, `CONFIG GET` | rows |
+//! | `overview`, `totals`, `queue_names`, `sharded_queues`, `queue_heads`, `scheduled_head` | queue sizes and oldest entries, the queues workers declared sharded, set sizes, counters | `SMEMBERS`, `LLEN`, `LINDEX`, `ZCARD`, `GET` | rows |
+//! | `maxmemory_policy`, `eviction_policy` | `maxmemory-policy` (on a cluster the first primary's that evicts, else `noeviction`); only a policy that evicts | `CONFIG GET` per primary | `Option<String>` |
 //! | `server_facts` | whether the server takes writes: loading, role, last snapshot, memory | `INFO`, `CONFIG GET` | `ServerFacts` |
 //! | `set_size`, `set_range`, `set_members_at`, `set_scan_step` | `retry`/`schedule`/`dead` | `ZCARD`, `ZRANGE`, `ZSCAN` | members with scores |
 //! | `shard_view`, `shard_tenants`, `shard_heads`, `shard_running`, `shard_pending_step`, `shard_tenant_count`, `shard_rate_waiting` | a sharded queue's tenants and settings (rates, tenants waiting for theirs) | `SSCAN`, `LLEN`, `HGET`, `ZSCORE`, `ZRANK`, `ZCARD`, `TIME` | `ShardView`, rows |
@@ -104,9 +124,11 @@
 //! | `unique_locks`, `unique_rejection` | a page of live unique locks; a remembered refusal of a jid | `SCAN MATCH`, `HGET`+`PTTL`; `LRANGE` | `UniqueLockPage`, `Option<Rejection>` |
 //! | `classes`, `key_len`, `key_ttl` | published classes; any key's size and TTL | `HSCAN`, `TYPE`+`*LEN`, `TTL` | rows |
 //!
-//! `memory` (feature `testing`) is the in-memory backend of fairjob's
-//! testing mode, which `push` and `schedule` write to instead of Redis;
-//! every other operation fails there with [`Error::NotInTestingMode`].
+//! In fairjob's testing mode (`in_memory`, feature `testing`) the broker's
+//! connection is a memory store (`memory.rs`). Each operation marked
+//! "testing mode" above decides inside the broker between the store and
+//! Redis, so no caller above asks which backend it has; every other
+//! operation fails there with [`Error::NotInTestingMode`].
 
 mod actions;
 mod conn;
@@ -225,9 +247,11 @@ impl RedisBroker {
         }
     }
 
-    /// The in-memory store, in testing mode.
+    /// The in-memory store, in testing mode. Private to the broker: an
+    /// operation that testing mode supports decides between the store and
+    /// Redis itself, so no caller above asks which it is.
     #[cfg(feature = "testing")]
-    pub(crate) fn memory(&self) -> Option<&Arc<MemoryStore>> {
+    fn memory(&self) -> Option<&Arc<MemoryStore>> {
         self.conn.memory_store()
     }
 
@@ -275,7 +299,7 @@ impl RedisBroker {
     /// tenant-sharded queue, and for every job in cluster mode, the worker's
     /// record of the job's queue (in the queue's slot); otherwise the worker's
     /// own record.
-    pub(crate) fn inflight_of(&self, identity: &str, token: &Token) -> String {
+    fn inflight_of(&self, identity: &str, token: &Token) -> String {
         if token.is_sharded() || self.is_cluster() {
             self.keys.shard(&token.queue).inflight(identity)
         } else {
@@ -286,7 +310,7 @@ impl RedisBroker {
     /// `keys.inflight(identity)`, built once for the first identity asked
     /// (only a worker's plain acks ask, each for its own record; encoding it
     /// costs more than the rest of an ack's preparation).
-    pub(crate) fn own_inflight(&self, identity: &str) -> std::borrow::Cow<'_, str> {
+    fn own_inflight(&self, identity: &str) -> std::borrow::Cow<'_, str> {
         let (id, key) = self
             .own_inflight
             .get_or_init(|| (identity.to_owned(), self.keys.inflight(identity)));
@@ -328,12 +352,7 @@ impl RedisBroker {
 
     /// One `SSCAN` step of the set `key`: the next cursor (0 at the end) and
     /// up to about `count` members.
-    pub(crate) async fn sscan(
-        &self,
-        key: &str,
-        cursor: u64,
-        count: usize,
-    ) -> Result<(u64, Vec<String>)> {
+    async fn sscan(&self, key: &str, cursor: u64, count: usize) -> Result<(u64, Vec<String>)> {
         self.query(
             redis::cmd("SSCAN")
                 .arg(key)
@@ -352,18 +371,14 @@ impl RedisBroker {
     }
 
     /// Runs one command on the shared connection.
-    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
+    async fn query<T: FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         let mut c = self.conn.clone();
         cmd.query_async(&mut c).await.map_err(Error::from_redis)
     }
 
     /// Runs one command that names no key on the node of `key`'s slot (a
     /// `SCAN` of one slot's keys; on one server, the server).
-    pub(crate) async fn query_on_slot_of<T: FromRedisValue>(
-        &self,
-        cmd: &redis::Cmd,
-        key: &str,
-    ) -> Result<T> {
+    async fn query_on_slot_of<T: FromRedisValue>(&self, cmd: &redis::Cmd, key: &str) -> Result<T> {
         let v = self
             .conn
             .on_slot_of(cmd, key)
@@ -382,7 +397,7 @@ impl RedisBroker {
     /// a cluster the scan walks the primaries one after another, the node's
     /// index in the cursor's top 16 bits (a reshard between steps may skip
     /// or repeat keys, as a `SCAN` may anyway).
-    pub(crate) async fn scan_step(
+    async fn scan_step(
         &self,
         pattern: &str,
         cursor: u64,
@@ -421,7 +436,7 @@ impl RedisBroker {
     }
 
     /// Runs one command on `node` (the one server when `None`).
-    pub(crate) async fn query_on_node<T: FromRedisValue>(
+    async fn query_on_node<T: FromRedisValue>(
         &self,
         cmd: &redis::Cmd,
         node: Option<&Node>,
@@ -435,13 +450,13 @@ impl RedisBroker {
     }
 
     /// Runs a pipeline on the shared connection.
-    pub(crate) async fn pipe<T: FromRedisValue>(&self, pipe: &redis::Pipeline) -> Result<T> {
+    async fn pipe<T: FromRedisValue>(&self, pipe: &redis::Pipeline) -> Result<T> {
         let mut c = self.conn.clone();
         pipe.query_async(&mut c).await.map_err(Error::from_redis)
     }
 
     /// Runs a script (loading it first if Redis doesn't have it).
-    pub(crate) async fn invoke<T: FromRedisValue>(&self, call: &scripts::Call<'_>) -> Result<T> {
+    async fn invoke<T: FromRedisValue>(&self, call: &scripts::Call<'_>) -> Result<T> {
         let mut c = self.conn.clone();
         let cmd = call.evalsha();
         match cmd.query_async(&mut c).await {
@@ -456,10 +471,7 @@ impl RedisBroker {
     /// Runs several script calls in one pipeline, in order (in cluster mode,
     /// in order per hash slot). Scripts Redis doesn't have are loaded and the
     /// calls they failed are sent again, still in order.
-    pub(crate) async fn invoke_all<T: FromRedisValue>(
-        &self,
-        calls: &[scripts::Call<'_>],
-    ) -> Result<Vec<T>> {
+    async fn invoke_all<T: FromRedisValue>(&self, calls: &[scripts::Call<'_>]) -> Result<Vec<T>> {
         let mut out: Vec<Option<Result<T>>> = (0..calls.len()).map(|_| None).collect();
         let mut todo: Vec<usize> = (0..calls.len()).collect();
         for attempt in 0..2 {
@@ -538,45 +550,5 @@ impl RedisBroker {
         let mut pipe = redis::pipe();
         pipe.lpush(list, "1").ignore().ltrim(list, 0, 0).ignore();
         self.pipe::<()>(&pipe).await
-    }
-
-    /// Queues that workers declared tenant-sharded.
-    pub async fn sharded_queues(&self) -> Result<Vec<String>> {
-        self.query(redis::cmd("SMEMBERS").arg(self.keys.sharded_queues()))
-            .await
-    }
-
-    /// `maxmemory-policy` (on a cluster, the first primary's that is not
-    /// `noeviction`, so a warning names it), or `None` when no server says.
-    pub(crate) async fn maxmemory_policy(&self) -> Result<Option<String>> {
-        let mut found = None;
-        for node in self
-            .primaries()
-            .await?
-            .map_or(vec![None], |ns| ns.into_iter().map(Some).collect())
-        {
-            let v: Vec<String> = self
-                .query_on_node(
-                    redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy"),
-                    node.as_ref(),
-                )
-                .await?;
-            match v.get(1) {
-                Some(p) if p != "noeviction" => return Ok(Some(p.clone())),
-                Some(p) => found = Some(p.clone()),
-                None => {}
-            }
-        }
-        Ok(found)
-    }
-
-    /// Increments a fairjob counter (`fenced`, `recovered`…).
-    pub(crate) async fn count(&self, stat: &str, by: u64) -> Result<()> {
-        if by > 0 {
-            let _: i64 = self
-                .query(redis::cmd("INCRBY").arg(self.keys.stat(stat)).arg(by))
-                .await?;
-        }
-        Ok(())
     }
 }

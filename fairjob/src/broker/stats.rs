@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::RedisBroker;
 use super::keys::encode;
+use crate::error::Result;
 
 /// How long a minute of statistics is kept (a rolling hour, plus a margin).
 pub const WAIT_KEEP_SECS: i64 = 3_900;
@@ -173,6 +174,16 @@ impl StatsFlush {
 }
 
 impl RedisBroker {
+    /// Increments a fairjob counter (`fenced`, `recovered`…).
+    pub(crate) async fn count(&self, stat: &str, by: u64) -> Result<()> {
+        if by > 0 {
+            let _: i64 = self
+                .query(redis::cmd("INCRBY").arg(self.keys.stat(stat)).arg(by))
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Adds the writes of `flush` to a heartbeat's pipeline: HINCRBY per
     /// histogram field (per tenant and, under `*`, for the queue as a whole),
     /// the longest wait per tenant and for the queue (ZADD GT), processed and

@@ -302,12 +302,10 @@ impl Client {
     /// `it-{jid}` hash (kept 30 days), so a Ruby `IterableJob` honours it too.
     /// True when newly cancelled. A plain job is not affected.
     pub async fn cancel(&self, jid: &str) -> Result<bool> {
-        let broker = &self.inner.broker;
-        #[cfg(feature = "testing")]
-        if let Some(store) = broker.memory() {
-            return Ok(store.iteration_cancel(jid));
-        }
-        broker.iteration_cancel(jid, crate::wire::now_f64()).await
+        self.inner
+            .broker
+            .iteration_cancel(jid, crate::wire::now_f64())
+            .await
     }
 
     /// The operator's views and actions over this client's connection (the

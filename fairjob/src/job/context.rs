@@ -254,7 +254,7 @@ impl JobContext {
     /// yield or a crash. It starts this run's hold on the job's `it-{jid}`
     /// state: call it before the first checkpoint.
     pub async fn saved_cursor<C: serde::de::DeserializeOwned>(&self) -> crate::Result<Option<C>> {
-        let state = self.claim().await?;
+        let state = self.claim_iteration().await?;
         let Some(json) = state.cursor else {
             return Ok(None);
         };
@@ -278,17 +278,10 @@ impl JobContext {
             source,
         })?;
         if !self.inner.claimed.load(Ordering::SeqCst) {
-            self.claim().await?;
+            self.claim_iteration().await?;
         }
-        let (jid, token) = (self.jid(), self.run_id());
-        let broker = self.client().broker();
-        #[cfg(feature = "testing")]
-        if let Some(store) = broker.memory() {
-            let saved = store.iteration_save(jid, token, Some(&json), 0.0, Default::default());
-            return Ok(saved != crate::broker::Saved::Fenced);
-        }
-        let saved = broker
-            .iteration_save(jid, token, Some(&json), 0.0, Default::default())
+        let saved = self
+            .save_iteration(Some(&json), 0.0, Default::default())
             .await?;
         Ok(saved != crate::broker::Saved::Fenced)
     }
@@ -300,16 +293,35 @@ impl JobContext {
             .get_or_init(|| format!("{}|{:016x}", self.inner.token.raw, rand::random::<u64>()))
     }
 
-    async fn claim(&self) -> crate::Result<crate::broker::IterationState> {
-        use std::sync::atomic::Ordering;
-        self.inner.claimed.store(true, Ordering::SeqCst);
-        let (jid, token) = (self.jid(), self.run_id());
-        let broker = self.client().broker();
-        #[cfg(feature = "testing")]
-        if let Some(store) = broker.memory() {
-            return Ok(store.iteration_claim(jid, token));
-        }
-        broker.iteration_claim(jid, token).await
+    /// Starts this run's hold on the job's `it-{jid}` state: takes its fence
+    /// (this run's id), counts the execution and returns what earlier runs
+    /// saved. The one claim of both a plain job's [`JobContext::saved_cursor`]
+    /// and an iterable job's runner (`worker::iterate`).
+    pub(crate) async fn claim_iteration(&self) -> crate::Result<crate::broker::IterationState> {
+        self.inner
+            .claimed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.client()
+            .broker()
+            .iteration_claim(self.jid(), self.run_id())
+            .await
+    }
+
+    /// Saves `cursor` (JSON) in the job's `it-{jid}` state, adding `runtime`
+    /// seconds and `info`'s counts, or with `None` removes the state of a
+    /// completed job; refused ([`Saved::Fenced`](crate::broker::Saved::Fenced))
+    /// unless this run holds the fence. The one save of both
+    /// [`JobContext::checkpoint`] and an iterable job's runner.
+    pub(crate) async fn save_iteration(
+        &self,
+        cursor: Option<&str>,
+        runtime: f64,
+        info: crate::broker::SaveInfo,
+    ) -> crate::Result<crate::broker::Saved> {
+        self.client()
+            .broker()
+            .iteration_save(self.jid(), self.run_id(), cursor, runtime, info)
+            .await
     }
 
     /// The in-progress token (queue and shard the job came from).

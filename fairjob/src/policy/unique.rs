@@ -20,10 +20,10 @@ pub struct Lock {
 /// seconds) for `ttl_ms`. `None` when taken (or already held by `jid`: its
 /// life is not restarted), else the jid that holds it.
 pub fn take(slot: &mut Option<Lock>, jid: &str, ttl_ms: u64, now: f64) -> Option<String> {
-    if let Some(l) = slot.as_ref() {
-        if l.expires_at > now {
-            return (l.jid != jid).then(|| l.jid.clone());
-        }
+    if let Some(l) = slot.as_ref()
+        && l.expires_at > now
+    {
+        return (l.jid != jid).then(|| l.jid.clone());
     }
     *slot = Some(Lock {
         jid: jid.to_owned(),

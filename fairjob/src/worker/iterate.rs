@@ -11,13 +11,15 @@
 //! last saved cursor; a run whose job was recovered elsewhere finds its save
 //! refused (fenced) and stops.
 //!
-//! In testing mode (no Redis) the state lives in the fake's memory store.
+//! The claim and the save are [`JobContext`]'s, shared with a plain job's
+//! checkpoints; in testing mode (no Redis) the broker keeps the state in its
+//! memory store, which this runner does not need to know.
 
 use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 
-use crate::broker::{IterationState, SaveInfo, Saved};
+use crate::broker::{SaveInfo, Saved};
 use crate::error::{Error, JobError};
 use crate::job::{ErasedIterate, JobContext, Prepared, Run, Step};
 use crate::wire::IterableOptions;
@@ -77,7 +79,7 @@ pub(crate) async fn run(
     options: IterableOptions,
     cx: JobContext,
 ) -> Result<(), JobError> {
-    let state = claim(&cx).await.map_err(state_error)?;
+    let state = cx.claim_iteration().await.map_err(state_error)?;
     if state.cancelled {
         tracing::info!("iterable job cancelled: not run");
         return Ok(());
@@ -155,16 +157,6 @@ fn state_error(e: Error) -> JobError {
     JobError::retry(format!("iterable job state: {e}")).with_class("RedisError")
 }
 
-/// Takes the job's state for this run.
-async fn claim(cx: &JobContext) -> crate::Result<IterationState> {
-    let broker = cx.client().broker();
-    #[cfg(feature = "testing")]
-    if let Some(store) = broker.memory() {
-        return Ok(store.iteration_claim(cx.jid(), cx.run_id()));
-    }
-    broker.iteration_claim(cx.jid(), cx.run_id()).await
-}
-
 /// Saves `cursor` (or, with `None`, removes the state of a completed job).
 async fn save(
     cx: &JobContext,
@@ -174,14 +166,7 @@ async fn save(
 ) -> crate::Result<Saved> {
     let runtime = saved_at.elapsed().as_secs_f64();
     *saved_at = Instant::now();
-    let cursor = cursor.map(RawValue::get);
-    let broker = cx.client().broker();
-    #[cfg(feature = "testing")]
-    if let Some(store) = broker.memory() {
-        return Ok(store.iteration_save(cx.jid(), cx.run_id(), cursor, runtime, info));
-    }
-    broker
-        .iteration_save(cx.jid(), cx.run_id(), cursor, runtime, info)
+    cx.save_iteration(cursor.map(RawValue::get), runtime, info)
         .await
 }
 

@@ -204,7 +204,7 @@ impl RedisBroker {
     /// One `SSCAN` step of a registry of encoded keys (slot limits, rate
     /// limiters): the next cursor (0 at the end) and the full keys found,
     /// decoded, sorted and without the repeats a `SSCAN` may return.
-    pub(crate) async fn registry_step(
+    pub(super) async fn registry_step(
         &self,
         registry: &str,
         cursor: u64,

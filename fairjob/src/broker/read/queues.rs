@@ -96,6 +96,36 @@ impl RedisBroker {
     pub async fn eviction_policy(&self) -> Result<Option<String>> {
         Ok(self.maxmemory_policy().await?.filter(|p| p != "noeviction"))
     }
+
+    /// Queues that workers declared tenant-sharded.
+    pub async fn sharded_queues(&self) -> Result<Vec<String>> {
+        self.query(redis::cmd("SMEMBERS").arg(self.keys.sharded_queues()))
+            .await
+    }
+
+    /// `maxmemory-policy` (on a cluster, the first primary's that is not
+    /// `noeviction`, so a warning names it), or `None` when no server says.
+    pub(crate) async fn maxmemory_policy(&self) -> Result<Option<String>> {
+        let mut found = None;
+        for node in self
+            .primaries()
+            .await?
+            .map_or(vec![None], |ns| ns.into_iter().map(Some).collect())
+        {
+            let v: Vec<String> = self
+                .query_on_node(
+                    redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy"),
+                    node.as_ref(),
+                )
+                .await?;
+            match v.get(1) {
+                Some(p) if p != "noeviction" => return Ok(Some(p.clone())),
+                Some(p) => found = Some(p.clone()),
+                None => {}
+            }
+        }
+        Ok(found)
+    }
 }
 
 /// What the server says about its ability to take writes (`INFO`, and
