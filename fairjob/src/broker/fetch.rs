@@ -43,6 +43,8 @@ impl PlainQueue {
 #[doc(hidden)]
 #[derive(Debug, Clone)]
 pub struct ShardQueue {
+    /// The queue's name (the testing mode's store keeps queues by name).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     name: String,
     sk: ShardKeys,
     identity: String,
@@ -100,6 +102,16 @@ impl RedisBroker {
             identity: identity.to_owned(),
             inflight,
             suffix: format!("|{}", keys::encode(name)),
+        }
+    }
+
+    /// Testing mode: records `entry`, a job the fake took out of its queue,
+    /// as fetched by `identity` under `token` (its end then goes through
+    /// [`Self::finish`]).
+    #[cfg(feature = "testing")]
+    pub(crate) fn hold_taken(&self, identity: &str, token: &super::Token, entry: super::Entry) {
+        if let Some(store) = self.memory() {
+            store.hold(&self.inflight_of(identity, token), token, entry);
         }
     }
 

@@ -47,27 +47,28 @@
 //! | **fetch** (`fetch.rs`) | | | |
 //! | `plain_queue`, `shard_queue` | the keys a worker identity's fetches from a plain or sharded queue use, built once per queue | — | `PlainQueue`, `ShardQueue` |
 //! | `fetch_plain`, `fetch_plain_alone`, `fetch_plain_after_wait` | moves jobs from plain queues into the worker's in-progress record | `fetch.lua` (behind `BLPOP`) | `Vec<(usize, Reserved)>` |
-//! | `fetch_shard`, `fetch_shard_hinted` | sorts a sharded queue's inbox, brings back tenants whose rate allows a start, dispatches by stride order (a tenant's burst while no other is in the order; a tenant whose rate is spent waits in `rwait`, its pass kept), records running counts; a dispatched tenant fair yield saw waiting leaves `waits` and its wait goes to `slotwaits`; hinted: also how long until the first waiting tenant is due (an idle worker's wait) | `shard_fetch.lua` | `Vec<Reserved>`, `Option<Duration>` |
+//! | `fetch_shard`, `fetch_shard_hinted` | sorts a sharded queue's inbox, brings back tenants whose rate allows a start, dispatches by stride order (`policy::dispatch`; a tenant's burst while no other is in the order; a tenant whose rate is spent waits in `rwait`, its pass kept), records running counts; a dispatched tenant fair yield saw waiting leaves `waits` and its wait goes to `slotwaits`; hinted: also how long until the first waiting tenant is due (an idle worker's wait) (testing mode: the memory store, as for every operation below that names it) | `shard_fetch.lua` | `Vec<Reserved>`, `Option<Duration>` |
+//! | `hold_taken` (feature `testing`) | records a job the testing fake took out of a plain queue (or out of a shard's order) as fetched by an identity, so its end goes through `finish` like a fetched one's | — (the memory store) | `()` |
 //! | **end of a job** (`finish.rs`) | | | |
-//! | `finish` | ack, retry, dead, requeue (front) or yield (back: queue's or tenant shard's tail) of one job, fenced by its token; an ack or a burial releases its unique lock and (one server) records a kept job's end in the same step | `finish.lua`, `shard_finish.lua`, `front.lua` (on a cluster, a plain queue's lock: `unique_release.lua` after) | `FinishReply` |
-//! | `ack_many` | acks a batch of one sharded queue's jobs | `shard_ack_many.lua` | `Vec<bool>` |
+//! | `finish` | ack, retry, dead, requeue (front) or yield (back: queue's or tenant shard's tail) of one job, fenced by its token; an ack or a burial releases its unique lock and (one server) records a kept job's end in the same step (testing mode: the memory store) | `finish.lua`, `shard_finish.lua`, `front.lua` (on a cluster, a plain queue's lock: `unique_release.lua` after) | `FinishReply` |
+//! | `ack_many` | acks a batch of one sharded queue's jobs (testing mode: the memory store) | `shard_ack_many.lua` | `Vec<bool>` |
 //! | `shard_ack_record`, `ends_in_script` | the in-progress record a sharded job's ack goes to when acks are batched (`None` for a plain queue's job, acked alone); whether a kept job's end is written by its exit's script (one server) or by the caller after it (`relay_completed`, on a cluster) | — | `Option<AckRecord>`, `bool` |
 //! | `recover` | the reaper's `finish` of a dead worker's job, only while its lease is gone (a requeued job keeps its unique lock; a buried one releases it) | `finish.lua`, `front.lua` | `FinishReply` |
-//! | `release_slot`, `deliver_released` | frees a slot; releases its waiters to their queues | `slot_release.lua`, `front.lua` | `()` |
+//! | `release_slot`, `deliver_released` | frees a slot; releases its waiters to their queues (`release_slot` in testing mode: the memory store) | `slot_release.lua`, `front.lua` | `()` |
 //! | **iterable jobs** (`iterate.rs`) | | | |
 //! | `iteration_claim` | starts a run: takes the fence `f` of `it-{jid}`, counts `ex`, refreshes the 30-day expiry (testing mode: the memory store, as for `iteration_save` and `iteration_cancel`) | `iterate_claim.lua` | `IterationState` |
 //! | `iteration_save` | saves the cursor `c` and adds to `rt`, or removes the state of a completed job, only while this run holds the fence | `iterate_save.lua` | `Saved` |
 //! | `iteration_cancel`, `iteration_read` | Sidekiq's `cancel!` (`HSETNX cancelled`); the state for views | `HSETNX`+`EXPIRE`, `HGETALL` | `bool`, fields |
 //! | **slots** (`slots.rs`) | | | |
-//! | `slot_acquire` | takes a slot of a fetched job or parks it in the lock-wait list | `slot_acquire.lua`, `slot_take.lua` | `Acquired` |
-//! | `set_slot_limit` | a key's runtime limit; releases waiters into new slots | `slot_set.lua` | released `u64` |
+//! | `slot_acquire` | takes a slot of a fetched job or parks it in the lock-wait list (`policy::slots`; testing mode: the memory store) | `slot_acquire.lua`, `slot_take.lua` | `Acquired` |
+//! | `set_slot_limit` | a key's runtime limit; releases waiters into new slots (testing mode: the memory store) | `slot_set.lua` | released `u64` |
 //! | **rate limits** (`rates.rs`) | | | |
-//! | `rate_acquire` | counts a fetched job's start (GCRA, Redis's clock) or parks it in the limiter's FIFO list; schedules the key's release (cluster: register, park in the limiter's slot, leave the record, mirror the schedule) | `rate_acquire.lua` (cluster: `SADD`, `rate_acquire.lua`, `shard_finish.lua`/`HDEL`, `ZADD`/`ZREM`) | `RateAcquired` |
+//! | `rate_acquire` | counts a fetched job's start (GCRA, `policy::gcra`, Redis's clock; testing mode: the memory store, as for `rates_due`, `rate_release`, `set_rate_limit`) or parks it in the limiter's FIFO list; schedules the key's release (cluster: register, park in the limiter's slot, leave the record, mirror the schedule) | `rate_acquire.lua` (cluster: `SADD`, `rate_acquire.lua`, `shard_finish.lua`/`HDEL`, `ZADD`/`ZREM`) | `RateAcquired` |
 //! | `rates_due`, `rate_release` | the release schedule's earliest keys; releases the waiters the rule allows now to the front of their queues (cluster: staged in the limiter's slot, then delivered, schedule mirrored) | `TIME`+`ZRANGE`, `rate_release.lua` (cluster: + `front.lua`, `ZREM`, `ZADD`/`ZREM`) | `RateReleased` |
 //! | `set_rate_limit` | a key's runtime limit, period, burst (0 pauses); schedules a release | `rate_set.lua` (cluster: + `SADD`, `ZSCORE`, `ZADD`/`ZREM`) | waiting `u64` |
 //! | `reconcile_rates` | cluster: redelivers staged rate waiters whose deliverer died; repairs the shared schedule from each limiter's own | `SSCAN`, `reclaim.lua`, `front.lua`, `ZSCORE`, `ZADD`/`ZREM` | redelivered `u64` |
 //! | **tenant shards** (`shards.rs`) | | | |
-//! | `set_shard_policy`, `set_shard_limit` | a tenant's (or the default) weight, floor, cap, rate; re-checks runnability | `shard_policy.lua` | `()` |
+//! | `set_shard_policy`, `set_shard_limit` | a tenant's (or the default) weight, floor, cap, rate; re-checks runnability, a batch of tenants in sorted order (testing mode: the memory store) | `shard_policy.lua` | `()` |
 //! | `set_shard_policy` (a tenant's `burst`) | a tenant's (or the default) burst: its running limit while no other tenant is in the dispatch order (dispatch and runnability use it; `lib/dispatch/limit.lua`'s `shard_limit`) | `shard_policy.lua` | `()` |
 //! | `migrate_shard_ring` | moves a 0.1 round-robin ring to fair-share structures | `shard_policy.lua` | `u64` |
 //! | **fair yield** (`yields.rs`) | | | |

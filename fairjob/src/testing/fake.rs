@@ -641,8 +641,7 @@ impl Shared {
         };
         let queue = entry.queue.clone().unwrap_or_default();
         let token = entry.token(&queue);
-        self.store
-            .hold(&broker.inflight_of(IDENTITY, &token), &token, entry.clone());
+        broker.hold_taken(IDENTITY, &token, entry.clone());
         Ok(Some(Taken { token, entry }))
     }
 
