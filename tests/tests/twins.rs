@@ -1,4 +1,9 @@
-//! The rules in Rust and their Lua twins, run side by side: random sequences
+//! The rules in Rust and their Lua twins, run side by side. One case per
+//! rule of `fairjob::policy` (its module doc has the table): `gcra` (the rate
+//! rule on a table of inputs), `reroute` and `unique` (random pushes through
+//! the testing fake and through the scripts), and `shards`, `shards_cluster`
+//! and `shards_fake` for the dispatch order, slot limits and rate limiters:
+//! random sequences
 //! of operations go through the pure rules of `fairjob::policy` (the model)
 //! and through the real scripts on a real redis-server (a single node, and a
 //! Redis Cluster in the same run), and after every step the two must agree on
@@ -20,6 +25,13 @@
 //! A fixed number of cases ([`CASES`]) from a fixed seed ([`SEED`]), so the
 //! file runs in about a minute in a debug build and always checks the same
 //! sequences; a failure prints the shrunk sequence.
+
+#[path = "twins/gcra.rs"]
+mod gcra;
+#[path = "twins/reroute.rs"]
+mod reroute;
+#[path = "twins/unique.rs"]
+mod unique;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 

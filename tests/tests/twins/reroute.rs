@@ -198,6 +198,7 @@ async fn check(url: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
 
 #[test]
 fn the_fake_chooses_the_queues_that_redis_chooses() {
+    fairjob::testing::ScriptClock::install();
     let server = redis();
     let url = server.url();
     let rt = tokio::runtime::Builder::new_current_thread()

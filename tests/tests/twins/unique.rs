@@ -153,6 +153,7 @@ async fn check(url: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
 
 #[test]
 fn the_fake_decides_unique_pushes_as_redis_does() {
+    fairjob::testing::ScriptClock::install();
     let server = redis();
     let url = server.url();
     let rt = tokio::runtime::Builder::new_current_thread()
