@@ -952,6 +952,33 @@ mod tests {
         load_config(&cli.global, &run).unwrap()
     }
 
+    /// A mistake in the config file is reported at its line, with its key:
+    /// an unknown key, and a wrongly typed value of a worker key, a client
+    /// key, a metrics key, a duration and a key of the `[postgres]` table.
+    #[test]
+    fn a_config_file_error_names_its_line_and_key() {
+        let dir = std::env::temp_dir().join(format!("fairjob-cli-err-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("w.toml");
+        let cases = [
+            ("concurrency = 3\nconcurency = 5\n", 2, "concurency"),
+            ("tag = \"x\"\n\nconcurrency = \"many\"\n", 3, "concurrency"),
+            ("concurrency = 3\nnamespace = 3\n", 2, "namespace"),
+            ("\nmetrics_top_k = \"all\"\n", 2, "metrics_top_k"),
+            ("concurrency = 3\n\n\nlease = \"a while\"\n", 4, "lease"),
+            ("concurrency = 3\n[postgres]\nurl = 1\n", 3, "url"),
+            ("[postgres]\nurll = \"x\"\n", 2, "urll"),
+        ];
+        for (text, line, key) in cases {
+            std::fs::write(&path, text).unwrap();
+            let cli = Cli::try_parse_from(["worker", "-C", path.to_str().unwrap()]).unwrap();
+            let err = format!("{:#}", load_config(&cli.global, &cli.run).unwrap_err());
+            assert!(err.contains(&format!("line {line},")), "{text:?}: {err}");
+            assert!(err.contains(key), "{text:?}: {err}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn flags_override_the_config_file() {
         let dir = std::env::temp_dir().join(format!("fairjob-cli-{}", std::process::id()));
