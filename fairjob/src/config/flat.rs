@@ -165,9 +165,9 @@ pub(crate) trait Flat {
 }
 
 /// The part of a [`WorkerConfig`](super::WorkerConfig) that holds the
-/// settings struct `G` (`client.connect` for `ConnectOptions`), so a
-/// setter generated from the table reaches its field.
-pub(crate) trait Part<G> {
+/// settings struct `G` (`client.connect` for `ConnectOptions`), so a setter
+/// or a flag generated from the table reaches its field. Not a public API.
+pub trait Part<G> {
     /// The part.
     fn part(&mut self) -> &mut G;
 }

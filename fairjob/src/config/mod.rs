@@ -29,7 +29,8 @@ pub use crate::wire::duration::parse_duration;
 
 mod flat;
 
-pub(crate) use flat::Part;
+#[doc(hidden)]
+pub use flat::Part;
 
 /// The default Redis URL.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
@@ -176,8 +177,8 @@ macro_rules! __worker_settings {
             /// it ([`ConnectOptions`], whose keys sit flat beside these in the serde form),
             /// and what the client itself enforces.
             pub struct ClientConfig in client {
-                /// Redis URL, e.g. `redis://:password@host:6379/0` (default
-                /// `redis://127.0.0.1:6379`).
+                /// Redis URL, e.g. redis://:password@host:6379/0 (default
+                /// redis://127.0.0.1:6379).
                 redis: Option<String> = None,
                     global flag(short = 'r', long = "redis", env = "REDIS_URL",
                         hide_env_values = true);
@@ -234,7 +235,7 @@ macro_rules! __worker_settings {
                 tls_ca_file: Option<PathBuf>,
                     builder(fn tls_ca_file(path: impl Into<PathBuf>) => Some(path.into())),
                     global flag(long = "tls-ca", env = "REDIS_TLS_CA", value_name = "FILE");
-                /// Mutual TLS: a PEM client certificate, with its key.
+                /// Mutual TLS: a PEM client certificate, with --tls-key.
                 tls_cert_file: Option<PathBuf>,
                     global flag(long = "tls-cert", env = "REDIS_TLS_CERT", value_name = "FILE");
                 /// Mutual TLS: the client certificate's PEM private key.
@@ -287,8 +288,9 @@ macro_rules! __worker_settings {
             /// retention = "7d"
             /// ```
             pub struct PostgresConfig in postgres {
-                /// The PostgreSQL URL of fairjob-postgres' pump, run in the worker's
-                /// process as `fairjob-worker pump` would (none: no pump).
+                /// The PostgreSQL URL: with one, `fairjob-worker run` also runs
+                /// fairjob-postgres' pump in its process, as `fairjob-worker pump` does
+                /// (default none: no pump).
                 url: Option<String> = None,
                     run flag(long = "postgres", value_name = "URL");
                 /// Queues whose jobs stay in PostgreSQL until they end.
