@@ -112,7 +112,8 @@ impl RunArgs {
 /// override an earlier one's.
 macro_rules! setting_flags {
     // Each row becomes `{ docs group field [type] }`, with `dest kind (args)`
-    // when it has a flag.
+    // when it has a flag; then a row with a flag becomes `{ docs group field
+    // [the flag's type] apply merge (args) }` in the global or the run list.
     ($(
         $(#[doc = $gdoc:literal])*
         $vis:vis $gkind:ident $group:ident $(in $($seg:ident).+)? {$(
@@ -130,18 +131,29 @@ macro_rules! setting_flags {
         })*)* }
     };
     // The field each kind of flag takes, and how it lands.
-    (@row $g:tt $r:tt { $d:tt $p:ident $f:ident [$t:ty] $dest:ident flag $a:tt } $($rows:tt)*) => {
+    (@row $g:tt $r:tt {
+        $d:tt $p:ident $f:ident [$t:ty] $dest:ident flag $a:tt
+    } $($rows:tt)*) => {
         setting_flags! { @push $dest $g $r
-            { $d $p $f [Option<<$t as FlagValue>::Value>] Flag $a } $($rows)* }
+            { $d $p $f [Option<<$t as FlagValue>::Value>] set later $a } $($rows)* }
     };
-    (@row $g:tt $r:tt { $d:tt $p:ident $f:ident [$t:ty] $dest:ident switch $a:tt } $($rows:tt)*) => {
-        setting_flags! { @push $dest $g $r { $d $p $f [bool] Switch $a } $($rows)* }
+    (@row $g:tt $r:tt {
+        $d:tt $p:ident $f:ident [$t:ty] $dest:ident switch $a:tt
+    } $($rows:tt)*) => {
+        setting_flags! { @push $dest $g $r
+            { $d $p $f [bool] turn_on either $a } $($rows)* }
     };
-    (@row $g:tt $r:tt { $d:tt $p:ident $f:ident [$t:ty] $dest:ident switch_off $a:tt } $($rows:tt)*) => {
-        setting_flags! { @push $dest $g $r { $d $p $f [bool] SwitchOff $a } $($rows)* }
+    (@row $g:tt $r:tt {
+        $d:tt $p:ident $f:ident [$t:ty] $dest:ident switch_off $a:tt
+    } $($rows:tt)*) => {
+        setting_flags! { @push $dest $g $r
+            { $d $p $f [bool] turn_off either $a } $($rows)* }
     };
-    (@row $g:tt $r:tt { $d:tt $p:ident $f:ident [$t:ty] $dest:ident append $a:tt } $($rows:tt)*) => {
-        setting_flags! { @push $dest $g $r { $d $p $f [$t] Append $a } $($rows)* }
+    (@row $g:tt $r:tt {
+        $d:tt $p:ident $f:ident [$t:ty] $dest:ident append $a:tt
+    } $($rows:tt)*) => {
+        setting_flags! { @push $dest $g $r
+            { $d $p $f [$t] add both $a } $($rows)* }
     };
     // A row without a flag.
     (@row $g:tt $r:tt { $d:tt $p:ident $f:ident $t:tt } $($rows:tt)*) => {
@@ -160,7 +172,7 @@ macro_rules! setting_flags {
         setting_flags! { @merged RunFlags $($r)* }
     };
     (@flags $name:ident $extra:tt $({
-        [$($doc:tt)*] $part:ident $field:ident [$ty:ty] $kind:ident ($($args:tt)*)
+        [$($doc:tt)*] $part:ident $field:ident [$ty:ty] $apply:ident $merge:ident ($($args:tt)*)
     })*) => {
         #[derive(Debug, Args, Default, Clone)]
         struct $name {$(
@@ -174,17 +186,19 @@ macro_rules! setting_flags {
             /// Sets what the flags give on `config`.
             fn apply(&self, config: &mut WorkerConfig) {$(
                 let part = Part::<fairjob::config::$part>::part(config);
-                <$kind as Lands<_, _>>::apply(&self.$field, &mut part.$field);
+                kind::$apply(&self.$field, &mut part.$field);
             )*}
         }
     };
     // Global flags need no merging: clap puts one given after a subcommand
     // in the same field.
-    (@merged $name:ident $({ $d:tt $p:ident $field:ident $t:tt $kind:ident $a:tt })*) => {
+    (@merged $name:ident $({
+        $d:tt $p:ident $field:ident $t:tt $apply:ident $merge:ident $a:tt
+    })*) => {
         impl $name {
             /// `self` with what `later` gives over it.
             fn merged(mut self, later: Self) -> Self {
-                $( <$kind as FlagKind<_>>::merge(&mut self.$field, later.$field); )*
+                $( kind::$merge(&mut self.$field, later.$field); )*
                 self
             }
         }
@@ -193,104 +207,61 @@ macro_rules! setting_flags {
 
 fairjob::__worker_settings!(setting_flags);
 
-/// A setting a `flag` sets: `--x VALUE` takes the setting's type, or the
-/// type inside its `Option`.
+/// The value a `flag` takes: the setting's type, or the type inside its
+/// `Option`.
 trait FlagValue {
     type Value;
 }
 
-impl FlagValue for usize {
-    type Value = usize;
+macro_rules! flag_value_is_the_setting {
+    ($($t:ty),*) => {$( impl FlagValue for $t { type Value = $t; } )*};
 }
-
-impl FlagValue for u32 {
-    type Value = u32;
-}
-
-impl FlagValue for String {
-    type Value = String;
-}
-
-impl FlagValue for Duration {
-    type Value = Duration;
-}
+flag_value_is_the_setting!(usize, u32, String, Duration);
 
 impl<T> FlagValue for Option<T> {
     type Value = T;
 }
 
-/// A kind of flag of `F`: how a later command's flag overrides an earlier
-/// one's (`worker -c 5 run -c 7`).
-trait FlagKind<F> {
-    fn merge(earlier: &mut F, later: F);
-}
-
-/// How a flag of `F` lands on a setting of `S`.
-trait Lands<F, S> {
-    fn apply(flag: &F, setting: &mut S);
-}
-
-/// `--x VALUE`: sets the setting (`Some(VALUE)` for an `Option`).
-struct Flag;
-
-impl<V> FlagKind<Option<V>> for Flag {
-    fn merge(earlier: &mut Option<V>, later: Option<V>) {
-        if later.is_some() {
-            *earlier = later;
-        }
-    }
-}
-
-impl<V: Clone, S: From<V>> Lands<Option<V>, S> for Flag {
-    fn apply(flag: &Option<V>, setting: &mut S) {
+/// How each kind of flag lands on its setting (`apply`) and how one given
+/// after `run` overrides one before it (`merge`).
+mod kind {
+    /// `flag`: `--x VALUE` sets the setting (`Some(VALUE)` for an `Option`).
+    pub(super) fn set<V: Clone, S: From<V>>(flag: &Option<V>, setting: &mut S) {
         if let Some(v) = flag {
             *setting = S::from(v.clone());
         }
     }
-}
 
-/// `--x`: turns a setting on.
-struct Switch;
-
-impl FlagKind<bool> for Switch {
-    fn merge(earlier: &mut bool, later: bool) {
-        *earlier |= later;
+    /// `flag`: the later value, when given.
+    pub(super) fn later<V>(earlier: &mut Option<V>, later: Option<V>) {
+        if later.is_some() {
+            *earlier = later;
+        }
     }
-}
 
-impl Lands<bool, bool> for Switch {
-    fn apply(flag: &bool, setting: &mut bool) {
+    /// `switch`: `--x` turns the setting on.
+    pub(super) fn turn_on(flag: &bool, setting: &mut bool) {
         *setting |= *flag;
     }
-}
 
-/// `--no-x`: turns a setting off.
-struct SwitchOff;
-
-impl FlagKind<bool> for SwitchOff {
-    fn merge(earlier: &mut bool, later: bool) {
-        *earlier |= later;
-    }
-}
-
-impl Lands<bool, bool> for SwitchOff {
-    fn apply(flag: &bool, setting: &mut bool) {
+    /// `switch_off`: `--no-x` turns the setting off.
+    pub(super) fn turn_off(flag: &bool, setting: &mut bool) {
         *setting &= !*flag;
     }
-}
 
-/// `--x VALUE`, repeatable: adds to a list.
-struct Append;
-
-impl<V> FlagKind<Vec<V>> for Append {
-    fn merge(earlier: &mut Vec<V>, later: Vec<V>) {
-        earlier.extend(later);
+    /// `switch`, `switch_off`: given before or after `run`.
+    pub(super) fn either(earlier: &mut bool, later: bool) {
+        *earlier |= later;
     }
-}
 
-impl<V: Clone> Lands<Vec<V>, Vec<V>> for Append {
-    fn apply(flag: &Vec<V>, setting: &mut Vec<V>) {
-        setting.extend(flag.iter().cloned());
+    /// `append`: `--x VALUE`, repeatable, adds to the list.
+    pub(super) fn add<V: Clone>(flag: &[V], setting: &mut Vec<V>) {
+        setting.extend_from_slice(flag);
+    }
+
+    /// `append`: those before `run`, then those after it.
+    pub(super) fn both<V>(earlier: &mut Vec<V>, later: Vec<V>) {
+        earlier.extend(later);
     }
 }
 
