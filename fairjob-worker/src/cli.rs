@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use fairjob::config::{WorkerConfig, parse_duration};
+use fairjob::config::{Part, WorkerConfig, parse_duration};
 use fairjob::inspect::{Setting, ShardPolicy, YieldPolicy};
 use fairjob::{Registry, Worker};
 
@@ -26,39 +26,10 @@ pub struct Cli {
 
 #[derive(Debug, Args)]
 struct Global {
-    /// Redis URL, e.g. redis://:password@host:6379/0 (default redis://127.0.0.1:6379)
-    #[arg(
-        short = 'r',
-        long = "redis",
-        env = "REDIS_URL",
-        global = true,
-        hide_env_values = true
-    )]
-    redis: Option<String>,
-    /// Key prefix, as redis-namespace did for Sidekiq
-    #[arg(long, global = true)]
-    namespace: Option<String>,
-    /// Redis Cluster mode even with one seed URL (detected otherwise; give
-    /// several seeds as redis://a:7000,redis://b:7001)
-    #[arg(long, global = true)]
-    cluster: bool,
-    /// Every push (promotions, retries' re-enqueues, jobs enqueued from jobs)
-    /// waits until N replicas have it (Redis WAIT), or fails
-    #[arg(long, global = true, value_name = "N")]
-    wait_replicas: Option<u32>,
-    /// How long a push waits for its replicas (default 1s)
-    #[arg(long, global = true, value_parser = duration, value_name = "DURATION")]
-    wait_timeout: Option<Duration>,
-    /// For a rediss:// URL: a PEM file of the CA certificate(s) that signed the
-    /// server's certificate (default: the system's root certificates)
-    #[arg(long, global = true, env = "REDIS_TLS_CA", value_name = "FILE")]
-    tls_ca: Option<PathBuf>,
-    /// Mutual TLS: a PEM client certificate, with --tls-key
-    #[arg(long, global = true, env = "REDIS_TLS_CERT", value_name = "FILE")]
-    tls_cert: Option<PathBuf>,
-    /// Mutual TLS: the client certificate's PEM private key
-    #[arg(long, global = true, env = "REDIS_TLS_KEY", value_name = "FILE")]
-    tls_key: Option<PathBuf>,
+    /// Redis, namespace, cluster, replicas to wait for, TLS files: the
+    /// settings table's global flags.
+    #[command(flatten)]
+    settings: GlobalFlags,
     /// TOML config file; every flag has a key (durations in humantime form, e.g. "25s")
     #[arg(short = 'C', long = "config", global = true)]
     config: Option<PathBuf>,
@@ -103,113 +74,194 @@ struct RunArgs {
     /// A strict tier of weighted queues, most urgent first: -Q critical -Q "default,4 slow,1"
     #[arg(short = 'Q', long = "tier", value_name = "QUEUES")]
     tiers: Vec<String>,
-    /// Jobs run at once (default 10)
-    #[arg(short = 'c', long)]
-    concurrency: Option<usize>,
-    /// Shutdown timeout (default 25s)
-    #[arg(short = 't', long, value_parser = duration)]
-    timeout: Option<Duration>,
-    /// Worker lease: a silent worker's jobs are offered again after this (default 30s)
-    #[arg(long, value_parser = duration)]
-    lease: Option<Duration>,
-    /// Heartbeat interval (default lease / 3)
-    #[arg(long, value_parser = duration)]
-    heartbeat: Option<Duration>,
-    /// How often dead workers' jobs are looked for (default 15s)
-    #[arg(long, value_parser = duration)]
-    reaper_interval: Option<Duration>,
-    /// Idle poll for jobs pushed by non-fairjob clients such as Ruby (default 1s)
-    #[arg(long, value_parser = duration)]
-    poll_interval: Option<Duration>,
-    /// Average scheduler interval for schedule/retry (default 5s)
-    #[arg(long, value_parser = duration)]
-    scheduled_poll_interval: Option<Duration>,
-    /// Worker deaths a job may cause before it is dead-lettered (default 3)
-    #[arg(long)]
-    max_interruptions: Option<u32>,
-    /// Largest entry read as a job; larger ones go to dead (default 16 MiB)
-    #[arg(long)]
-    max_payload_bytes: Option<usize>,
-    /// How long a job may run when its type sets no `#[job(timeout)]`; then it
-    /// is cancelled and fails (default: no limit)
-    #[arg(long, value_parser = duration)]
-    job_timeout: Option<Duration>,
-    /// Declare a queue tenant-sharded (repeatable)
-    #[arg(long = "shard", value_name = "QUEUE")]
-    sharded_queues: Vec<String>,
-    /// Sidekiq process tag (shown in the Web UI)
-    #[arg(short = 'g', long)]
-    tag: Option<String>,
-    /// The reroute window key format (the gem's `enqueues_key`)
-    #[arg(long)]
-    fair_key_format: Option<String>,
+    /// Concurrency, timeouts, intervals, metrics, …: the settings table's
+    /// flags of running jobs.
+    #[command(flatten)]
+    settings: RunFlags,
     /// Serve the dashboard beside processing, on this address (e.g. 127.0.0.1:7433)
     #[arg(long, value_name = "ADDR")]
     web: Option<std::net::SocketAddr>,
-    /// Keep no wait statistics (per queue and tenant) in Redis
-    #[arg(long)]
-    no_wait_stats: bool,
     /// Serve Prometheus metrics on this address (`/metrics`, with `/healthz`
     /// and `/readyz` for probes), e.g. 127.0.0.1:9464
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
-    /// Tenants (and slot keys) with series of their own per queue; the rest
-    /// are "__other__" (default 20)
-    #[arg(long, value_name = "K")]
-    metrics_top_k: Option<usize>,
-    /// Put every tenant in "__other__": no per-tenant series at all
-    #[arg(long)]
-    no_tenant_labels: bool,
-    /// Drop a quiet tenant's series after this (default 5m)
-    #[arg(long, value_parser = duration, value_name = "DURATION")]
-    metrics_idle_timeout: Option<Duration>,
-    /// How often the one sampling process reads the Redis gauges (default 10s)
-    #[arg(long, value_parser = duration, value_name = "DURATION")]
-    metrics_interval: Option<Duration>,
-    /// Never sample the Redis gauges from this process (others may)
-    #[arg(long)]
-    no_metrics_sampler: bool,
-    /// Also run fairjob-postgres' pump in this process, from this PostgreSQL
-    /// URL (as `pump --postgres URL` does, with its defaults)
-    #[arg(long, value_name = "URL")]
-    postgres: Option<String>,
 }
 
 impl RunArgs {
     /// `self` with every flag `later` sets overriding it (`worker -c 5 run -c 7`).
     fn merged(mut self, later: RunArgs) -> RunArgs {
-        macro_rules! over {
-            ($($f:ident),*) => { $( if later.$f.is_some() { self.$f = later.$f; } )* };
-        }
-        over!(
-            concurrency,
-            timeout,
-            lease,
-            heartbeat,
-            reaper_interval,
-            poll_interval,
-            scheduled_poll_interval,
-            max_interruptions,
-            max_payload_bytes,
-            job_timeout,
-            tag,
-            fair_key_format,
-            web,
-            metrics,
-            metrics_top_k,
-            metrics_idle_timeout,
-            metrics_interval,
-            postgres
-        );
-        self.no_wait_stats |= later.no_wait_stats;
-        self.no_tenant_labels |= later.no_tenant_labels;
-        self.no_metrics_sampler |= later.no_metrics_sampler;
+        self.settings = self.settings.merged(later.settings);
         if !later.queues.is_empty() || !later.tiers.is_empty() {
             self.queues = later.queues;
             self.tiers = later.tiers;
         }
-        self.sharded_queues.extend(later.sharded_queues);
+        if later.web.is_some() {
+            self.web = later.web;
+        }
+        if later.metrics.is_some() {
+            self.metrics = later.metrics;
+        }
         self
+    }
+}
+
+/// The flags of fairjob's settings table (`fairjob::__worker_settings!`):
+/// its rows with `global kind(args)` become [`GlobalFlags`], those with
+/// `run kind(args)` [`RunFlags`], each flag documented by its row; `apply`
+/// sets what they give on a config, `merged` lets a later command's flags
+/// override an earlier one's.
+macro_rules! setting_flags {
+    // Each row becomes `{ docs group field [type] }`, with `dest kind (args)`
+    // when it has a flag; then a row with a flag becomes `{ docs group field
+    // [the flag's type] apply merge (args) }` in the global or the run list.
+    ($(
+        $(#[doc = $gdoc:literal])*
+        $vis:vis $gkind:ident $group:ident $(in $($seg:ident).+)? {$(
+            $(#[doc = $doc:literal])*
+            $field:ident $(: ..$part:ty)? $(: $ty:ty)? $(= $default:expr)?
+            $(, file $file:literal)?
+            $(, builder $builder:tt)?
+            $(, global $global:ident $gargs:tt)?
+            $(, run $run:ident $rargs:tt)?
+        ;)*}
+    )*) => {
+        setting_flags! { @row [] [] $($({
+            [$(#[doc = $doc])*] $group $field [$($part)? $($ty)?]
+            $(global $global $gargs)? $(run $run $rargs)?
+        })*)* }
+    };
+    // The field each kind of flag takes, and how it lands.
+    (@row $g:tt $r:tt {
+        $d:tt $p:ident $f:ident [$t:ty] $dest:ident flag $a:tt
+    } $($rows:tt)*) => {
+        setting_flags! { @push $dest $g $r
+            { $d $p $f [Option<<$t as FlagValue>::Value>] set later $a } $($rows)* }
+    };
+    (@row $g:tt $r:tt {
+        $d:tt $p:ident $f:ident [$t:ty] $dest:ident switch $a:tt
+    } $($rows:tt)*) => {
+        setting_flags! { @push $dest $g $r
+            { $d $p $f [bool] turn_on either $a } $($rows)* }
+    };
+    (@row $g:tt $r:tt {
+        $d:tt $p:ident $f:ident [$t:ty] $dest:ident switch_off $a:tt
+    } $($rows:tt)*) => {
+        setting_flags! { @push $dest $g $r
+            { $d $p $f [bool] turn_off either $a } $($rows)* }
+    };
+    (@row $g:tt $r:tt {
+        $d:tt $p:ident $f:ident [$t:ty] $dest:ident append $a:tt
+    } $($rows:tt)*) => {
+        setting_flags! { @push $dest $g $r
+            { $d $p $f [$t] add both $a } $($rows)* }
+    };
+    // A row without a flag.
+    (@row $g:tt $r:tt { $d:tt $p:ident $f:ident $t:tt } $($rows:tt)*) => {
+        setting_flags! { @row $g $r $($rows)* }
+    };
+    (@push global [$($g:tt)*] $r:tt $flag:tt $($rows:tt)*) => {
+        setting_flags! { @row [$($g)* $flag] $r $($rows)* }
+    };
+    (@push run $g:tt [$($r:tt)*] $flag:tt $($rows:tt)*) => {
+        setting_flags! { @row $g [$($r)* $flag] $($rows)* }
+    };
+    // Every row read.
+    (@row [$($g:tt)*] [$($r:tt)*]) => {
+        setting_flags! { @flags GlobalFlags (global = true) $($g)* }
+        setting_flags! { @flags RunFlags () $($r)* }
+        setting_flags! { @merged RunFlags $($r)* }
+    };
+    (@flags $name:ident $extra:tt $({
+        [$($doc:tt)*] $part:ident $field:ident [$ty:ty] $apply:ident $merge:ident ($($args:tt)*)
+    })*) => {
+        #[derive(Debug, Args, Default, Clone)]
+        struct $name {$(
+            $($doc)*
+            #[arg $extra]
+            #[arg($($args)*)]
+            $field: $ty,
+        )*}
+
+        impl $name {
+            /// Sets what the flags give on `config`.
+            fn apply(&self, config: &mut WorkerConfig) {$(
+                let part = Part::<fairjob::config::$part>::part(config);
+                kind::$apply(&self.$field, &mut part.$field);
+            )*}
+        }
+    };
+    // Global flags need no merging: clap puts one given after a subcommand
+    // in the same field.
+    (@merged $name:ident $({
+        $d:tt $p:ident $field:ident $t:tt $apply:ident $merge:ident $a:tt
+    })*) => {
+        impl $name {
+            /// `self` with what `later` gives over it.
+            fn merged(mut self, later: Self) -> Self {
+                $( kind::$merge(&mut self.$field, later.$field); )*
+                self
+            }
+        }
+    };
+}
+
+fairjob::__worker_settings!(setting_flags);
+
+/// The value a `flag` takes: the setting's type, or the type inside its
+/// `Option`.
+trait FlagValue {
+    type Value;
+}
+
+macro_rules! flag_value_is_the_setting {
+    ($($t:ty),*) => {$( impl FlagValue for $t { type Value = $t; } )*};
+}
+flag_value_is_the_setting!(usize, u32, String, Duration);
+
+impl<T> FlagValue for Option<T> {
+    type Value = T;
+}
+
+/// How each kind of flag lands on its setting (`apply`) and how one given
+/// after `run` overrides one before it (`merge`).
+mod kind {
+    /// `flag`: `--x VALUE` sets the setting (`Some(VALUE)` for an `Option`).
+    pub(super) fn set<V: Clone, S: From<V>>(flag: &Option<V>, setting: &mut S) {
+        if let Some(v) = flag {
+            *setting = S::from(v.clone());
+        }
+    }
+
+    /// `flag`: the later value, when given.
+    pub(super) fn later<V>(earlier: &mut Option<V>, later: Option<V>) {
+        if later.is_some() {
+            *earlier = later;
+        }
+    }
+
+    /// `switch`: `--x` turns the setting on.
+    pub(super) fn turn_on(flag: &bool, setting: &mut bool) {
+        *setting |= *flag;
+    }
+
+    /// `switch_off`: `--no-x` turns the setting off.
+    pub(super) fn turn_off(flag: &bool, setting: &mut bool) {
+        *setting &= !*flag;
+    }
+
+    /// `switch`, `switch_off`: given before or after `run`.
+    pub(super) fn either(earlier: &mut bool, later: bool) {
+        *earlier |= later;
+    }
+
+    /// `append`: `--x VALUE`, repeatable, adds to the list.
+    pub(super) fn add<V: Clone>(flag: &[V], setting: &mut Vec<V>) {
+        setting.extend_from_slice(flag);
+    }
+
+    /// `append`: those before `run`, then those after it.
+    pub(super) fn both<V>(earlier: &mut Vec<V>, later: Vec<V>) {
+        earlier.extend(later);
     }
 }
 
@@ -427,10 +479,6 @@ enum UniqueAction {
         /// The lock's key, as `unique` lists it
         key: String,
     },
-}
-
-fn duration(s: &str) -> Result<Duration, String> {
-    parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// Whether log lines get ANSI colours: only on a terminal, and never with
@@ -833,34 +881,8 @@ fn load_config(global: &Global, r: &RunArgs) -> Result<WorkerConfig> {
         }
         None => WorkerConfig::default(),
     };
-    if let Some(v) = &global.redis {
-        c.client.redis = Some(v.clone());
-    }
-    if let Some(v) = &global.namespace {
-        c.client.connect.namespace = Some(v.clone());
-    }
-    c.client.connect.cluster |= global.cluster;
-    if let Some(v) = &global.tls_ca {
-        c.client.connect.tls_ca_file = Some(v.clone());
-    }
-    if let Some(v) = &global.tls_cert {
-        c.client.connect.tls_cert_file = Some(v.clone());
-    }
-    if let Some(v) = &global.tls_key {
-        c.client.connect.tls_key_file = Some(v.clone());
-    }
-    if let Some(v) = global.wait_replicas {
-        c.client.connect.wait_replicas = v;
-    }
-    if let Some(v) = global.wait_timeout {
-        c.client.connect.wait_timeout = v;
-    }
-    if let Some(v) = &r.postgres {
-        c.postgres.url = Some(v.clone());
-    }
-    if let Some(v) = &r.fair_key_format {
-        c.client.connect.fair_key_format = Some(v.clone());
-    }
+    global.settings.apply(&mut c);
+    r.settings.apply(&mut c);
     if !r.queues.is_empty() {
         c.queues = r.queues.clone();
         c.tiers.clear();
@@ -878,47 +900,6 @@ fn load_config(global: &Global, r: &RunArgs) -> Result<WorkerConfig> {
             .collect();
         c.queues.clear();
     }
-    macro_rules! set {
-        ($($f:ident),*) => { $( if let Some(v) = r.$f.clone() { c.$f = v; } )* };
-    }
-    set!(
-        concurrency,
-        timeout,
-        lease,
-        reaper_interval,
-        poll_interval,
-        scheduled_poll_interval,
-        max_interruptions,
-        max_payload_bytes,
-        tag
-    );
-    if r.heartbeat.is_some() {
-        c.heartbeat = r.heartbeat;
-    }
-    if r.job_timeout.is_some() {
-        c.job_timeout = r.job_timeout;
-    }
-    if r.no_wait_stats {
-        c.wait_stats = false;
-    }
-    if let Some(k) = r.metrics_top_k {
-        c.metrics.top_k = k;
-    }
-    if r.no_tenant_labels {
-        c.metrics.tenant_labels = false;
-    }
-    if let Some(d) = r.metrics_idle_timeout {
-        c.metrics.idle_timeout = d;
-    }
-    if let Some(d) = r.metrics_interval {
-        c.metrics.sample_interval = d;
-    }
-    if r.no_metrics_sampler {
-        c.metrics.sample = false;
-    }
-    c.client
-        .sharded_queues
-        .extend(r.sharded_queues.iter().cloned());
     c.validate()?;
     Ok(c)
 }
@@ -952,6 +933,33 @@ mod tests {
         load_config(&cli.global, &run).unwrap()
     }
 
+    /// A mistake in the config file is reported at its line, with its key:
+    /// an unknown key, and a wrongly typed value of a worker key, a client
+    /// key, a metrics key, a duration and a key of the `[postgres]` table.
+    #[test]
+    fn a_config_file_error_names_its_line_and_key() {
+        let dir = std::env::temp_dir().join(format!("fairjob-cli-err-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("w.toml");
+        let cases = [
+            ("concurrency = 3\nconcurency = 5\n", 2, "concurency"),
+            ("tag = \"x\"\n\nconcurrency = \"many\"\n", 3, "concurrency"),
+            ("concurrency = 3\nnamespace = 3\n", 2, "namespace"),
+            ("\nmetrics_top_k = \"all\"\n", 2, "metrics_top_k"),
+            ("concurrency = 3\n\n\nlease = \"a while\"\n", 4, "lease"),
+            ("concurrency = 3\n[postgres]\nurl = 1\n", 3, "url"),
+            ("[postgres]\nurll = \"x\"\n", 2, "urll"),
+        ];
+        for (text, line, key) in cases {
+            std::fs::write(&path, text).unwrap();
+            let cli = Cli::try_parse_from(["worker", "-C", path.to_str().unwrap()]).unwrap();
+            let err = format!("{:#}", load_config(&cli.global, &cli.run).unwrap_err());
+            assert!(err.contains(&format!("line {line},")), "{text:?}: {err}");
+            assert!(err.contains(key), "{text:?}: {err}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn flags_override_the_config_file() {
         let dir = std::env::temp_dir().join(format!("fairjob-cli-{}", std::process::id()));
@@ -982,6 +990,115 @@ mod tests {
         );
         assert_eq!(c.timeout, Duration::from_secs(3));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Each flag of the settings table lands on its setting, whether given
+    /// before `run` or after it (the later one wins).
+    #[test]
+    fn every_flag_lands_on_its_setting() {
+        let c = config_of(&[
+            "worker",
+            "-r",
+            "redis://h:1",
+            "--namespace",
+            "ns",
+            "--cluster",
+            "--wait-replicas",
+            "2",
+            "--wait-timeout",
+            "3s",
+            "--tls-ca",
+            "/ca",
+            "--tls-cert",
+            "/c",
+            "--tls-key",
+            "/k",
+            "-t",
+            "9s",
+            "--lease",
+            "40s",
+            "--heartbeat",
+            "4s",
+            "--reaper-interval",
+            "5s",
+            "--poll-interval",
+            "6s",
+            "--scheduled-poll-interval",
+            "7s",
+            "--max-interruptions",
+            "8",
+            "--max-payload-bytes",
+            "100",
+            "--job-timeout",
+            "1m",
+            "--shard",
+            "a",
+            "-g",
+            "blue",
+            "--fair-key-format",
+            "f:%<fair_tenant>s",
+            "--no-wait-stats",
+            "--metrics-top-k",
+            "3",
+            "--no-tenant-labels",
+            "--metrics-idle-timeout",
+            "1m",
+            "--metrics-interval",
+            "2s",
+            "--no-metrics-sampler",
+            "--postgres",
+            "postgres://db",
+            "-c",
+            "4",
+            "run",
+            "-c",
+            "6",
+            "--shard",
+            "b",
+            "--namespace",
+            "later",
+        ]);
+        let connect = &c.client.connect;
+        assert_eq!(c.client.redis.as_deref(), Some("redis://h:1"));
+        assert_eq!(connect.namespace.as_deref(), Some("later"));
+        assert!(connect.cluster);
+        assert_eq!(connect.wait_replicas, 2);
+        assert_eq!(connect.wait_timeout, Duration::from_secs(3));
+        assert_eq!(connect.tls_ca_file, Some(PathBuf::from("/ca")));
+        assert_eq!(connect.tls_cert_file, Some(PathBuf::from("/c")));
+        assert_eq!(connect.tls_key_file, Some(PathBuf::from("/k")));
+        assert_eq!(
+            connect.fair_key_format.as_deref(),
+            Some("f:%<fair_tenant>s")
+        );
+        assert_eq!(
+            c.client.sharded_queues,
+            vec!["a".to_owned(), "b".to_owned()]
+        );
+        assert_eq!(c.concurrency, 6);
+        assert_eq!(c.timeout, Duration::from_secs(9));
+        assert_eq!(c.lease, Duration::from_secs(40));
+        assert_eq!(c.heartbeat, Some(Duration::from_secs(4)));
+        assert_eq!(c.reaper_interval, Duration::from_secs(5));
+        assert_eq!(c.poll_interval, Duration::from_secs(6));
+        assert_eq!(c.scheduled_poll_interval, Duration::from_secs(7));
+        assert_eq!(c.max_interruptions, 8);
+        assert_eq!(c.max_payload_bytes, 100);
+        assert_eq!(c.job_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(c.tag, "blue");
+        assert!(!c.wait_stats);
+        assert_eq!(c.metrics.top_k, 3);
+        assert!(!c.metrics.tenant_labels);
+        assert_eq!(c.metrics.idle_timeout, Duration::from_secs(60));
+        assert_eq!(c.metrics.sample_interval, Duration::from_secs(2));
+        assert!(!c.metrics.sample);
+        assert_eq!(c.postgres.url.as_deref(), Some("postgres://db"));
+        let c = config_of(&["worker"]);
+        assert!(c.wait_stats && c.metrics.tenant_labels && c.metrics.sample);
+        assert!(!c.client.connect.cluster && c.client.sharded_queues.is_empty());
+        assert_eq!((c.concurrency, c.heartbeat), (10, None));
+        let c = config_of(&["worker", "--no-wait-stats", "run", "--cluster"]);
+        assert!(!c.wait_stats && c.client.connect.cluster);
     }
 
     #[test]

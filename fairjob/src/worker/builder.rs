@@ -1,10 +1,12 @@
-//! [`WorkerBuilder`]: named setters over a [`WorkerConfig`], the job registry,
-//! the queue list and the middleware; `build` connects the worker's own client
+//! [`WorkerBuilder`]: named setters over a [`WorkerConfig`] (generated from
+//! the settings table, [`crate::__worker_settings!`]), the job registry, the
+//! queue list and the middleware; `build` connects the worker's own client
 //! from `config.client`, so its pushes (promotions, jobs enqueued from jobs)
 //! count in the same reroute windows as the application's.
 
 use std::fmt;
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,10 +15,11 @@ use super::Worker;
 use super::middleware::ServerMiddleware;
 use crate::broker::redacted;
 use crate::client::{Client, ClientBuilder, ClientMiddleware, CronSpec, IntoPush};
-use crate::config::WorkerConfig;
+use crate::config::{MetricsConfig, Part, WorkerConfig};
 use crate::error::{Error, Result};
 use crate::job::Registry;
 use crate::queues::QueueSpec;
+use crate::wire::Propagation;
 use crate::wire::cron::CronSource;
 use crate::wire::new_jid;
 
@@ -100,124 +103,15 @@ impl WorkerBuilder {
         self
     }
 
-    /// Jobs run at once.
-    pub fn concurrency(mut self, n: usize) -> Self {
-        self.config.concurrency = n;
-        self
-    }
-
-    /// For a `rediss://` URL: trust the CA certificate(s) in this PEM file;
-    /// see [`ClientBuilder::tls_ca_file`].
-    pub fn tls_ca_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.config.client.connect.tls_ca_file = Some(path.into());
-        self
-    }
-
     /// Mutual TLS: a PEM client certificate and its key; see
     /// [`ClientBuilder::tls_client_cert`].
     pub fn tls_client_cert(
         mut self,
-        cert_path: impl Into<std::path::PathBuf>,
-        key_path: impl Into<std::path::PathBuf>,
+        cert_path: impl Into<PathBuf>,
+        key_path: impl Into<PathBuf>,
     ) -> Self {
         self.config.client.connect.tls_cert_file = Some(cert_path.into());
         self.config.client.connect.tls_key_file = Some(key_path.into());
-        self
-    }
-
-    /// Key prefix.
-    pub fn namespace(mut self, ns: impl Into<String>) -> Self {
-        let ns = ns.into();
-        self.config.client.connect.namespace = (!ns.is_empty()).then_some(ns);
-        self
-    }
-
-    /// With the `otel` feature: how a performed job's span continues the
-    /// trace context written at enqueue (default
-    /// [`Propagation::Child`](crate::wire::Propagation::Child)).
-    pub fn propagation(mut self, propagation: crate::wire::Propagation) -> Self {
-        self.config.propagation = propagation;
-        self
-    }
-
-    /// Shutdown timeout.
-    pub fn shutdown_timeout(mut self, d: Duration) -> Self {
-        self.config.timeout = d;
-        self
-    }
-
-    /// The lease: a worker silent this long is dead and its jobs are offered again.
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.config.lease = lease;
-        self
-    }
-
-    /// The heartbeat interval (default: a third of the lease).
-    pub fn heartbeat(mut self, interval: Duration) -> Self {
-        self.config.heartbeat = Some(interval);
-        self
-    }
-
-    /// How often some worker looks for dead workers' jobs.
-    pub fn reaper_interval(mut self, interval: Duration) -> Self {
-        self.config.reaper_interval = interval;
-        self
-    }
-
-    /// How often an idle worker looks at its queues without a wake-up.
-    pub fn poll_interval(mut self, interval: Duration) -> Self {
-        self.config.poll_interval = interval;
-        self
-    }
-
-    /// The scheduler's average interval.
-    pub fn scheduled_poll_interval(mut self, interval: Duration) -> Self {
-        self.config.scheduled_poll_interval = interval;
-        self
-    }
-
-    /// Interruptions (worker deaths) before a job is dead-lettered.
-    pub fn max_interruptions(mut self, n: u32) -> Self {
-        self.config.max_interruptions = n;
-        self
-    }
-
-    /// How long a job may run when its type sets no `#[job(timeout)]`.
-    pub fn job_timeout(mut self, timeout: Duration) -> Self {
-        self.config.job_timeout = Some(timeout);
-        self
-    }
-
-    /// Whether to keep wait statistics and per-queue throughput in Redis
-    /// (default true; see [`WorkerConfig::wait_stats`]).
-    pub fn wait_stats(mut self, on: bool) -> Self {
-        self.config.wait_stats = on;
-        self
-    }
-
-    /// Whether to write the acks of tenant-sharded queues' succeeded jobs in
-    /// batches (default true; see [`WorkerConfig::batch_acks`]).
-    pub fn batch_acks(mut self, on: bool) -> Self {
-        self.config.batch_acks = on;
-        self
-    }
-
-    /// The metrics settings: tenant label bounds, the Redis gauges' sampler
-    /// (see [`crate::metrics`]).
-    pub fn metrics(mut self, metrics: crate::config::MetricsConfig) -> Self {
-        self.config.metrics = metrics;
-        self
-    }
-
-    /// The reroute window key format (as [`ClientBuilder::fair_key_format`]).
-    pub fn fair_key_format(mut self, format: impl Into<String>) -> Self {
-        self.config.client.connect.fair_key_format = Some(format.into());
-        self
-    }
-
-    /// The reroute window kept per tenant (as [`ClientBuilder::max_throttling_window`]).
-    pub fn max_throttling_window(mut self, window: Duration) -> Self {
-        self.config.client.max_throttling_window = window;
         self
     }
 
@@ -337,3 +231,45 @@ impl WorkerBuilder {
         })
     }
 }
+
+/// The settings table's setters: one method for each row with
+/// `builder(fn name(arg: Type) => value)`, documented by the row.
+macro_rules! setters {
+    ($(
+        $(#[doc = $gdoc:literal])*
+        $vis:vis $kind:ident $group:ident $(in $($seg:ident).+)? {$(
+            $(#[doc = $doc:literal])*
+            $field:ident $(: ..$part:ty)? $(: $ty:ty)? $(= $default:expr)?
+            $(, file $file:literal)?
+            $(, builder $builder:tt)?
+            $(, global $gkind:ident $gflag:tt)?
+            $(, run $rkind:ident $rflag:tt)?
+        ;)*}
+    )*) => {
+        /// One setter for each setting that has one (the rest are set
+        /// through [`WorkerBuilder::config`]).
+        impl WorkerBuilder {$($(
+            setter! { [$(#[doc = $doc])*] $group $field $($builder)? }
+        )*)*}
+    };
+}
+
+/// One row's setter, if it has one.
+macro_rules! setter {
+    (
+        [$($doc:tt)*] $group:ident $field:ident
+        (fn $name:ident($arg:ident : $arg_ty:ty) $(=> $value:expr)?)
+    ) => {
+        $($doc)*
+        pub fn $name(mut self, $arg: $arg_ty) -> Self {
+            let part = <WorkerConfig as Part<crate::config::$group>>::part(&mut self.config);
+            part.$field = setter!(@value $arg $(, $value)?);
+            self
+        }
+    };
+    ([$($doc:tt)*] $group:ident $field:ident) => {};
+    (@value $arg:ident) => { $arg };
+    (@value $arg:ident, $value:expr) => { $value };
+}
+
+crate::__worker_settings!(setters);
