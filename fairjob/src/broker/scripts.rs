@@ -89,8 +89,9 @@ impl Call<'_> {
 /// The include files under `scripts/lib/`, by the name a script's `--! use`
 /// line gives them. Each is the Lua twin of one rule of [`crate::policy`]
 /// (see its module doc's table), but `common` (helpers), `clock` (Redis's
-/// clock), `cache` (the dispatch scripts' per-call cache) and `yield` (fair
-/// yield's record format).
+/// clock), `cache` (the dispatch scripts' per-call cache), `yield` (fair
+/// yield's record format) and `exit` (a parked job's exit from its record,
+/// the Lua side of `worker/exit.rs`).
 pub const INCLUDES: &[(&str, &str)] = &[
     ("common", include_str!("scripts/lib/common.lua")),
     ("clock", include_str!("scripts/lib/clock.lua")),
@@ -100,6 +101,7 @@ pub const INCLUDES: &[(&str, &str)] = &[
     ("slots", include_str!("scripts/lib/slots.lua")),
     ("unique", include_str!("scripts/lib/unique.lua")),
     ("yield", include_str!("scripts/lib/yield.lua")),
+    ("exit", include_str!("scripts/lib/exit.lua")),
     (
         "dispatch/state",
         include_str!("scripts/lib/dispatch/state.lua"),
@@ -327,6 +329,7 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
     ("lib/slots.lua", include_str!("scripts/lib/slots.lua")),
     ("lib/unique.lua", include_str!("scripts/lib/unique.lua")),
     ("lib/yield.lua", include_str!("scripts/lib/yield.lua")),
+    ("lib/exit.lua", include_str!("scripts/lib/exit.lua")),
     (
         "lib/dispatch/state.lua",
         include_str!("scripts/lib/dispatch/state.lua"),

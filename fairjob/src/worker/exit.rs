@@ -1,8 +1,9 @@
 //! One exit for a fetched job. Every way a job leaves an in-progress record is
-//! an [`Exit`], and this file holds every write of one: a job this worker ran
-//! ([`finish`], which retries Redis errors), its unfinished jobs at shutdown
-//! ([`requeue`]), the orphans its heartbeat finds in its own records
-//! ([`write`]) and a dead worker's jobs the reaper takes back ([`recover`]).
+//! an [`Exit`] or a park, and this file holds every write of one: a job this
+//! worker ran ([`finish`], which retries Redis errors), a job its gates park
+//! ([`admit`]: its rate limiter, then its concurrency slot), its unfinished
+//! jobs at shutdown ([`requeue`]), the orphans its heartbeat finds in its own
+//! records ([`write`]) and a dead worker's jobs the reaper takes back ([`recover`]).
 //! Each exit is exactly one broker call, fenced by the job's token; a unique
 //! job's lock is released in the same call when it succeeds or dies (`Ack`,
 //! `Dead`), and kept by `Retry`, `Front` and `Yield`. So is the end of a job
@@ -17,15 +18,18 @@
 //! | `Dead` | `finish(Finish::Dead)` (the reaper: `recover`) |
 //! | `Front` | `finish(Finish::Front)` (the reaper: `recover`) |
 //! | `Yield` | `finish(Finish::Back)`: the queue's (tenant shard's) tail, no retry used |
+//! | park: waits in its rate limiter's list | `rate_acquire`: the gate's script counts the start, or parks the job (`lib/gcra.lua`), leaving the record and its tenant's running count in the same step (`fj_park_leave`, `lib/exit.lua`) |
+//! | park: waits in its slot limit's list | `slot_acquire`: the gate's script takes a slot, or parks the job (`lib/slots.lua`), leaving as above |
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::retry::Outcome;
 use super::{Running, Shared, acks, backoff_sleep};
-use crate::broker::{Finish, FinishReply, Holds, Token};
-use crate::error::{Error, Result};
-use crate::metrics;
+use crate::broker::{Acquired, Finish, FinishReply, Holds, RateAcquired, SlotHold, Token};
+use crate::error::{Error, JobError, Result};
+use crate::job::{JobContext, RateGate, SlotRequest};
+use crate::{limit, metrics, rate};
 
 /// How a fetched job leaves its worker's in-progress record.
 #[derive(Debug, Clone, PartialEq)]
@@ -186,3 +190,76 @@ pub(crate) async fn requeue(shared: &Shared, unfinished: Vec<Running>) {
 
 /// How long a requeue at shutdown may take before the worker gives up on Redis.
 pub(crate) const REQUEUE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What a job's gates (its rate limiter, then its concurrency slot) said.
+#[derive(Debug)]
+pub(crate) enum Admission {
+    /// It runs, holding this slot (if its type has a `#[concurrency]`).
+    Go(Option<SlotHold>),
+    /// It left the in-progress record: parked in a limiter's list (it waits
+    /// there, holding no worker), or recovered by another worker meanwhile.
+    Parked,
+    /// A gate could not be asked (a Redis error): a failure of the job.
+    Failed(JobError),
+}
+
+/// Passes a job's gates, as one exit: its rate limiter (first: a job waiting
+/// for its rate holds no slot, and one waiting for a slot has its start
+/// counted), then its concurrency slot. Each gate is one broker call whose
+/// script either lets the job on or parks it, taking it out of the
+/// in-progress record in the same step.
+pub(crate) async fn admit(
+    shared: &Shared,
+    cx: &JobContext,
+    rate_gate: Option<&RateGate>,
+    slot: Option<&SlotRequest>,
+) -> Admission {
+    let span = tracing::Span::current();
+    let broker = shared.client.broker();
+    let (identity, token, payload) = (&shared.identity, cx.token(), cx.payload());
+    if let Some(gate) = rate_gate {
+        let key = &gate.full_key;
+        match rate::acquire(broker, identity, token, payload, key, gate.rate).await {
+            Ok(RateAcquired::Pass) => {}
+            Ok(RateAcquired::Parked(next)) => {
+                span.record("outcome", "rate_limited");
+                tracing::debug!(key = %key, "rate spent: parked in the limiter's list");
+                shared.rate_release.notify(next);
+                return Admission::Parked;
+            }
+            Ok(RateAcquired::Lost) => return lost(&span, key, "passed its rate limiter"),
+            Err(e) => {
+                return Admission::Failed(
+                    JobError::retry(format!("cannot pass the rate limiter `{key}`: {e}"))
+                        .with_class("RateLimitError"),
+                );
+            }
+        }
+    }
+    let Some(req) = slot else {
+        return Admission::Go(None);
+    };
+    let key = &req.full_key;
+    match limit::acquire(broker, identity, token, payload, key, req.limit).await {
+        Ok(Acquired::Slot(hold)) => Admission::Go(Some(hold)),
+        Ok(Acquired::Parked) => {
+            span.record("outcome", "parked");
+            tracing::debug!(key = %key, "no free slot: parked in the lock-wait list");
+            Admission::Parked
+        }
+        Ok(Acquired::Lost) => lost(&span, key, "took its slot"),
+        Err(e) => Admission::Failed(
+            JobError::retry(format!("cannot take a slot of `{key}`: {e}")).with_class("SlotError"),
+        ),
+    }
+}
+
+/// A job recovered by another worker before it passed a gate: not run here.
+fn lost(span: &tracing::Span, key: &str, before: &str) -> Admission {
+    span.record("outcome", "lost");
+    tracing::warn!(
+        key = %key,
+        "the job was recovered by another worker before it {before}; not run here"
+    );
+    Admission::Parked
+}

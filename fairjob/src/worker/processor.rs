@@ -1,9 +1,9 @@
 //! Running one fetched job, as named steps: parse → start → execute (decode
-//! and look up its type, pass its rate limiter or park, take a concurrency
-//! slot or park, the user's server
-//! middleware around `perform` within its timeout) → report → an [`Outcome`]
-//! (pure, `retry.rs`) → exit (`exit.rs`: the one write of ack / retry /
-//! dead). A job leaves its worker's in-progress record exactly once. Panics
+//! and look up its type, pass its gates: its rate limiter and its
+//! concurrency slot, or park (`exit.rs`), the user's server middleware around
+//! `perform` within its timeout) → report → an [`Outcome`] (pure, `retry.rs`)
+//! → exit (`exit.rs`: the one write of ack / retry / dead). A job leaves its
+//! worker's in-progress record exactly once, and always in `exit.rs`. Panics
 //! are failures, not dead workers; a payload that is not a job goes to `dead`
 //! with its bytes.
 
@@ -20,14 +20,13 @@ use super::exit::{self, Exit};
 use super::middleware::{ServerMiddleware, ServerNext};
 use super::retry::{self, Outcome};
 use super::{Running, Shared};
-use crate::broker::{Acquired, Holds, RateAcquired, Reserved, SlotHold, Token, UniqueHold};
+use crate::broker::{Holds, Reserved, SlotHold, Token, UniqueHold};
 use crate::error::JobError;
 #[cfg(feature = "testing")]
 use crate::job::Registry;
-use crate::job::{JobContext, JobParts, Prepared, RateGate, SlotRequest};
+use crate::job::{JobContext, JobParts, Prepared};
 use crate::metrics;
 use crate::wire::{Payload, UniqueUntil, malformed_entry};
-use crate::{limit, rate};
 
 /// Processes one fetched job to its end: its in-progress entry is gone, or its
 /// removal was fenced, or it was parked, or shutdown gave up on Redis.
@@ -201,104 +200,12 @@ async fn execute(shared: &Shared, cx: &JobContext, cancel: &CancellationToken) -
         Ok(job) => job,
         Err(e) => return Some(Ran::failed(e)),
     };
-    if let Some(gate) = &job.rate {
-        match pass_rate(shared, cx, gate).await? {
-            Ok(()) => {}
-            Err(e) => return Some(Ran::failed(e)),
-        }
-    }
-    let slot = match &job.slot {
-        None => None,
-        Some(req) => match acquire(shared, cx, req).await? {
-            Ok(hold) => Some(hold),
-            Err(e) => return Some(Ran::failed(e)),
-        },
+    let slot = match exit::admit(shared, cx, job.rate.as_ref(), job.slot.as_ref()).await {
+        exit::Admission::Go(slot) => slot,
+        exit::Admission::Parked => return None,
+        exit::Admission::Failed(e) => return Some(Ran::failed(e)),
     };
     Some(perform(shared, job, cx, cancel, slot).await)
-}
-
-/// Passes the job's rate limiter (before its slot: a job waiting for its
-/// rate holds no slot, and one waiting for a slot has its start counted).
-/// `None` when the job was parked in the limiter's list or recovered
-/// meanwhile; a Redis error is a failure of the job.
-async fn pass_rate(
-    shared: &Shared,
-    cx: &JobContext,
-    gate: &RateGate,
-) -> Option<Result<(), JobError>> {
-    let span = tracing::Span::current();
-    let passed = rate::acquire(
-        shared.client.broker(),
-        &shared.identity,
-        cx.token(),
-        cx.payload(),
-        &gate.full_key,
-        gate.rate,
-    )
-    .await;
-    match passed {
-        Ok(RateAcquired::Pass) => Some(Ok(())),
-        Ok(RateAcquired::Parked(next)) => {
-            span.record("outcome", "rate_limited");
-            tracing::debug!(key = %gate.full_key, "rate spent: parked in the limiter's list");
-            shared.rate_release.notify(next);
-            None
-        }
-        Ok(RateAcquired::Lost) => {
-            span.record("outcome", "lost");
-            tracing::warn!(
-                key = %gate.full_key,
-                "the job was recovered by another worker before it passed its rate limiter; not run here"
-            );
-            None
-        }
-        Err(e) => Some(Err(JobError::retry(format!(
-            "cannot pass the rate limiter `{}`: {e}",
-            gate.full_key
-        ))
-        .with_class("RateLimitError"))),
-    }
-}
-
-/// Takes a slot of the job's concurrency limit. `None` when the job was
-/// parked in the lock-wait list or recovered meanwhile; a Redis error is a
-/// failure of the job.
-async fn acquire(
-    shared: &Shared,
-    cx: &JobContext,
-    req: &SlotRequest,
-) -> Option<Result<SlotHold, JobError>> {
-    let span = tracing::Span::current();
-    let acquired = limit::acquire(
-        shared.client.broker(),
-        &shared.identity,
-        cx.token(),
-        cx.payload(),
-        &req.full_key,
-        req.limit,
-    )
-    .await;
-    match acquired {
-        Ok(Acquired::Slot(hold)) => Some(Ok(hold)),
-        Ok(Acquired::Parked) => {
-            span.record("outcome", "parked");
-            tracing::debug!(key = %req.full_key, "no free slot: parked in the lock-wait list");
-            None
-        }
-        Ok(Acquired::Lost) => {
-            span.record("outcome", "lost");
-            tracing::warn!(
-                key = %req.full_key,
-                "the job was recovered by another worker before it took its slot; not run here"
-            );
-            None
-        }
-        Err(e) => Some(Err(JobError::retry(format!(
-            "cannot take a slot of `{}`: {e}",
-            req.full_key
-        ))
-        .with_class("SlotError"))),
-    }
 }
 
 /// Runs the user's middleware around `perform`, within the job's timeout,

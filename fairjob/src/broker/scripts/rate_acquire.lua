@@ -1,4 +1,4 @@
---! use gcra, clock, dispatch/reserve
+--! use gcra, clock, exit
 -- Pass a fetched job through its rate limiter, or park it in the limiter's
 -- FIFO list (leaving the in-progress record, and its tenant's running count
 -- on a sharded queue), where it holds no worker until the release schedule
@@ -35,15 +35,12 @@ end
 -- which reads the declaration from conf), stale reservations dropped.
 local cluster = ARGV[10] == 'c'
 if not cluster then
-  if redis.call('HDEL', KEYS[6], ARGV[5]) == 0 then return { -1, 0 } end
+  if not fj_park_leave(KEYS[6], ARGV[5], 8, ARGV[8], ARGV[9]) then return { -1, 0 } end
   redis.call('SADD', KEYS[7], ARGV[7])
 end
 redis.call('HSET', rk.conf, 'dlimit', ARGV[1], 'dper', ARGV[2], 'dburst', ARGV[3])
 redis.call('ZREMRANGEBYSCORE', rk.reserved, '-inf', fj_num(now))
 redis.call('RPUSH', rk.waiters, ARGV[6])
-if not cluster and ARGV[8] ~= '' then
-  shard_release(shard_keys(8, ARGV[8]), ARGV[9])
-end
 if ok == nil then return { 0, -1 } end
 local at = redis.call('ZSCORE', rk.due, ARGV[7])
 if at then return { 0, tonumber(at) } end

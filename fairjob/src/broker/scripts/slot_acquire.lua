@@ -1,4 +1,4 @@
---! use slots, dispatch/reserve
+--! use slots, exit
 -- Take a slot of a key for a fetched job, or park the job in the key's lock-wait
 -- list (leaving the in-progress record, and its tenant's running count on a
 -- sharded queue), where it holds no worker until a slot frees.
@@ -15,9 +15,6 @@ if slot_try_take(lk, ARGV[1], ARGV[2], ARGV[3]) then
   redis.call('HSET', KEYS[7], ARGV[4], ARGV[7])
   return 1
 end
-if redis.call('HDEL', KEYS[5], ARGV[4]) == 0 then return -1 end
+if not fj_park_leave(KEYS[5], ARGV[4], 8, ARGV[8], ARGV[9]) then return -1 end
 redis.call('RPUSH', lk.waiters, ARGV[5])
-if ARGV[8] ~= '' then
-  shard_release(shard_keys(8, ARGV[8]), ARGV[9])
-end
 return 0
