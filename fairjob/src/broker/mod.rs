@@ -4,8 +4,11 @@
 //! does not explain them: the views operators see are built above the policy
 //! modules, in [`crate::inspect`].
 //!
-//! Layer 2: it knows Sidekiq's wire format and nothing of job types,
-//! middleware or tenants' rules; callers hand it prepared strings.
+//! Layer 2: it knows Sidekiq's wire format and nothing of job types or
+//! middleware; callers hand it prepared strings. The rules its scripts
+//! execute (dispatch order, limits, reroute, unique locks) are written in
+//! [`crate::policy`]; each script's includes are their Lua twins, and the
+//! testing mode's store (`memory/`) runs the Rust ones.
 //!
 //! # The contract
 //!

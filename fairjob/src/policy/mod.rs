@@ -20,6 +20,7 @@
 //! | a tenant's pace | [`dispatch::pace`] | `dispatch/pace.lua` | `shards` |
 //! | dispatch and the shard scripts' steps | [`dispatch::reserve`] | `dispatch/reserve.lua` | `shards`, `shards_cluster` |
 //! | (the dispatch scripts' per-call cache) | none | `cache.lua` | shown to change nothing by every `shards*` case |
+//! | (a parked job's exit from its record) | `worker/exit.rs` `admit`, and [`dispatch::reserve`]'s release | `exit.lua` | `shards` (slot and rate parks) |
 //!
 //! `common.lua` (helpers) and `clock.lua` (Redis's clock, the one place a
 //! script reads it) hold no rule.
