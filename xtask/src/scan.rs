@@ -427,7 +427,7 @@ const B: &str = include_str!(some_const_fn());
         assert!(
             found
                 .iter()
-                .any(|i| i.target == path("scripts/lib_shard.lua"))
+                .any(|i| i.target == path("scripts/lib/dispatch/reserve.lua"))
         );
         assert!(
             found
