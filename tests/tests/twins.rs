@@ -164,7 +164,7 @@ fn setting<T: std::fmt::Debug + Clone + 'static>(
 fn change() -> impl Strategy<Value = ShardPolicy> {
     (
         setting(prop_oneof![Just(1.0), Just(2.0), Just(3.0), Just(0.5)]),
-        setting(0u32..3),
+        setting(1u32..4),
         setting(0u32..4),
         setting(
             (1u32..5, prop_oneof![Just(200u64), Just(1000), Just(3000)]).prop_map(
@@ -197,7 +197,7 @@ fn op() -> impl Strategy<Value = Op> {
             ]).prop_map(|(pick, how)| Op::End { pick, how }),
         2 => (0..WORKERS.len(), 1u8..5).prop_map(|(worker, k)| Op::AckMany { worker, k }),
         2 => (0..WORKERS.len()).prop_map(|worker| Op::Die { worker }),
-        3 => (proptest::option::weighted(0.7, tenant.clone()), change())
+        5 => (proptest::option::weighted(0.7, tenant.clone()), change())
             .prop_map(|(tenant, change)| Op::Policy { tenant, change }),
         1 => (tenant, 0u8..3, 1u32..3000).prop_map(|(tenant, limit, for_ms)| Op::Hold { tenant, limit, for_ms }),
         3 => prop_oneof![4 => Just(0u32), 4 => 1u32..400, 4 => 400u32..4000, 3 => 5_000u32..60_000]
