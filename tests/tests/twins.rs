@@ -948,8 +948,9 @@ impl Twin {
         let rmember: BTreeMap<String, String> =
             query(self, redis::cmd("HGETALL").arg(&sk.rmember)).await;
         let seq: Option<u64> = query(self, redis::cmd("GET").arg(&sk.seq)).await;
-        let running: BTreeMap<String, u64> =
+        let mut running: BTreeMap<String, u64> =
             query(self, redis::cmd("HGETALL").arg(&sk.running)).await;
+        running.remove(fairjob::policy::dispatch::state::RUNNING_MARK);
         let policy: BTreeMap<String, String> =
             query(self, redis::cmd("HGETALL").arg(&sk.policy)).await;
         let tenants: BTreeSet<String> = query(self, redis::cmd("SMEMBERS").arg(&sk.tenants)).await;

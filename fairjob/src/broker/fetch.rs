@@ -202,7 +202,6 @@ impl RedisBroker {
             inv.key(k);
         }
         inv.key(&queue.inflight)
-            .key(queue.sk.served(epoch_minute()))
             .key(&queue.sk.fetchers)
             .key(&queue.sk.waits)
             .key(&queue.sk.slot_waits);

@@ -164,12 +164,19 @@ pub struct StatsFlush {
     pub queue_only: Vec<(String, WaitHistogram)>,
     /// Per queue: jobs processed and failed since the last flush.
     pub finished: Vec<(String, u64, u64)>,
+    /// Per tenant-sharded queue: jobs dispatched per (encoded) tenant since
+    /// the last flush (the shard's per-minute dispatch counts, `served`), and
+    /// the queue's total (`*`).
+    pub dispatched: Vec<(String, Vec<(String, u64)>, u64)>,
 }
 
 impl StatsFlush {
     /// Nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.waits.is_empty() && self.queue_only.is_empty() && self.finished.is_empty()
+        self.waits.is_empty()
+            && self.queue_only.is_empty()
+            && self.finished.is_empty()
+            && self.dispatched.is_empty()
     }
 }
 
@@ -245,8 +252,19 @@ impl RedisBroker {
             }
             pipe.expire(&key, WAIT_KEEP_SECS * 2).ignore();
         }
+        for (queue, tenants, total) in &flush.dispatched {
+            let key = k.shard(queue).served(flush.minute);
+            for (t, n) in tenants {
+                pipe.hincr(&key, t, *n).ignore();
+            }
+            pipe.hincr(&key, "*", *total).ignore();
+            pipe.expire(&key, SERVED_KEEP_SECS).ignore();
+        }
     }
 }
+
+/// How long a sharded queue's per-minute dispatch counts are kept.
+const SERVED_KEEP_SECS: i64 = 900;
 
 #[cfg(test)]
 mod tests {

@@ -44,6 +44,14 @@ pub(crate) async fn process(shared: Arc<Shared>, reserved: Reserved, permit: Per
         tracing::error!(token, "fetch returned a token fairjob cannot read");
         return;
     };
+    if let Some(t) = &token.tenant {
+        // The shard's per-minute dispatch counts, written with the heartbeat.
+        shared
+            .waits
+            .lock()
+            .expect("waits lock")
+            .dispatched(&token.queue, t);
+    }
     // The bytes move into the payload (no copy); a payload that is not a
     // job gives them back for its burial.
     let payload = match parse(&shared, raw) {

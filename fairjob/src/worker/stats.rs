@@ -1,8 +1,10 @@
 //! Statistics a worker gathers in memory and flushes with its heartbeat (no
 //! round trip per job): per queue and tenant, how long jobs waited from
-//! enqueue to start; per queue, jobs processed and failed. Bounded: at most
-//! [`MAX_PAIRS`] distinct (queue, tenant) pairs between two flushes; waits of
-//! further tenants count for their queue as a whole only.
+//! enqueue to start; per queue, jobs processed and failed; per tenant-sharded
+//! queue and tenant, jobs dispatched (the shard's per-minute dispatch counts:
+//! a crash loses at most one heartbeat interval of them, a display figure).
+//! Bounded: at most [`MAX_PAIRS`] distinct (queue, tenant) pairs of each
+//! between two flushes; further tenants count for their queue as a whole only.
 
 use std::collections::HashMap;
 
@@ -18,6 +20,9 @@ struct QueueAgg {
     overflow: WaitHistogram,
     processed: u64,
     failed: u64,
+    /// Dispatches by encoded tenant (a sharded queue's), and in all.
+    dispatched: HashMap<String, u64>,
+    dispatched_total: u64,
 }
 
 /// The statistics gathered since the last flush.
@@ -25,6 +30,7 @@ struct QueueAgg {
 pub(crate) struct WaitAgg {
     queues: HashMap<String, QueueAgg>,
     pairs: usize,
+    dispatch_pairs: usize,
 }
 
 impl WaitAgg {
@@ -52,6 +58,19 @@ impl WaitAgg {
         }
     }
 
+    /// A job of tenant-sharded `queue` was dispatched for (encoded) tenant `t`.
+    pub(crate) fn dispatched(&mut self, queue: &str, t: &str) {
+        let full = self.dispatch_pairs >= MAX_PAIRS;
+        let q = self.queue(queue);
+        q.dispatched_total += 1;
+        if let Some(n) = q.dispatched.get_mut(t) {
+            *n += 1;
+        } else if !full {
+            q.dispatched.insert(t.to_owned(), 1);
+            self.dispatch_pairs += 1;
+        }
+    }
+
     /// A job of `queue` finished.
     pub(crate) fn finished(&mut self, queue: &str, failed: bool) {
         let q = self.queue(queue);
@@ -66,6 +85,7 @@ impl WaitAgg {
     pub(crate) fn take(&mut self, minute: u64) -> StatsFlush {
         let queues = std::mem::take(&mut self.queues);
         self.pairs = 0;
+        self.dispatch_pairs = 0;
         let mut flush = StatsFlush {
             minute,
             ..StatsFlush::default()
@@ -78,6 +98,13 @@ impl WaitAgg {
             }
             if agg.overflow.count > 0 {
                 flush.queue_only.push((queue.clone(), agg.overflow));
+            }
+            if agg.dispatched_total > 0 {
+                flush.dispatched.push((
+                    queue.clone(),
+                    agg.dispatched.into_iter().collect(),
+                    agg.dispatched_total,
+                ));
             }
             if agg.processed > 0 {
                 flush.finished.push((queue, agg.processed, agg.failed));
@@ -108,6 +135,13 @@ impl WaitAgg {
             let q = self.queue(&queue);
             q.processed += p;
             q.failed += f;
+        }
+        for (queue, tenants, total) in flush.dispatched {
+            let q = self.queue(&queue);
+            q.dispatched_total += total;
+            for (t, n) in tenants {
+                *q.dispatched.entry(t).or_default() += n;
+            }
         }
     }
 }

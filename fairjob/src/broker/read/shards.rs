@@ -353,8 +353,11 @@ impl RedisBroker {
     /// A sharded queue's running count per tenant (encoded), for tenants
     /// with running jobs (one `HGETALL`).
     pub async fn shard_running(&self, queue: &str) -> Result<HashMap<String, u64>> {
-        self.query(redis::cmd("HGETALL").arg(&self.keys.shard(queue).running))
-            .await
+        let mut all: HashMap<String, u64> = self
+            .query(redis::cmd("HGETALL").arg(&self.keys.shard(queue).running))
+            .await?;
+        all.remove(crate::policy::dispatch::state::RUNNING_MARK);
+        Ok(all)
     }
 
     /// One `SSCAN` step of a sharded queue's tenant set with each tenant's

@@ -9,10 +9,12 @@
 -- (a bounded number per call).
 --
 -- KEYS[1] = inbox, KEYS[2..14] = the shard state (ShardKeys::state()),
---   KEYS[15] = in-progress hash, KEYS[16] = this minute's dispatch counts,
---   KEYS[17] = the queue's fetchers (workers that may hold in-progress records),
---   KEYS[18] = fair yield's waiting tenants, KEYS[19] = their slot waits
+--   KEYS[15] = in-progress hash,
+--   KEYS[16] = the queue's fetchers (workers that may hold in-progress records),
+--   KEYS[17] = fair yield's waiting tenants, KEYS[18] = their slot waits
 --   (a tenant seen waiting that gets a slot: how long it waited).
+-- (The per-minute dispatch counts are the worker's: it counts the jobs it
+-- gets and writes them with its heartbeat, worker/stats.rs.)
 -- ARGV[1] = n, ARGV[2] = first token sequence number,
 --   ARGV[3] = token suffix ('|<encoded queue>'), ARGV[4] = shard prefix,
 --   ARGV[5] = inbox entries to move at most, ARGV[6] = this worker's identity.
@@ -25,50 +27,35 @@ local sk = shard_keys(2, ARGV[4])
 shard_memo.policy_whole = true
 shard_memo.defer_counts = true
 local after = 1 + SHARD_NKEYS
-local inflight, served_key = KEYS[after + 1], KEYS[after + 2]
+local inflight = KEYS[after + 1]
 local n, seq = tonumber(ARGV[1]), tonumber(ARGV[2])
 shard_drain_inbox(sk, KEYS[1], tonumber(ARGV[5]))
 shard_rate_wake(sk, tonumber(ARGV[7]))
-local any_waiting = redis.call('EXISTS', KEYS[after + 4]) == 1
-local out, served = {}, {}
+local any_waiting = redis.call('EXISTS', KEYS[after + 3]) == 1
+local out = {}
 for i = 1, n do
   local t, job = shard_reserve(sk, n - i + 1)
   if not job then break end
   if any_waiting then
-    local since = redis.call('HGET', KEYS[after + 4], t)
+    local since = redis.call('HGET', KEYS[after + 3], t)
     if since then
-      redis.call('HDEL', KEYS[after + 4], t)
-      redis.call('LPUSH', KEYS[after + 5], fj_num(math.max(0, redis_now() - tonumber(since))))
-      redis.call('LTRIM', KEYS[after + 5], 0, 255)
+      redis.call('HDEL', KEYS[after + 3], t)
+      redis.call('LPUSH', KEYS[after + 4], fj_num(math.max(0, redis_now() - tonumber(since))))
+      redis.call('LTRIM', KEYS[after + 4], 0, 255)
     end
   end
   local token = seq .. ARGV[3] .. '|' .. t
   out[#out + 1] = token
   out[#out + 1] = job
-  served[t] = (served[t] or 0) + 1
   seq = seq + 1
 end
 shard_flush(sk)
 if #out > 0 then
   -- The records in one HSET.
   fj_hset(inflight, out)
-  -- This minute's dispatch counts, the call's total under '*': one HMGET, one HSET.
-  served['*'] = #out / 2
-  local names = {}
-  for t in pairs(served) do names[#names + 1] = t end
-  local had = fj_hmget(served_key, names)
-  local counts, fresh = {}, false
-  for i, t in ipairs(names) do
-    counts[#counts + 1] = t
-    counts[#counts + 1] = string.format('%d', (tonumber(had[i]) or 0) + served[t])
-    if t == '*' and not had[i] then fresh = true end
-  end
-  fj_hset(served_key, counts)
-  -- The minute's hash is new (its total was not there): it expires.
-  if fresh then redis.call('EXPIRE', served_key, 900) end
   -- Listed before it holds a job here, in the same step: the reconciler
   -- counts running jobs from the records of every listed fetcher.
-  redis.call('SADD', KEYS[after + 3], ARGV[6])
+  redis.call('SADD', KEYS[after + 2], ARGV[6])
 end
 if #out < 2 * n and shard_rwait_any(sk) then
   local first = redis.call('ZRANGE', sk.rwait, 0, 0, 'WITHSCORES')

@@ -44,6 +44,7 @@ local function fix(t, want)
     redis.call('SADD', sk.tenants, t)
   else
     redis.call('HDEL', sk.running, t)
+    shard_running_tidy(sk)
   end
   shard_memo.counts[t] = want
   fixed_counts = fixed_counts + 1
@@ -53,9 +54,11 @@ if recount then
   local running = redis.call('HGETALL', sk.running)
   for i = 1, #running, 2 do
     local t, have = running[i], tonumber(running[i + 1])
-    local want = counted[t] or 0
-    counted[t] = nil
-    if have ~= want then fix(t, want) end
+    if t ~= SHARD_RUNNING_MARK then
+      local want = counted[t] or 0
+      counted[t] = nil
+      if have ~= want then fix(t, want) end
+    end
   end
   for t, want in pairs(counted) do
     fix(t, want)

@@ -129,9 +129,11 @@ local function add(t)
 end
 local running_all = redis.call('HGETALL', sk.running)
 for i = 1, #running_all, 2 do
-  add(running_all[i])
-  -- Known now: no HGET per tenant below (nothing here changes a count).
-  shard_memo.counts[running_all[i]] = tonumber(running_all[i + 1]) or 0
+  if running_all[i] ~= SHARD_RUNNING_MARK then
+    add(running_all[i])
+    -- Known now: no HGET per tenant below (nothing here changes a count).
+    shard_memo.counts[running_all[i]] = tonumber(running_all[i + 1]) or 0
+  end
 end
 local in_ready = {}
 for _, m in ipairs(redis.call('ZRANGE', sk.floorq, 0, topk - 1)) do

@@ -7,6 +7,13 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+/// A field of a sharded queue's `running` hash that no tenant can have
+/// (`!` is always encoded) and longer than Redis's listpack limit for a
+/// field, so the hash stays a hash table at any number of tenants (reading or
+/// writing one count is O(1), not a scan). The scripts write it with the
+/// counts; readers of the whole hash skip it. Not part of [`ShardState`].
+pub const RUNNING_MARK: &str = "!hash-table-------------------------------------------------------";
+
 /// A sorted set as Redis keeps one: each member once, with a score; in order
 /// of score, then of the member's bytes.
 #[derive(Debug, Clone, Default)]

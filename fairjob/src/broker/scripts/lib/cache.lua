@@ -19,8 +19,15 @@ local function shard_counts_flush(sk)
       del[#del + 1] = t
     end
   end
-  if #set > 0 then fj_hset(sk.running, set) end
-  if #del > 0 then fj_hdel(sk.running, del) end
+  if #set > 0 then
+    set[#set + 1] = SHARD_RUNNING_MARK
+    set[#set + 1] = '0'
+    fj_hset(sk.running, set)
+  end
+  if #del > 0 then
+    fj_hdel(sk.running, del)
+    shard_running_tidy(sk)
+  end
   shard_memo.dirty = {}
 end
 

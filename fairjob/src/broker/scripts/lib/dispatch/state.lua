@@ -19,6 +19,23 @@ local function shard_keys(first, prefix)
 end
 local SHARD_NKEYS = 13
 
+-- A field of `running` that no tenant can have ('!' is always encoded) and
+-- longer than Redis's listpack limit for a field (64 bytes): a hash holding
+-- it is a hash table for good, so reading or writing one tenant's count
+-- costs the same at any number of tenants (a listpack is scanned). Written
+-- with the counts (cache.lua); every reader of the whole hash skips it
+-- (policy::dispatch::state::RUNNING_MARK), and the hash goes with its last
+-- count (shard_running_tidy): no tenant running, no key.
+local SHARD_RUNNING_MARK = '!hash-table-' .. string.rep('-', 54)
+
+-- After counts were deleted: drops `running` when only the mark is left.
+local function shard_running_tidy(sk)
+  if redis.call('HLEN', sk.running) == 1
+      and redis.call('HEXISTS', sk.running, SHARD_RUNNING_MARK) == 1 then
+    redis.call('DEL', sk.running)
+  end
+end
+
 -- Per-call memory (one script call is atomic, so what it read cannot change
 -- under it). `settings`: each tenant's settings, read once; `counts`: running
 -- counts; `clock`: vt (`clock_dirty` once changed); `policy_whole` (set by a
@@ -52,6 +69,7 @@ local function shard_add_running(sk, t, by)
   local r = redis.call('HINCRBY', sk.running, t, by)
   if r <= 0 then
     redis.call('HDEL', sk.running, t)
+    shard_running_tidy(sk)
     r = 0
   end
   shard_memo.counts[t] = r
