@@ -143,7 +143,7 @@ impl RedisBroker {
 
     /// Replaces the code-declared schedules by `declared` (name, entry JSON,
     /// next fire time) in bounded steps owned by `token` (unique per start):
-    /// takes ownership, applies [`RECONCILE_CHUNK`] schedules per call, then
+    /// takes ownership, applies `RECONCILE_CHUNK` schedules per call, then
     /// sweeps the code set an `SSCAN` page per call. Returns the names removed, or
     /// `None` when a worker that started later took over (it applies its own
     /// declarations from the start).

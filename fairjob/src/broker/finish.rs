@@ -9,7 +9,7 @@
 //! buries it: `done <jid>` / `dead <jid>` pushed to the relay's completion
 //! list and the jid removed from its live set, so no crash can fall between
 //! the two. On one server only: on a Redis Cluster those keys are in another
-//! slot, and the worker records the end right after ([`RedisBroker::ends_in_script`]).
+//! slot, and the worker records the end right after (`RedisBroker::ends_in_script`).
 
 use std::time::Duration;
 
@@ -58,7 +58,7 @@ pub struct Holds<'a> {
     pub unique: Option<&'a UniqueHold>,
     /// Its jid when a relay keeps it until it ends: an ack or a burial then
     /// records its end in the relay's completion list in the same script
-    /// (one server; see [`RedisBroker::ends_in_script`]).
+    /// (one server; see `RedisBroker::ends_in_script`).
     pub kept: Option<&'a str>,
 }
 
@@ -123,7 +123,7 @@ impl RedisBroker {
     /// leaves the record, fenced by its token, and its tenant's running count
     /// is released, as `shard_finish.lua` does for one. `acks` are (token,
     /// encoded tenant, kept jid) triples: a kept job's end is recorded in the
-    /// same call on one server ([`Self::ends_in_script`]). Returns, per ack,
+    /// same call on one server (`ends_in_script`). Returns, per ack,
     /// whether it was fenced (the job had been recovered from this worker);
     /// fenced completions are counted.
     pub async fn ack_many(
@@ -457,7 +457,7 @@ impl RedisBroker {
     /// script in the limit's slot. On one server it also forgets the slot
     /// record and pushes released waiters to their queues; in cluster mode
     /// those are further steps (the record after, the waiters delivered from
-    /// the releasing set, see [`Self::deliver_released`]).
+    /// the releasing set, see `deliver_released`).
     pub async fn release_slot(&self, identity: &str, token: &Token, hold: &SlotHold) -> Result<()> {
         #[cfg(feature = "testing")]
         if let Some(store) = self.memory() {

@@ -3,7 +3,7 @@
 //! the CLI render as sentences ("position 1,204 in `reports_throttled`",
 //! "tenant at its running limit 3/3 in `conversions`", "5th waiter for
 //! `WebhookJob:42`, held by …", "scheduled …, retry 3 of 25", "running on
-//! host:pid since …", "not enqueued: duplicate of <jid>" for a unique job
+//! host:pid since …", "not enqueued: duplicate of `<jid>`" for a unique job
 //! refused lately).
 //!
 //! Redis keeps no index by jid, so finding a job is a walk, done only when

@@ -111,7 +111,7 @@ impl Waiter {
     /// Redis times a blocking command out only when its event loop next turns
     /// (up to `1 / hz`: 100 ms at the default `hz 10`), so a `BLPOP` of 20 ms
     /// on a quiet server returns up to 100 ms late. The wait blocks in Redis
-    /// for all but [`TIMEOUT_SLACK`] of it (woken early by a token as usual)
+    /// for all but `TIMEOUT_SLACK` of it (woken early by a token as usual)
     /// and sleeps the rest on this process's timer: it ends on time, and
     /// only its last 100 ms don't see a wake-up token.
     pub async fn wait_at_most(&mut self, at_most: Option<Duration>) {

@@ -54,7 +54,7 @@ pub struct Rejection {
 
 impl RedisBroker {
     /// One page of live unique locks (at most `page.count` rows, at most
-    /// [`SCAN_STEPS`] `SCAN` steps).
+    /// `SCAN_STEPS` `SCAN` steps).
     pub async fn unique_locks(&self, page: Page) -> Result<UniqueLockPage> {
         let pattern = self.keys.unique_pattern();
         let want = page.count.clamp(1, MAX_READ_ROWS);
