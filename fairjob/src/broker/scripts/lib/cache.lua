@@ -76,7 +76,7 @@ local function shard_flush(sk)
   end
 end
 
--- The head of the dispatch order (an entry { m, pass, rank }), read ahead:
+-- The head of the dispatch order (an entry { m, pass }), read ahead:
 -- one ZRANGE reads the first `want` + 1 entries of `ready` (the window), a
 -- dispatch that keeps its tenant in the order records the new pass in
 -- `pend` and puts the entry back into the window at its place, when that
@@ -94,7 +94,7 @@ local function shard_win_head(sk, want)
     local r = redis.call('ZRANGE', sk.ready, 0, k - 1, 'WITHSCORES')
     w = {}
     for i = 1, #r, 2 do
-      w[#w + 1] = { m = r[i], pass = tonumber(r[i + 1]), rank = tonumber(string.sub(r[i], 1, 15)) }
+      w[#w + 1] = { m = r[i], pass = tonumber(r[i + 1]) }
     end
     shard_memo.win = w
     shard_memo.win_all = #w < k
