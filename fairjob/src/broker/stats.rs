@@ -167,7 +167,16 @@ pub struct StatsFlush {
     /// Per tenant-sharded queue: jobs dispatched per (encoded) tenant since
     /// the last flush (the shard's per-minute dispatch counts, `served`), and
     /// the queue's total (`*`).
-    pub dispatched: Vec<(String, Vec<(String, u64)>, u64)>,
+    pub dispatched: Vec<(String, Dispatched)>,
+}
+
+/// One tenant-sharded queue's dispatch counts in a flush.
+#[derive(Debug, Clone, Default)]
+pub struct Dispatched {
+    /// Jobs dispatched per (encoded) tenant.
+    pub tenants: Vec<(String, u64)>,
+    /// The queue's total.
+    pub total: u64,
 }
 
 impl StatsFlush {
@@ -252,7 +261,7 @@ impl RedisBroker {
             }
             pipe.expire(&key, WAIT_KEEP_SECS * 2).ignore();
         }
-        for (queue, tenants, total) in &flush.dispatched {
+        for (queue, Dispatched { tenants, total }) in &flush.dispatched {
             let key = k.shard(queue).served(flush.minute);
             for (t, n) in tenants {
                 pipe.hincr(&key, t, *n).ignore();

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::broker::stats::{StatsFlush, WaitHistogram};
+use crate::broker::stats::{Dispatched, StatsFlush, WaitHistogram};
 
 /// Distinct (queue, tenant) pairs kept between two flushes.
 pub(crate) const MAX_PAIRS: usize = 10_000;
@@ -102,8 +102,10 @@ impl WaitAgg {
             if agg.dispatched_total > 0 {
                 flush.dispatched.push((
                     queue.clone(),
-                    agg.dispatched.into_iter().collect(),
-                    agg.dispatched_total,
+                    Dispatched {
+                        tenants: agg.dispatched.into_iter().collect(),
+                        total: agg.dispatched_total,
+                    },
                 ));
             }
             if agg.processed > 0 {
@@ -136,7 +138,7 @@ impl WaitAgg {
             q.processed += p;
             q.failed += f;
         }
-        for (queue, tenants, total) in flush.dispatched {
+        for (queue, Dispatched { tenants, total }) in flush.dispatched {
             let q = self.queue(&queue);
             q.dispatched_total += total;
             for (t, n) in tenants {
