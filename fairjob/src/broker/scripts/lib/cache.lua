@@ -76,55 +76,68 @@ local function shard_flush(sk)
   end
 end
 
--- The head of the dispatch order (an entry { m, pass }), read ahead:
--- one ZRANGE reads the first `want` + 1 entries of `ready` (the window), a
--- dispatch that keeps its tenant in the order records the new pass in
--- `pend` and puts the entry back into the window at its place, when that
--- place is known (before the window's last entry, or the window holds all of
--- `ready`); else it leaves the window, which still holds the true first
--- entries of the order. The passes are written with one ZADD when the window
--- runs out (then it is read again) and at the end of the call
--- (shard_flush). Any other change to `ready` first flushes (shard_win_flush).
--- nil when the order is empty.
+-- The head of the dispatch order, read ahead: its member, pass and tenant,
+-- or nil when the order is empty. One ZRANGE reads the first `want` + 1
+-- entries of `ready` (the window: three arrays, member `m`, pass `p`, tenant
+-- `t`, its head at `i`, its last entry at `n`); a dispatch that keeps its
+-- tenant in the order records the new pass in `pend` and puts the entry back
+-- into the window at its place, when that place is known (before the
+-- window's last entry, or the window holds all of `ready`); else it leaves
+-- the window, which still holds the true first entries of the order. The
+-- passes are written with one ZADD when the window runs out (then it is read
+-- again) and at the end of the call (shard_flush). Any other change to
+-- `ready` first flushes (shard_win_flush).
 local function shard_win_head(sk, want)
   local w = shard_memo.win
-  if w == nil or #w == 0 then
+  if w == nil or w.i > w.n then
     shard_win_flush(sk)
     local k = math.max(1, want) + 1
     local r = redis.call('ZRANGE', sk.ready, 0, k - 1, 'WITHSCORES')
-    w = {}
-    for i = 1, #r, 2 do
-      w[#w + 1] = { m = r[i], pass = tonumber(r[i + 1]) }
+    local wm, wp, wt = {}, {}, {}
+    local n = #r / 2
+    for j = 1, n do
+      local m = r[2 * j - 1]
+      wm[j] = m
+      wp[j] = tonumber(r[2 * j])
+      wt[j] = string.sub(m, 16)
     end
+    w = { m = wm, p = wp, t = wt, i = 1, n = n, all = n < k }
     shard_memo.win = w
-    shard_memo.win_all = #w < k
     shard_memo.pend = {}
-    local ts = {}
-    for i, e in ipairs(w) do ts[i] = string.sub(e.m, 16) end
-    shard_prefetch(sk, ts, false)
+    shard_prefetch(sk, wt, false)
+    if n == 0 then return nil end
   end
-  return w[1]
+  local i = w.i
+  return w.m[i], w.p[i], w.t[i]
 end
 
--- The head `e` was dispatched and stays in the order at `pass`.
-local function shard_win_advance(e, pass)
+-- The head (member `m`, tenant `t`) was dispatched and stays in the order at `pass`.
+local function shard_win_advance(m, t, pass)
   local w = shard_memo.win
-  table.remove(w, 1)
-  shard_memo.pend[e.m] = pass
-  e.pass = pass
-  local n = #w
-  if not shard_memo.win_all and (n == 0 or not shard_before(e, w[n])) then return end
-  local i = n + 1
-  while i > 1 and shard_before(e, w[i - 1]) do i = i - 1 end
-  table.insert(w, i, e)
+  local wm, wp, wt = w.m, w.p, w.t
+  local first, n = w.i + 1, w.n
+  shard_memo.pend[m] = pass
+  -- Its place is not known: it leaves the window.
+  if not w.all and (n < first or not shard_before(pass, m, wp[n], wm[n])) then
+    w.i = first
+    return
+  end
+  -- Shifts the entries before which it goes one place towards the head.
+  local j = first - 1
+  while j < n and shard_before(wp[j + 1], wm[j + 1], pass, m) do
+    wm[j], wp[j], wt[j] = wm[j + 1], wp[j + 1], wt[j + 1]
+    j = j + 1
+  end
+  wm[j], wp[j], wt[j] = m, pass, t
+  w.i = first - 1
 end
 
--- The head `e` leaves the order (at its cap, waiting for its rate, drained):
+-- The head leaves the order (at its cap, waiting for its rate, drained):
 -- the window without it is still the order's first entries. Nothing for a
--- head served from `floorq` (e nil: the window was written and forgotten).
-local function shard_win_drop(e)
-  if not e then return end
-  table.remove(shard_memo.win, 1)
-  shard_memo.pend[e.m] = nil
+-- head served from `floorq` (m nil: the window was written and forgotten).
+local function shard_win_drop(m)
+  if not m then return end
+  local w = shard_memo.win
+  w.i = w.i + 1
+  shard_memo.pend[m] = nil
 end
-

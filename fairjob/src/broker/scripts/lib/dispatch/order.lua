@@ -6,12 +6,12 @@
 -- tenants out of the order while ahead of vt; `floorq`, the runnable tenants
 -- under their floor.
 
--- The order's key of an entry { m, pass }: its pass, then its member `m`
--- (members differ in their 15-digit sequence number, so comparing them as
--- Redis does, by bytes, is comparing their numbers).
-local function shard_before(a, b)
-  if a.pass ~= b.pass then return a.pass < b.pass end
-  return a.m < b.m
+-- The order's key: (pass `pa`, member `ma`) before (`pb`, `mb`). Members
+-- differ in their 15-digit sequence number, so comparing them as Redis does,
+-- by bytes, is comparing their numbers.
+local function shard_before(pa, ma, pb, mb)
+  if pa ~= pb then return pa < pb end
+  return ma < mb
 end
 
 -- The pass after a dispatch at `pass` of a tenant with settings `p`.

@@ -116,10 +116,10 @@ local function shard_drain_inbox(sk, inbox, max)
   end
 end
 
--- The head (window entry `e` or nil, member `m`) leaves the order at its cap
--- or drained; `pass` is kept for when it returns.
-local function shard_head_leave(sk, e, t, m, pass)
-  shard_win_drop(e)
+-- The head (member `m`; `win`: true when it is the window's head) leaves
+-- the order at its cap or drained; `pass` is kept for when it returns.
+local function shard_head_leave(sk, win, t, m, pass)
+  if win then shard_win_drop(m) end
   shard_unready(sk, t, m)
   shard_remember(sk, t, pass)
 end
@@ -133,60 +133,64 @@ end
 -- shard_win_head). The caller counts dispatches per tenant.
 local function shard_reserve(sk, want)
   for _ = 1, 32 do
-    local top = {}
+    local m, pass, t
     local floored = false
     if shard_memo.floor_any ~= false then
-      top = redis.call('ZRANGE', sk.floorq, 0, 0, 'WITHSCORES')
+      local top = redis.call('ZRANGE', sk.floorq, 0, 0, 'WITHSCORES')
       floored = #top > 0
-      if not floored then shard_memo.floor_any = false end
+      if floored then
+        m, pass = top[1], tonumber(top[2])
+        t = string.sub(m, 16)
+      else
+        shard_memo.floor_any = false
+      end
     end
-    local e = nil
     if floored then
       shard_win_flush(sk)
     else
-      e = shard_win_head(sk, want)
-      if e == nil then return nil end
-      top = { e.m, e.pass }
+      m, pass, t = shard_win_head(sk, want)
+      if m == nil then return nil end
     end
-    local t = string.sub(top[1], 16)
-    local pass = tonumber(top[2])
+    local win = not floored
     local p = shard_policy_of(sk, t)
-    local limit = shard_limit(sk, t)
+    -- Only a share hold or a burst makes the limit more than the cap.
+    local limit = p.cap
+    if p.hold ~= nil or p.burst ~= nil then limit = shard_limit(sk, t) end
+    local running = shard_running(sk, t)
     local wait_until = nil
-    if limit == nil or shard_running(sk, t) < limit then wait_until = shard_rate_wait(sk, t, p) end
+    if p.rate ~= nil and (limit == nil or running < limit) then wait_until = shard_rate_wait(sk, t, p) end
     -- Leaving the order, the head leaves the window (its pass is `pass`,
     -- also when only the window knows it).
-    if limit ~= nil and shard_running(sk, t) >= limit then
-      shard_head_leave(sk, e, t, top[1], pass)
+    if limit ~= nil and running >= limit then
+      shard_head_leave(sk, win, t, m, pass)
     elseif wait_until then
-      shard_win_drop(e)
-      shard_rate_park(sk, t, top[1], pass, wait_until)
+      if win then shard_win_drop(m) end
+      shard_rate_park(sk, t, m, pass, wait_until)
     else
       local job = redis.call('RPOP', sk.prefix .. t)
       if not job then
-        shard_head_leave(sk, e, t, top[1], pass)
+        shard_head_leave(sk, win, t, m, pass)
       else
-        local running = shard_add_running(sk, t, 1)
-        local wait, due = shard_rate_count(sk, t, p)
+        running = shard_add_running(sk, t, 1)
+        local wait, due = nil, nil
+        if p.rate ~= nil then wait, due = shard_rate_count(sk, t, p) end
         if not floored then shard_advance(sk, pass) end
         local next_pass = shard_next_pass(pass, p)
         local more = (limit == nil or running < limit) and redis.call('LLEN', sk.prefix .. t) > 0
-        local spent = wait ~= nil and wait > SHARD_PARK_AFTER_US
         if not more then
           -- Drained or at its limit: out of the order (and the window).
-          shard_head_leave(sk, e, t, top[1], next_pass)
-        elseif spent then
+          shard_head_leave(sk, win, t, m, next_pass)
+        elseif wait ~= nil and wait > SHARD_PARK_AFTER_US then
           -- Its rate is spent: it waits out of the order, its next pass kept.
-          shard_win_drop(e)
-          shard_rate_park(sk, t, top[1], next_pass, due)
-        elseif e ~= nil and p.floor == 0 then
+          if win then shard_win_drop(m) end
+          shard_rate_park(sk, t, m, next_pass, due)
+        elseif win and p.floor == 0 then
           -- Still runnable: same member, later pass, kept in the window.
-          shard_win_advance(e, next_pass)
+          shard_win_advance(m, t, next_pass)
         else
           -- Still runnable with a floor: its pass and its floor entry are
           -- written at once, so the window is written and read again after.
           shard_win_flush(sk)
-          local m = top[1]
           redis.call('ZADD', sk.ready, fj_num(next_pass), m)
           if running < p.floor then
             redis.call('ZADD', sk.floorq, fj_num(next_pass), m)

@@ -42,12 +42,12 @@ end
 -- script that never writes `policy`: a small one may be read whole once, see
 -- shard_policy_table); `rwait_any` / `floor_any`: nil unknown, false when
 -- `rwait` / `floorq` is known empty. The rest is cache.lua's: `win`,
--- `win_all`, `pend` (the order's head read ahead), `defer_counts` (running
+-- `pend` (the order's head read ahead), `defer_counts` (running
 -- counts change in `counts` alone and are written once at the end of the
 -- call; `dirty` names the changed ones) and `members` (rmember entries read
 -- ahead for the tenants of a batch).
 local shard_memo = { settings = {}, counts = {}, clock = nil, clock_dirty = false, floor_any = nil,
-  policy_whole = false, policy_all = nil, rwait_any = nil, win = nil, win_all = false, pend = nil,
+  policy_whole = false, policy_all = nil, rwait_any = nil, win = nil, pend = nil,
   defer_counts = false, dirty = {}, members = {}, policy_shared = false, policy_default = nil }
 
 local function shard_running(sk, t)
