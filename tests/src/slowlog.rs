@@ -114,12 +114,7 @@ impl SlowLog {
             let args: Vec<String> =
                 redis::FromRedisValue::from_redis_value_ref(&fields[3]).unwrap_or_default();
             let cmd = args.first().map(|a| a.to_uppercase()).unwrap_or_default();
-            let name = match (cmd.as_str(), args.get(1)) {
-                ("EVALSHA", Some(sha)) => names
-                    .get(sha.as_str())
-                    .map_or_else(|| format!("script {sha}"), |n| format!("{n}.lua")),
-                _ => cmd,
-            };
+            let name = script_name(&names, &cmd, args.get(1));
             out.entry(name).or_default().push(us);
         }
         let _: () = redis::cmd("SLOWLOG")
@@ -157,12 +152,7 @@ impl SlowLog {
             let args: Vec<String> =
                 redis::FromRedisValue::from_redis_value_ref(&fields[3]).unwrap_or_default();
             let cmd = args.first().map(|a| a.to_uppercase()).unwrap_or_default();
-            let name = match (cmd.as_str(), args.get(1)) {
-                ("EVALSHA", Some(sha)) => names
-                    .get(sha.as_str())
-                    .map_or_else(|| format!("script {sha}"), |n| format!("{n}.lua")),
-                _ => cmd,
-            };
+            let name = script_name(&names, &cmd, args.get(1));
             let slot = report.by_name.entry(name).or_default();
             slot.0 += 1;
             slot.1 = slot.1.max(us);
@@ -193,4 +183,17 @@ pub fn summarize(times: &BTreeMap<String, Vec<u64>>, names: &[&str], over_us: u6
         ));
     }
     lines.join("\n")
+}
+
+/// A slow log entry's name: a script's file for a script call (`EVALSHA
+/// <sha>` or `FCALL fairjob_<sha>`), else the command.
+fn script_name(names: &BTreeMap<String, &str>, cmd: &str, first: Option<&String>) -> String {
+    let sha = match (cmd, first) {
+        ("EVALSHA", Some(sha)) => sha.as_str(),
+        ("FCALL", Some(f)) => f.strip_prefix("fairjob_").unwrap_or(f),
+        _ => return cmd.to_owned(),
+    };
+    names
+        .get(sha)
+        .map_or_else(|| format!("script {sha}"), |n| format!("{n}.lua"))
 }

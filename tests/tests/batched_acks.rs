@@ -169,10 +169,19 @@ async fn half_fenced(batch_acks: bool, sharded: bool) -> Option<bool> {
         .find(|(n, _)| *n == "shard_ack_many")
         .expect("the batch script")
         .1;
-    let exists: Vec<i64> = redis
-        .query(redis::cmd("SCRIPT").arg("EXISTS").arg(sha))
+    // Loaded as a function library (FCALL), or as a script (EVALSHA).
+    let library: Vec<redis::Value> = redis
+        .query(
+            redis::cmd("FUNCTION")
+                .arg("LIST")
+                .arg("LIBRARYNAME")
+                .arg(format!("fairjob_{sha}")),
+        )
         .await;
-    Some(exists == [1])
+    let exists: Vec<i64> = redis
+        .query(redis::cmd("SCRIPT").arg("EXISTS").arg(&sha))
+        .await;
+    Some(library.len() == 1 || exists == [1])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

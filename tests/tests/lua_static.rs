@@ -103,11 +103,22 @@ fn scripts_are_compile_time_files_loaded_with_include_str() {
             .display()
             .to_string();
         let src = strip_rust_comments(&std::fs::read_to_string(&path).unwrap());
-        // Every Script::new takes only include_str!/concat! of files and
-        // separators, assembled with their compile-time includes
-        // (`broker::assemble`).
-        for (at, _) in src.match_indices("Script::new(") {
-            let open = at + "Script::new".len();
+        // Every script is built by `Lua::new` from include_str!/concat! of
+        // files and separators; `Lua::new` alone calls Script::new, with
+        // that source assembled with its compile-time includes
+        // (`broker::assemble`), and makes the function library from the
+        // same text.
+        let lua_new = rel.ends_with("broker/scripts.rs")
+            && src.matches("Script::new(").count() == 1
+            && src.contains("fn new(body: &'static str) -> Lua")
+            && src.contains("Script::new(&source)")
+            && src.contains("let source = assemble(body);");
+        for (at, _) in src
+            .match_indices("Script::new(")
+            .filter(|_| !lua_new)
+            .chain(src.match_indices("Lua::new("))
+        {
+            let open = at + src[at..].find('(').unwrap();
             let arg = paren_body(&src, open);
             let mut rest = arg.replacen("&assemble(", "(", 1);
             while let Some(i) = rest.find("include_str!(") {

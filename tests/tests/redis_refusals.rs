@@ -323,8 +323,9 @@ async fn every_refusal_is_typed_retried_and_loses_no_acknowledged_job() {
     // Every client connection dropped (not the test's own).
     cli(port, &["CLIENT", "KILL", "TYPE", "normal"]);
     hold().await;
-    // Scripts forgotten.
+    // Scripts and function libraries forgotten.
     cli(port, &["SCRIPT", "FLUSH"]);
+    cli(port, &["FUNCTION", "FLUSH"]);
     hold().await;
     // Demoted to a read-only replica (of a master that isn't there), then back.
     cli(port, &["REPLICAOF", "127.0.0.1", "1"]);

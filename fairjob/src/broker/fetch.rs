@@ -144,7 +144,7 @@ impl RedisBroker {
         seq: u64,
     ) -> Option<Vec<(usize, Reserved)>> {
         let inv = self.fetch_plain_call(identity, queues, orders, seq);
-        let reply = waiter.wait_then(&inv.evalsha()).await?;
+        let reply = waiter.wait_then(&self.script_command(&inv)).await?;
         Vec::<Value>::from_redis_value(reply).ok().map(plain_reply)
     }
 

@@ -211,6 +211,9 @@ pub struct RedisBroker {
     /// The first identity whose own in-progress record was asked for, and
     /// that record's key (a worker asks for its own at every ack).
     own_inflight: Arc<std::sync::OnceLock<(String, String)>>,
+    /// Scripts are called as functions (`FCALL`), not by hash (`EVALSHA`):
+    /// [`ConnectOptions::functions`] until Redis is found without them.
+    functions: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl fmt::Debug for RedisBroker {
@@ -232,6 +235,7 @@ impl RedisBroker {
             opener: Some(connected.opener),
             keys: Keys::for_options(&options),
             display: connected.display,
+            functions: Arc::new(options.functions.into()),
             options,
             own_inflight: Arc::default(),
         })
@@ -246,6 +250,7 @@ impl RedisBroker {
             opener: None,
             keys: Keys::for_options(&options),
             display: "memory (fairjob testing mode)".to_owned(),
+            functions: Arc::new(options.functions.into()),
             options,
             own_inflight: Arc::default(),
         }
@@ -459,14 +464,39 @@ impl RedisBroker {
         pipe.query_async(&mut c).await.map_err(Error::from_redis)
     }
 
+    /// How scripts are called now.
+    fn calling(&self) -> scripts::Calling {
+        if self.functions.load(std::sync::atomic::Ordering::Relaxed) {
+            scripts::Calling::Functions
+        } else {
+            scripts::Calling::Hash
+        }
+    }
+
+    /// A script call's command, as scripts are called now.
+    pub(crate) fn script_command(&self, call: &scripts::Call<'_>) -> redis::Cmd {
+        call.command(self.calling())
+    }
+
+    /// The call failed without running because Redis lacks its script or
+    /// function, or has no functions at all: it is loaded (or scripts are
+    /// called by hash from now on) and sent again.
+    fn not_run(&self, calling: scripts::Calling, e: &redis::RedisError) -> bool {
+        scripts::is_missing(e)
+            || (calling == scripts::Calling::Functions && scripts::is_unsupported(e))
+    }
+
     /// Runs a script (loading it first if Redis doesn't have it).
     async fn invoke<T: FromRedisValue>(&self, call: &scripts::Call<'_>) -> Result<T> {
         let mut c = self.conn.clone();
-        let cmd = call.evalsha();
-        match cmd.query_async(&mut c).await {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+        let calling = self.calling();
+        match call.command(calling).query_async(&mut c).await {
+            Err(e) if self.not_run(calling, &e) => {
                 self.load(call.lua()).await?;
-                cmd.query_async(&mut c).await.map_err(Error::from_redis)
+                self.script_command(call)
+                    .query_async(&mut c)
+                    .await
+                    .map_err(Error::from_redis)
             }
             other => other.map_err(Error::from_redis),
         }
@@ -481,8 +511,9 @@ impl RedisBroker {
         for attempt in 0..2 {
             let mut pipe = redis::pipe();
             pipe.ignore_errors();
+            let calling = self.calling();
             for &i in &todo {
-                pipe.add_command(calls[i].evalsha());
+                pipe.add_command(calls[i].command(calling));
             }
             let replies: Vec<redis::RedisResult<Value>> = self.pipe(&pipe).await?;
             let mut missing = Vec::new();
@@ -493,13 +524,7 @@ impl RedisBroker {
                         out[i] =
                             Some(T::from_redis_value(v).map_err(|e| Error::from_redis(e.into())))
                     }
-                    Err(e)
-                        if attempt == 0
-                            && e.kind()
-                                == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                    {
-                        missing.push(i)
-                    }
+                    Err(e) if attempt == 0 && self.not_run(calling, &e) => missing.push(i),
                     Err(e) => {
                         failed.get_or_insert(e);
                     }
@@ -528,10 +553,35 @@ impl RedisBroker {
             .collect()
     }
 
-    /// Loads a script into Redis (every node of a cluster).
+    /// Loads a script into Redis (every node of a cluster): its function
+    /// library, or, where Redis has no functions or refuses them, the script
+    /// (and scripts are called by hash from then on).
     async fn load(&self, lua: &scripts::Lua) -> Result<()> {
         let mut c = self.conn.clone();
+        if self.calling() == scripts::Calling::Functions {
+            match lua.load_function(&mut c).await {
+                Ok(()) => return Ok(()),
+                Err(e) if scripts::is_unsupported(&e) => {
+                    tracing::info!(
+                        error = %e,
+                        "this Redis runs no functions: scripts are called by hash (EVALSHA)"
+                    );
+                    self.functions
+                        .store(false, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(e) => return Err(Error::from_redis(e)),
+            }
+        }
         lua.load(&mut c).await.map_err(Error::from_redis)?;
+        Ok(())
+    }
+
+    /// Loads every script (see [`Self::load`]), so that no call finds one
+    /// missing; a worker does it as it starts.
+    pub async fn load_scripts(&self) -> Result<()> {
+        for lua in scripts::all() {
+            self.load(lua).await?;
+        }
         Ok(())
     }
 

@@ -201,6 +201,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Calls scripts as Redis functions (`FCALL`) where Redis has them (the
+    /// default), or always by hash (`EVALSHA`) when `false`. See
+    /// [`ConnectOptions::functions`](crate::broker::ConnectOptions::functions).
+    pub fn functions(mut self, on: bool) -> Self {
+        self.config.connect.functions = on;
+        self
+    }
+
     /// The reroute window key format, the gem's `enqueues_key` (placeholders
     /// `%<job_class>s`, `%<fair_tenant>s`, `%<queue>s`).
     pub fn fair_key_format(mut self, format: impl Into<String>) -> Self {

@@ -241,6 +241,12 @@ macro_rules! __worker_settings {
                 /// Mutual TLS: the client certificate's PEM private key.
                 tls_key_file: Option<PathBuf>,
                     global flag(long = "tls-key", env = "REDIS_TLS_KEY", value_name = "FILE");
+                /// Call scripts as Redis functions (FCALL) where Redis has them (default
+                /// true); off: by hash (EVALSHA).
+                functions: bool,
+                    builder(fn functions(on: bool)),
+                    global switch_off(long = "no-functions",
+                        help = "Call scripts by hash (EVALSHA), not as Redis functions (FCALL)");
             }
 
             /// Settings of the worker's metrics (see [`crate::metrics`]). In the TOML
@@ -567,7 +573,7 @@ mod tests {
             keys
         }
         let connect = "namespace connect_timeout response_timeout fair_key_format cluster \
-                       wait_replicas wait_timeout tls_ca_file tls_cert_file tls_key_file";
+                       wait_replicas wait_timeout tls_ca_file tls_cert_file tls_key_file functions";
         let file = format!(
             "redis {connect} max_throttling_window max_enqueue_bytes sharded_queues \
              retry_deadline queues tiers concurrency timeout lease heartbeat reaper_interval \
@@ -580,7 +586,7 @@ mod tests {
         );
         let split = |s: &str| sorted(&s.split_whitespace().collect::<Vec<_>>());
         assert_eq!(sorted(WorkerConfig::keys(true)), split(&file));
-        assert_eq!(WorkerConfig::keys(true).len(), 39, "no key twice");
+        assert_eq!(WorkerConfig::keys(true).len(), 40, "no key twice");
         assert_eq!(sorted(ClientConfig::keys(false)), split(&client));
         assert_eq!(
             sorted(MetricsConfig::keys(false)),

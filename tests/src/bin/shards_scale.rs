@@ -113,16 +113,27 @@ async fn redis_cpu(r: &mut MultiplexedConnection) -> Result<f64> {
     Ok(user + sys)
 }
 
-/// `(calls, usec_per_call)` of EVALSHA since the last `CONFIG RESETSTAT`.
+/// `(calls, usec_per_call)` of script calls (EVALSHA and FCALL) since the
+/// last `CONFIG RESETSTAT`.
 async fn evalsha_stats(r: &mut MultiplexedConnection) -> Result<(u64, f64)> {
-    let line = info_field(r, "commandstats", "cmdstat_evalsha").await?;
-    let get = |k: &str| {
-        line.split(',')
-            .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
-            .map(str::to_owned)
-            .with_context(|| format!("no {k} in {line}"))
-    };
-    Ok((get("calls")?.parse()?, get("usec_per_call")?.parse()?))
+    let (mut calls, mut usec) = (0u64, 0f64);
+    for name in ["cmdstat_evalsha", "cmdstat_fcall"] {
+        let Ok(line) = info_field(r, "commandstats", name).await else {
+            continue;
+        };
+        let get = |k: &str| {
+            line.split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
+                .map(str::to_owned)
+                .with_context(|| format!("no {k} in {line}"))
+        };
+        calls += get("calls")?.parse::<u64>()?;
+        usec += get("usec")?.parse::<f64>()?;
+    }
+    if calls == 0 {
+        anyhow::bail!("no script calls (EVALSHA or FCALL) in INFO commandstats");
+    }
+    Ok((calls, usec / calls as f64))
 }
 
 /// Commands Redis ran since the last `CONFIG RESETSTAT`, scripts' own
@@ -138,7 +149,7 @@ async fn commands_run(r: &mut MultiplexedConnection) -> Result<u64> {
     }
     Ok(fairjob_tests::commandstats_calls(&text)
         .into_iter()
-        .filter(|(name, _)| name != "evalsha" && name != "eval")
+        .filter(|(name, _)| !matches!(name.as_str(), "evalsha" | "eval" | "fcall"))
         .map(|(_, calls)| calls)
         .sum())
 }

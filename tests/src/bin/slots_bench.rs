@@ -16,7 +16,7 @@ async fn commands(url: &str) -> (u64, u64) {
     let scripts = fairjob_tests::redis_command_calls(url)
         .await
         .into_iter()
-        .filter(|(name, _)| name == "evalsha" || name == "eval")
+        .filter(|(name, _)| matches!(name.as_str(), "evalsha" | "eval" | "fcall"))
         .map(|(_, calls)| calls)
         .sum();
     (all, scripts)

@@ -59,6 +59,13 @@ pub struct ConnectOptions {
     pub tls_cert_file: Option<PathBuf>,
     /// Mutual TLS: the client certificate's PEM private key (`REDIS_TLS_KEY`).
     pub tls_key_file: Option<PathBuf>,
+    /// Call the scripts as Redis functions (`FCALL`, Redis 7 and later;
+    /// the default): a call skips setting up the script's included
+    /// functions, which a function library does once as it loads. Scripts
+    /// are called by hash (`EVALSHA`) when this is off, and on a Redis
+    /// without functions (6.2) or whose ACL refuses them, found at the first
+    /// call.
+    pub functions: bool,
 }
 
 impl Default for ConnectOptions {
@@ -74,6 +81,7 @@ impl Default for ConnectOptions {
             tls_ca_file: None,
             tls_cert_file: None,
             tls_key_file: None,
+            functions: true,
         }
     }
 }

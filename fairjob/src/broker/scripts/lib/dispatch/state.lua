@@ -1,3 +1,4 @@
+--! per-call shard_memo_reset
 -- A tenant-sharded queue's state (the twin of fairjob::policy::dispatch::state):
 -- its keys, and the per-call memory of what a call has read of them. The
 -- dispatch order's rules are in fairjob::policy::dispatch (the module doc says
@@ -26,7 +27,7 @@ local SHARD_NKEYS = 13
 -- with the counts (cache.lua); every reader of the whole hash skips it
 -- (policy::dispatch::state::RUNNING_MARK), and the hash goes with its last
 -- count (shard_running_tidy): no tenant running, no key.
-local SHARD_RUNNING_MARK = '!hash-table-' .. string.rep('-', 54)
+local SHARD_RUNNING_MARK = '!hash-table-------------------------------------------------------'
 
 -- After counts were deleted: drops `running` when only the mark is left.
 local function shard_running_tidy(sk)
@@ -36,8 +37,9 @@ local function shard_running_tidy(sk)
   end
 end
 
--- Per-call memory (one script call is atomic, so what it read cannot change
--- under it). `settings`: each tenant's settings, read once; `counts`: running
+-- Per-call memory, new for each call (a function library calls
+-- shard_memo_reset first, see fairjob::broker::scripts; one script call is
+-- atomic, so what it read cannot change under it). `settings`: each tenant's settings, read once; `counts`: running
 -- counts; `clock`: vt (`clock_dirty` once changed); `policy_whole` (set by a
 -- script that never writes `policy`: a small one may be read whole once, see
 -- shard_policy_table); `rwait_any` / `floor_any`: nil unknown, false when
@@ -46,9 +48,13 @@ end
 -- counts change in `counts` alone and are written once at the end of the
 -- call; `dirty` names the changed ones) and `members` (rmember entries read
 -- ahead for the tenants of a batch).
-local shard_memo = { settings = {}, counts = {}, clock = nil, clock_dirty = false, floor_any = nil,
-  policy_whole = false, policy_all = nil, rwait_any = nil, win = nil, pend = nil,
-  defer_counts = false, dirty = {}, members = {}, policy_shared = false, policy_default = nil }
+local shard_memo
+local function shard_memo_reset()
+  shard_memo = { settings = {}, counts = {}, clock = nil, clock_dirty = false, floor_any = nil,
+    policy_whole = false, policy_all = nil, rwait_any = nil, win = nil, pend = nil,
+    defer_counts = false, dirty = {}, members = {}, policy_shared = false, policy_default = nil }
+end
+shard_memo_reset()
 
 local function shard_running(sk, t)
   local r = shard_memo.counts[t]
