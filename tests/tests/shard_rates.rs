@@ -124,6 +124,13 @@ async fn an_idle_worker_comes_back_when_the_default_rate_allows() {
         starts(&redis, "solo").await.len() == 20,
         "every job starts"
     );
+    // The log polls every 50 ms: the last dispatch may not be read yet.
+    eventually!(
+        within Duration::from_secs(2),
+        dispatched.times().len() == 20,
+        "the dispatch log reads every dispatch: {:?}",
+        dispatched.times()
+    );
     running.stop().await;
     // Judged at the dispatch, read from Redis (the jobs' records add jitter).
     let s = dispatched.times();

@@ -70,16 +70,22 @@ end
 -- Releases one running job of `t`; true when that put `t` back in the order
 -- (the caller then wakes an idle worker).
 local function shard_release(sk, t)
-  local r = shard_add_running(sk, t, -1)
   -- A tenant without cap, floor, rate or hold is in the order exactly while
   -- it has pending jobs (pushes, dispatches and setting changes keep it so),
   -- and its running count decides nothing: found in the order (read ahead
-  -- by shard_prefetch), its release changes nothing else.
+  -- by shard_prefetch), its release changes nothing else (inline: the
+  -- common case of an ack).
+  local memo = shard_memo
   local p = shard_policy_of(sk, t)
-  if shard_memo.members[t] and p.cap == nil and p.floor == 0 and p.rate == nil
-      and not p.hold_raw then
+  local plain = p.cap == nil and p.floor == 0 and p.rate == nil and not p.hold_raw
+  local c = memo.counts[t]
+  if plain and memo.members[t] and c ~= nil and memo.defer_counts then
+    if c > 0 then memo.counts[t] = c - 1 end
+    memo.dirty[t] = true
     return false
   end
+  local r = shard_add_running(sk, t, -1)
+  if plain and memo.members[t] then return false end
   shard_memo.members[t] = nil
   local entered = shard_consider(sk, t)
   if r == 0 and redis.call('LLEN', sk.prefix .. t) == 0 then
@@ -124,6 +130,39 @@ local function shard_head_leave(sk, win, t, m, pass)
   shard_remember(sk, t, pass)
 end
 
+-- shard_reserve's common case, inline (a third of a sharded job's Lua work
+-- is calls and table reads): the window's head is a tenant whose settings
+-- are at most a weight and a cap, below its cap after this dispatch, with a
+-- job; nothing under a floor. Returns the tenant and job it dispatched, or
+-- nil (then shard_reserve decides). The same steps as shard_reserve's
+-- (tests/tests/twins.rs compares both with the model).
+local function shard_reserve_common(sk)
+  local memo = shard_memo
+  if memo.floor_any ~= false or not memo.defer_counts then return nil end
+  local w = memo.win
+  if w == nil or w.i > w.n then return nil end
+  local i = w.i
+  local t = w.t[i]
+  local p = shard_policy_of(sk, t)
+  if p.rate ~= nil or p.hold ~= nil or p.burst ~= nil or p.floor ~= 0 then return nil end
+  local r, cap = memo.counts[t], p.cap
+  if r == nil or (cap ~= nil and r + 1 >= cap) then return nil end
+  local list = sk.prefix .. t
+  local job = redis.call('RPOP', list)
+  if not job then return nil end
+  local m, pass = w.m[i], w.p[i]
+  memo.counts[t] = r + 1
+  memo.dirty[t] = true
+  shard_advance(sk, pass)
+  local next_pass = shard_next_pass(pass, p)
+  if redis.call('LLEN', list) > 0 then
+    shard_win_advance(m, t, next_pass)
+  else
+    shard_head_leave(sk, true, t, m, next_pass)
+  end
+  return t, job
+end
+
 -- Dispatches the next job: the tenant under its floor with the smallest pass,
 -- else the smallest pass of all; its oldest job; its pass advanced by
 -- 1 / weight. A tenant found at its cap (lowered at runtime) leaves the order
@@ -132,6 +171,8 @@ end
 -- tenants. `want`: how many jobs the call still dispatches (the read-ahead,
 -- shard_win_head). The caller counts dispatches per tenant.
 local function shard_reserve(sk, want)
+  local ct, cjob = shard_reserve_common(sk)
+  if ct then return ct, cjob end
   for _ = 1, 32 do
     local m, pass, t
     local floored = false
