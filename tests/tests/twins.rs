@@ -941,7 +941,8 @@ impl Twin {
                 .arg("WITHSCORES")
                 .clone()
         };
-        let ready: Vec<(String, String)> = query(self, &zrange(&sk.ready)).await;
+        let mut ready: Vec<(String, String)> = query(self, &zrange(&sk.ready)).await;
+        ready.retain(|(m, _)| m != fairjob::policy::dispatch::state::READY_MARK);
         let floorq: Vec<(String, String)> = query(self, &zrange(&sk.floorq)).await;
         let lastpass: Vec<(String, String)> = query(self, &zrange(&sk.lastpass)).await;
         let rwait: Vec<(String, String)> = query(self, &zrange(&sk.rwait)).await;

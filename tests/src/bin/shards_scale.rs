@@ -347,8 +347,10 @@ async fn latency() -> Result<()> {
             let sk = keys.shard("scale");
             let queue = client.broker().shard_queue("scale", "bench");
             let mut r = fairjob_tests::raw(&url).await;
-            let ready: u64 = redis::cmd("ZCARD")
+            let ready: u64 = redis::cmd("ZCOUNT")
                 .arg(&sk.ready)
+                .arg("-inf")
+                .arg("(+inf")
                 .query_async(&mut r)
                 .await?;
             ensure!(ready == tenants, "ready {ready}");

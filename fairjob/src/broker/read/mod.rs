@@ -117,13 +117,19 @@ pub struct WorkerRow {
 }
 
 impl RedisBroker {
-    /// How many entries `key` holds (LLEN, ZCARD, HLEN, SCARD by its type; 0
+    /// How many entries `key` holds (LLEN, ZCOUNT of finite scores, HLEN, SCARD by its type; 0
     /// for a missing key or a string).
     pub async fn key_len(&self, key: &str) -> Result<u64> {
         let kind: String = self.query(redis::cmd("TYPE").arg(key)).await?;
         let cmd = match kind.as_str() {
             "list" => "LLEN",
-            "zset" => "ZCARD",
+            // Members at +inf (the dispatch order's mark,
+            // policy::dispatch::state::READY_MARK) are not counted.
+            "zset" => {
+                return self
+                    .query(redis::cmd("ZCOUNT").arg(key).arg("-inf").arg("(+inf"))
+                    .await;
+            }
             "hash" => "HLEN",
             "set" => "SCARD",
             _ => return Ok(0),

@@ -105,7 +105,7 @@ impl RedisBroker {
             .collect();
         let mut pipe = redis::pipe();
         pipe.scard(&sk.tenants)
-            .zcard(&sk.ready)
+            .zcount(&sk.ready, "-inf", "(+inf")
             .hget(&sk.policy, "w:*")
             .hget(&sk.policy, "f:*")
             .hget(&sk.policy, "c:*")
@@ -165,7 +165,11 @@ impl RedisBroker {
         batch.sort();
         batch.dedup();
         let mut next_up: Vec<Option<String>> = Vec::new();
-        for m in floor_next.iter().chain(&share_next) {
+        for m in floor_next
+            .iter()
+            .chain(&share_next)
+            .filter(|m| m.as_str() != crate::policy::dispatch::state::READY_MARK)
+        {
             let t = tenant_name(m.get(15..).unwrap_or_default());
             if !next_up.contains(&t) && next_up.len() < 10 {
                 next_up.push(t);

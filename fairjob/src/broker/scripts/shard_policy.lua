@@ -33,12 +33,12 @@ set_setting('c:' .. ARGV[2], ARGV[5])
 set_setting('r:' .. ARGV[2], ARGV[6])
 set_setting('b:' .. ARGV[2], ARGV[7])
 local entered = 0
-local before = redis.call('ZCARD', sk.ready)
+local before = redis.call('ZCOUNT', sk.ready, '-inf', '(+inf')
 shard_migrate(sk, tonumber(ARGV[8]))
 for i = 9, #ARGV do
   if shard_consider(sk, ARGV[i]) then entered = entered + 1 end
 end
-entered = math.max(entered, redis.call('ZCARD', sk.ready) - before)
+entered = math.max(entered, redis.call('ZCOUNT', sk.ready, '-inf', '(+inf') - before)
 if entered > 0 then
   fj_wake(KEYS[1 + SHARD_NKEYS])
 end

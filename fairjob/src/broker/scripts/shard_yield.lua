@@ -142,9 +142,11 @@ for _, m in ipairs(redis.call('ZRANGE', sk.floorq, 0, topk - 1)) do
   add(t)
 end
 for _, m in ipairs(redis.call('ZRANGE', sk.ready, 0, topk - 1)) do
-  local t = string.sub(m, 16)
-  in_ready[t] = true
-  add(t)
+  if m ~= SHARD_READY_MARK then
+    local t = string.sub(m, 16)
+    in_ready[t] = true
+    add(t)
+  end
 end
 
 -- Waiting since (a dispatch of the tenant takes its entry, see

@@ -14,6 +14,14 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// counts; readers of the whole hash skip it. Not part of [`ShardState`].
 pub const RUNNING_MARK: &str = "!hash-table-------------------------------------------------------";
 
+/// The member of `ready` that keeps the sorted set a skiplist at any number
+/// of tenants (longer than Redis's 64-byte listpack limit for a member; no
+/// tenant's member starts with `!`), at `+inf` so it is always last: a read
+/// of the order by rank stops at it, counts leave it out (`ZCOUNT -inf
+/// (+inf`), and the key goes with the last tenant. Not part of [`ShardState`].
+pub const READY_MARK: &str =
+    "!skiplist-------------------------------------------------------------";
+
 /// A sorted set as Redis keeps one: each member once, with a score; in order
 /// of score, then of the member's bytes.
 #[derive(Debug, Clone, Default)]

@@ -95,13 +95,20 @@ local function shard_win_head(sk, want)
     local r = redis.call('ZRANGE', sk.ready, 0, k - 1, 'WITHSCORES')
     local wm, wp, wt = {}, {}, {}
     local n = #r / 2
+    local all = n < k
     for j = 1, n do
       local m = r[2 * j - 1]
+      -- The mark is last: the window holds the whole order.
+      if m == SHARD_READY_MARK then
+        n = j - 1
+        all = true
+        break
+      end
       wm[j] = m
       wp[j] = tonumber(r[2 * j])
       wt[j] = string.sub(m, 16)
     end
-    w = { m = wm, p = wp, t = wt, i = 1, n = n, all = n < k }
+    w = { m = wm, p = wp, t = wt, i = 1, n = n, all = all }
     shard_memo.win = w
     shard_memo.pend = {}
     shard_prefetch(sk, wt, false)

@@ -4,7 +4,7 @@
 
 -- Another tenant than `t` is in the dispatch order (has pending work it may run).
 local function shard_others_ready(sk, t)
-  local n = redis.call('ZCARD', sk.ready)
+  local n = redis.call('ZCOUNT', sk.ready, '-inf', '(+inf')
   if n == 0 then return false end
   if redis.call('HEXISTS', sk.rmember, t) == 1 then n = n - 1 end
   return n > 0

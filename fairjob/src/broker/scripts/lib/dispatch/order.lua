@@ -41,6 +41,7 @@ local function shard_unready(sk, t, m)
   if m then drop(m) end
   if known and known ~= m then drop(known) end
   if known then redis.call('HDEL', sk.rmember, t) end
+  if m or known then shard_ready_tidy(sk) end
   return pass
 end
 
@@ -59,7 +60,7 @@ end
 local function shard_enready(sk, t, pass)
   pass = math.max(pass, shard_vt(sk))
   local m = string.format('%015d', redis.call('INCR', sk.seq)) .. t
-  redis.call('ZADD', sk.ready, fj_num(pass), m)
+  redis.call('ZADD', sk.ready, fj_num(pass), m, '+inf', SHARD_READY_MARK)
   redis.call('HSET', sk.rmember, t, m)
   local floor = shard_policy_of(sk, t).floor
   if floor > 0 and shard_running(sk, t) < floor then

@@ -12,6 +12,7 @@
 -- member are kept.
 local function shard_rate_park(sk, t, m, pass, at)
   redis.call('ZREM', sk.ready, m)
+  shard_ready_tidy(sk)
   redis.call('ZREM', sk.floorq, m)
   redis.call('HDEL', sk.rmember, t)
   redis.call('HSET', sk.rstate, 'p:' .. t, fj_num(pass), 'm:' .. t, m)
@@ -36,7 +37,7 @@ local function shard_rate_unpark(sk, t)
     shard_enready(sk, t, pass)
     return true
   end
-  redis.call('ZADD', sk.ready, fj_num(pass), m)
+  redis.call('ZADD', sk.ready, fj_num(pass), m, '+inf', SHARD_READY_MARK)
   redis.call('HSET', sk.rmember, t, m)
   if shard_running(sk, t) < shard_policy_of(sk, t).floor then
     redis.call('ZADD', sk.floorq, fj_num(pass), m)

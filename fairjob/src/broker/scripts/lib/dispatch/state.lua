@@ -29,6 +29,25 @@ local SHARD_NKEYS = 13
 -- count (shard_running_tidy): no tenant running, no key.
 local SHARD_RUNNING_MARK = '!hash-table-------------------------------------------------------'
 
+-- A member of `ready` that no tenant's can be (members start with a digit)
+-- and longer than Redis's listpack limit for a member (64 bytes), at +inf:
+-- a sorted set holding it is a skiplist for good, so a dispatch's reads and
+-- writes of the order cost O(log n) however few tenants it holds (at most
+-- 128 members are a listpack, scanned). Written with every member that
+-- enters the order (shard_enready, shard_rate_unpark); always last, so a
+-- read of the order by rank stops at it and counts leave it out (`ZCOUNT
+-- -inf (+inf`); the key goes with the last tenant (shard_ready_tidy).
+-- policy::dispatch::state::READY_MARK.
+local SHARD_READY_MARK = '!skiplist-------------------------------------------------------------'
+
+-- After members left `ready`: drops it when only the mark is left.
+local function shard_ready_tidy(sk)
+  if redis.call('ZCARD', sk.ready) == 1
+      and redis.call('ZSCORE', sk.ready, SHARD_READY_MARK) then
+    redis.call('DEL', sk.ready)
+  end
+end
+
 -- After counts were deleted: drops `running` when only the mark is left.
 local function shard_running_tidy(sk)
   if redis.call('HLEN', sk.running) == 1
