@@ -946,8 +946,9 @@ impl Twin {
         let floorq: Vec<(String, String)> = query(self, &zrange(&sk.floorq)).await;
         let lastpass: Vec<(String, String)> = query(self, &zrange(&sk.lastpass)).await;
         let rwait: Vec<(String, String)> = query(self, &zrange(&sk.rwait)).await;
-        let rmember: BTreeMap<String, String> =
+        let mut rmember: BTreeMap<String, String> =
             query(self, redis::cmd("HGETALL").arg(&sk.rmember)).await;
+        rmember.remove(fairjob::policy::dispatch::state::RMEMBER_MARK);
         let seq: Option<u64> = query(self, redis::cmd("GET").arg(&sk.seq)).await;
         let mut running: BTreeMap<String, u64> =
             query(self, redis::cmd("HGETALL").arg(&sk.running)).await;

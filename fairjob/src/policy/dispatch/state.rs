@@ -14,6 +14,10 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// counts; readers of the whole hash skip it. Not part of [`ShardState`].
 pub const RUNNING_MARK: &str = "!hash-table-------------------------------------------------------";
 
+/// The same mark in a sharded queue's `rmember` hash (tenant → its member of
+/// `ready`), written with every member, gone with the last.
+pub const RMEMBER_MARK: &str = RUNNING_MARK;
+
 /// The member of `ready` that keeps the sorted set a skiplist at any number
 /// of tenants (longer than Redis's 64-byte listpack limit for a member; no
 /// tenant's member starts with `!`), at `+inf` so it is always last: a read

@@ -69,6 +69,10 @@ end
 local function shard_flush(sk)
   shard_win_flush(sk)
   shard_counts_flush(sk)
+  if shard_memo.order_left then
+    shard_memo.order_left = false
+    shard_order_tidy(sk, true)
+  end
   if shard_memo.clock_dirty then
     redis.call('SET', sk.vt, fj_num(shard_memo.clock))
     redis.call('ZREMRANGEBYSCORE', sk.lastpass, '-inf', fj_num(shard_memo.clock))

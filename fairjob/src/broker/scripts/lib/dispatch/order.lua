@@ -41,7 +41,7 @@ local function shard_unready(sk, t, m)
   if m then drop(m) end
   if known and known ~= m then drop(known) end
   if known then redis.call('HDEL', sk.rmember, t) end
-  if m or known then shard_ready_tidy(sk) end
+  if m or known then shard_order_tidy(sk) end
   return pass
 end
 
@@ -61,7 +61,7 @@ local function shard_enready(sk, t, pass)
   pass = math.max(pass, shard_vt(sk))
   local m = string.format('%015d', redis.call('INCR', sk.seq)) .. t
   redis.call('ZADD', sk.ready, fj_num(pass), m, '+inf', SHARD_READY_MARK)
-  redis.call('HSET', sk.rmember, t, m)
+  redis.call('HSET', sk.rmember, t, m, SHARD_RMEMBER_MARK, '1')
   local floor = shard_policy_of(sk, t).floor
   if floor > 0 and shard_running(sk, t) < floor then
     redis.call('ZADD', sk.floorq, fj_num(pass), m)

@@ -12,9 +12,9 @@
 -- member are kept.
 local function shard_rate_park(sk, t, m, pass, at)
   redis.call('ZREM', sk.ready, m)
-  shard_ready_tidy(sk)
   redis.call('ZREM', sk.floorq, m)
   redis.call('HDEL', sk.rmember, t)
+  shard_order_tidy(sk)
   redis.call('HSET', sk.rstate, 'p:' .. t, fj_num(pass), 'm:' .. t, m)
   redis.call('ZADD', sk.rwait, at, t)
   shard_memo.rwait_any = true
@@ -38,7 +38,7 @@ local function shard_rate_unpark(sk, t)
     return true
   end
   redis.call('ZADD', sk.ready, fj_num(pass), m, '+inf', SHARD_READY_MARK)
-  redis.call('HSET', sk.rmember, t, m)
+  redis.call('HSET', sk.rmember, t, m, SHARD_RMEMBER_MARK, '1')
   if shard_running(sk, t) < shard_policy_of(sk, t).floor then
     redis.call('ZADD', sk.floorq, fj_num(pass), m)
     shard_memo.floor_any = true

@@ -28,6 +28,10 @@ local SHARD_NKEYS = 13
 -- (policy::dispatch::state::RUNNING_MARK), and the hash goes with its last
 -- count (shard_running_tidy): no tenant running, no key.
 local SHARD_RUNNING_MARK = '!hash-table-------------------------------------------------------'
+-- `rmember` carries the same mark, for the same reason (a dispatch's ack
+-- reads the members of the tenants it releases), dropped with its last
+-- member (shard_order_tidy).
+local SHARD_RMEMBER_MARK = SHARD_RUNNING_MARK
 
 -- A member of `ready` that no tenant's can be (members start with a digit)
 -- and longer than Redis's listpack limit for a member (64 bytes), at +inf:
@@ -36,25 +40,9 @@ local SHARD_RUNNING_MARK = '!hash-table-----------------------------------------
 -- 128 members are a listpack, scanned). Written with every member that
 -- enters the order (shard_enready, shard_rate_unpark); always last, so a
 -- read of the order by rank stops at it and counts leave it out (`ZCOUNT
--- -inf (+inf`); the key goes with the last tenant (shard_ready_tidy).
+-- -inf (+inf`); the key goes with the last tenant (shard_order_tidy).
 -- policy::dispatch::state::READY_MARK.
 local SHARD_READY_MARK = '!skiplist-------------------------------------------------------------'
-
--- After members left `ready`: drops it when only the mark is left.
-local function shard_ready_tidy(sk)
-  if redis.call('ZCARD', sk.ready) == 1
-      and redis.call('ZSCORE', sk.ready, SHARD_READY_MARK) then
-    redis.call('DEL', sk.ready)
-  end
-end
-
--- After counts were deleted: drops `running` when only the mark is left.
-local function shard_running_tidy(sk)
-  if redis.call('HLEN', sk.running) == 1
-      and redis.call('HEXISTS', sk.running, SHARD_RUNNING_MARK) == 1 then
-    redis.call('DEL', sk.running)
-  end
-end
 
 -- Per-call memory, new for each call (a function library calls
 -- shard_memo_reset first, see fairjob::broker::scripts; one script call is
@@ -71,9 +59,36 @@ local shard_memo
 local function shard_memo_reset()
   shard_memo = { settings = {}, counts = {}, clock = nil, clock_dirty = false, floor_any = nil,
     policy_whole = false, policy_all = nil, rwait_any = nil, win = nil, pend = nil,
-    defer_counts = false, dirty = {}, members = {}, policy_shared = false, policy_default = nil }
+    defer_counts = false, dirty = {}, members = {}, policy_shared = false, policy_default = nil,
+    order_left = false }
 end
 shard_memo_reset()
+
+-- After counts were deleted: drops `running` when only the mark is left.
+local function shard_running_tidy(sk)
+  if redis.call('HLEN', sk.running) == 1
+      and redis.call('HEXISTS', sk.running, SHARD_RUNNING_MARK) == 1 then
+    redis.call('DEL', sk.running)
+  end
+end
+
+-- After a tenant left the order: drops `ready` and `rmember` when only their
+-- marks are left; in a call that ends with shard_flush, once, there
+-- (`now`: the flush's own call).
+local function shard_order_tidy(sk, now)
+  if shard_memo.defer_counts and not now then
+    shard_memo.order_left = true
+    return
+  end
+  if redis.call('ZCARD', sk.ready) == 1
+      and redis.call('ZSCORE', sk.ready, SHARD_READY_MARK) then
+    redis.call('DEL', sk.ready)
+  end
+  if redis.call('HLEN', sk.rmember) == 1
+      and redis.call('HEXISTS', sk.rmember, SHARD_RMEMBER_MARK) == 1 then
+    redis.call('DEL', sk.rmember)
+  end
+end
 
 local function shard_running(sk, t)
   local r = shard_memo.counts[t]
