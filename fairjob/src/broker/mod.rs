@@ -199,6 +199,16 @@ pub use yields::{
 
 use crate::error::{Error, Result};
 
+/// What a script call that ran nothing needs before it is sent again
+/// ([`RedisBroker::again`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Again {
+    /// Call it by hash (a function refused under OOM).
+    ByHash,
+    /// Load it for calls as this first.
+    Load(scripts::Calling),
+}
+
 /// A connection to Redis (or, in cluster mode, to every primary) and its key names.
 #[derive(Clone)]
 pub struct RedisBroker {
@@ -486,48 +496,78 @@ impl RedisBroker {
             || (calling == scripts::Calling::Functions && scripts::is_unsupported(e))
     }
 
+    /// How a call that failed with `e` as `calling` is sent again, if it
+    /// ran nothing: by hash after an out-of-memory refusal of a function
+    /// (Redis refuses a function that may write as a whole under OOM, while
+    /// a script called by hash runs as before and is refused only at its
+    /// first write that would grow memory, if it made none yet: fetches and
+    /// acks drain the queues, pushes are refused), or, once its script or
+    /// function is loaded ([`Again::Load`]), as now. `None`: the error is the
+    /// call's.
+    fn again(&self, calling: scripts::Calling, e: &redis::RedisError) -> Option<Again> {
+        if calling == scripts::Calling::Functions && scripts::is_oom(e) {
+            Some(Again::ByHash)
+        } else if self.not_run(calling, e) {
+            Some(Again::Load(calling))
+        } else {
+            None
+        }
+    }
+
+    /// After [`Self::again`]: loads what it asks for, and says how to call next.
+    async fn ready_again(&self, lua: &scripts::Lua, again: Again) -> Result<scripts::Calling> {
+        match again {
+            Again::ByHash => Ok(scripts::Calling::Hash),
+            Again::Load(calling) => self.load(lua, calling).await,
+        }
+    }
+
     /// Runs a script (loading it first if Redis doesn't have it).
     async fn invoke<T: FromRedisValue>(&self, call: &scripts::Call<'_>) -> Result<T> {
         let mut c = self.conn.clone();
-        let calling = self.calling();
-        match call.command(calling).query_async(&mut c).await {
-            Err(e) if self.not_run(calling, &e) => {
-                self.load(call.lua()).await?;
-                self.script_command(call)
-                    .query_async(&mut c)
-                    .await
-                    .map_err(Error::from_redis)
+        let mut calling = self.calling();
+        // At most: a function refused under OOM, its script missing, then run.
+        for attempt in 0..3 {
+            match call.command(calling).query_async(&mut c).await {
+                Err(e) if attempt < 2 => match self.again(calling, &e) {
+                    Some(again) => calling = self.ready_again(call.lua(), again).await?,
+                    None => return Err(Error::from_redis(e)),
+                },
+                other => return other.map_err(Error::from_redis),
             }
-            other => other.map_err(Error::from_redis),
         }
+        unreachable!("the last attempt returns")
     }
 
     /// Runs several script calls in one pipeline, in order (in cluster mode,
     /// in order per hash slot). Scripts Redis doesn't have are loaded and the
-    /// calls they failed are sent again, still in order.
+    /// calls they failed are sent again, still in order (as are functions
+    /// refused under OOM, by hash).
     async fn invoke_all<T: FromRedisValue>(&self, calls: &[scripts::Call<'_>]) -> Result<Vec<T>> {
         let mut out: Vec<Option<Result<T>>> = (0..calls.len()).map(|_| None).collect();
-        let mut todo: Vec<usize> = (0..calls.len()).collect();
-        for attempt in 0..2 {
+        let mut todo: Vec<(usize, scripts::Calling)> =
+            (0..calls.len()).map(|i| (i, self.calling())).collect();
+        for attempt in 0..3 {
             let mut pipe = redis::pipe();
             pipe.ignore_errors();
-            let calling = self.calling();
-            for &i in &todo {
+            for &(i, calling) in &todo {
                 pipe.add_command(calls[i].command(calling));
             }
             let replies: Vec<redis::RedisResult<Value>> = self.pipe(&pipe).await?;
-            let mut missing = Vec::new();
+            let mut again: Vec<(usize, Again)> = Vec::new();
             let mut failed = None;
-            for (&i, reply) in todo.iter().zip(replies) {
+            for (&(i, calling), reply) in todo.iter().zip(replies) {
                 match reply {
                     Ok(v) => {
                         out[i] =
                             Some(T::from_redis_value(v).map_err(|e| Error::from_redis(e.into())))
                     }
-                    Err(e) if attempt == 0 && self.not_run(calling, &e) => missing.push(i),
-                    Err(e) => {
-                        failed.get_or_insert(e);
-                    }
+                    Err(e) => match self.again(calling, &e) {
+                        Some(a) if attempt < 2 => again.push((i, a)),
+                        _ => {
+                            failed.get_or_insert(e);
+                        }
+                    },
                 }
             }
             if let Some(e) = failed {
@@ -535,32 +575,45 @@ impl RedisBroker {
                 let written = out.iter().filter(|v| v.is_some()).count();
                 return Err(push::partly(Error::from_redis(e), written));
             }
-            if missing.is_empty() {
+            if again.is_empty() {
                 break;
             }
-            let mut loaded: Vec<&str> = Vec::new();
-            for &i in &missing {
+            // Each script loaded once, however many of its calls failed.
+            let mut done: Vec<(&str, Again, scripts::Calling)> = Vec::new();
+            let mut next = Vec::with_capacity(again.len());
+            for (i, a) in again {
                 let lua = calls[i].lua();
-                if !loaded.contains(&lua.hash()) {
-                    self.load(lua).await?;
-                    loaded.push(lua.hash());
-                }
+                let calling = match done.iter().find(|(h, d, _)| *h == lua.hash() && *d == a) {
+                    Some(&(_, _, c)) => c,
+                    None => {
+                        let c = self.ready_again(lua, a).await?;
+                        done.push((lua.hash(), a, c));
+                        c
+                    }
+                };
+                next.push((i, calling));
             }
-            todo = missing;
+            todo = next;
         }
         out.into_iter()
             .map(|v| v.expect("every call answered"))
             .collect()
     }
 
-    /// Loads a script into Redis (every node of a cluster): its function
-    /// library, or, where Redis has no functions or refuses them, the script
-    /// (and scripts are called by hash from then on).
-    async fn load(&self, lua: &scripts::Lua) -> Result<()> {
+    /// Loads a script into Redis (every node of a cluster) for calls as
+    /// `calling`, and says how it can be called now: its function library;
+    /// where Redis has no functions or refuses them, the script (and scripts
+    /// are called by hash from then on); under OOM (`FUNCTION LOAD` may
+    /// grow memory, `SCRIPT LOAD` is allowed) the script, for this call.
+    async fn load(
+        &self,
+        lua: &scripts::Lua,
+        calling: scripts::Calling,
+    ) -> Result<scripts::Calling> {
         let mut c = self.conn.clone();
-        if self.calling() == scripts::Calling::Functions {
+        if calling == scripts::Calling::Functions {
             match lua.load_function(&mut c).await {
-                Ok(()) => return Ok(()),
+                Ok(()) => return Ok(scripts::Calling::Functions),
                 Err(e) if scripts::is_unsupported(&e) => {
                     tracing::info!(
                         error = %e,
@@ -569,18 +622,19 @@ impl RedisBroker {
                     self.functions
                         .store(false, std::sync::atomic::Ordering::Relaxed);
                 }
+                Err(e) if scripts::is_oom(&e) => {}
                 Err(e) => return Err(Error::from_redis(e)),
             }
         }
         lua.load(&mut c).await.map_err(Error::from_redis)?;
-        Ok(())
+        Ok(scripts::Calling::Hash)
     }
 
     /// Loads every script (see [`Self::load`]), so that no call finds one
     /// missing; a worker does it as it starts.
     pub async fn load_scripts(&self) -> Result<()> {
         for lua in scripts::all() {
-            self.load(lua).await?;
+            self.load(lua, self.calling()).await?;
         }
         Ok(())
     }

@@ -125,6 +125,12 @@ pub(crate) fn is_missing(e: &redis::RedisError) -> bool {
         || e.to_string().contains("Function not found")
 }
 
+/// Redis is out of memory (`maxmemory` under `noeviction`) and refused the
+/// call before it ran.
+pub(crate) fn is_oom(e: &redis::RedisError) -> bool {
+    e.code() == Some("OOM")
+}
+
 /// Redis can't or won't run functions: 6.2 doesn't know `FCALL` or
 /// `FUNCTION`, an ACL may refuse them.
 pub(crate) fn is_unsupported(e: &redis::RedisError) -> bool {
