@@ -33,6 +33,7 @@
 //! | `keys`, `options`, `redis_display` | key names; the options it was connected with; the server, without credentials | — | `&Keys`, `&ConnectOptions`, `&str` |
 //! | `connection`, `waiter`, `primaries`, `is_cluster` | the shared handle; a blocking waiter on wake-up lists; the cluster's primaries | `BLPOP`, `CLUSTER NODES` | `Conn`, `Waiter`, `Option<Vec<Node>>` |
 //! | `time`, `ping` | Redis's clock; one round trip | `TIME`, `PING` | `f64`, `Duration` |
+//! | `load_scripts` | loads every script as the broker calls them: function libraries (Redis 7+), else by hash (see `scripts.rs`) | `FUNCTION LOAD` or `SCRIPT LOAD` | `()` |
 //! | `reconnect` | drops the shared connection to one server; the next command opens a new one (after `READONLY`) | — | `()` |
 //! | `wake` | pushes a wake-up token (kept at one) | `LPUSH`+`LTRIM` | `()` |
 //! | `wake_key`, `wake_keys` | the wake-up list idle workers of a queue block on (a sharded queue's own; on a cluster every queue's, in its slot); all of a worker's (on one server also a sharded queue's plain list, which released slot waiters wake) | — | key names |
@@ -484,7 +485,7 @@ impl RedisBroker {
     }
 
     /// A script call's command, as scripts are called now.
-    pub(crate) fn script_command(&self, call: &scripts::Call<'_>) -> redis::Cmd {
+    fn script_command(&self, call: &scripts::Call<'_>) -> redis::Cmd {
         call.command(self.calling())
     }
 
