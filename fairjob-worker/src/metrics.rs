@@ -5,7 +5,12 @@
 //! quiet on purpose; 503 otherwise).
 //!
 //! The exporter is built without its own listener, push-gateway client or
-//! TLS: the handle's `render()` is served from an axum router. Gauges and
+//! TLS: the handle's `render()` is served from an axum router (axum stays a
+//! plain dependency so `--metrics` works with `default-features = false`:
+//! measured in a release worker built without `web` and `postgres`, the
+//! axum/hyper/tower/matchit/httparse symbols are about 0.2 MB of its 9.6 MB of
+//! text, against 6 MB for the dashboard and sqlx, so a hand-written HTTP/1.1
+//! handler would not be worth its code). Gauges and
 //! histograms that stop changing are dropped after the idle timeout
 //! (`--metrics-idle-timeout`); the listener renders once a second in the
 //! background so that timeout is kept even when nobody scrapes, which is what
