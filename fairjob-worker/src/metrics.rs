@@ -9,7 +9,7 @@
 //! plain dependency so `--metrics` works with `default-features = false`:
 //! measured in a release worker built without `web` and `postgres`, the
 //! axum/hyper/tower/matchit/httparse symbols are about 0.2 MB of its 9.6 MB of
-//! text, against 6 MB for the dashboard and sqlx, so a hand-written HTTP/1.1
+//! text, against 3.5 MB of text for the dashboard and sqlx, so a hand-written HTTP/1.1
 //! handler would not be worth its code). Gauges and
 //! histograms that stop changing are dropped after the idle timeout
 //! (`--metrics-idle-timeout`); the listener renders once a second in the
