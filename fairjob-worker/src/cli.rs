@@ -611,6 +611,7 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
         Some(other) => (Some(other), run),
     };
     let config = load_config(&global, &run)?;
+    check_features(command.as_ref(), run.web.is_some(), &config)?;
     let web = crate::web::Options {
         actions: global.web_actions,
         token: global.web_token.clone(),
@@ -621,6 +622,7 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
         }
         return run_worker(config, registry()?, run.web, run.metrics, &web).await;
     };
+    #[cfg(feature = "postgres")]
     match &command {
         Command::Postgres {
             action: PostgresAction::Migrate { postgres },
@@ -791,6 +793,38 @@ fn setting<T: std::str::FromStr>(value: Option<&str>, what: &str) -> Result<Sett
     })
 }
 
+/// Fails before anything starts when the command (or `run`'s `--web`, or a
+/// PostgreSQL URL from `--postgres` or the config's `[postgres]` table) needs
+/// a feature this binary was built without, saying how to enable it.
+fn check_features(command: Option<&Command>, web: bool, config: &WorkerConfig) -> Result<()> {
+    let needs_web = match command {
+        None => web,
+        Some(c) => matches!(c, Command::Web { .. }),
+    };
+    let needs_postgres = match command {
+        None => config.postgres.url.is_some(),
+        Some(c) => matches!(
+            c,
+            Command::Postgres { .. }
+                | Command::Pump(_)
+                | Command::Explain {
+                    postgres: Some(_),
+                    ..
+                }
+        ),
+    };
+    #[cfg(not(feature = "web"))]
+    if needs_web {
+        bail!("{}", crate::web::NOT_BUILT);
+    }
+    #[cfg(not(feature = "postgres"))]
+    if needs_postgres {
+        bail!("{}", crate::postgres::NOT_BUILT);
+    }
+    let _ = (needs_web, needs_postgres);
+    Ok(())
+}
+
 async fn run_worker(
     config: WorkerConfig,
     registry: Registry,
@@ -851,6 +885,7 @@ async fn run_worker(
         Some(addr) => Some(crate::web::spawn(&config, web, addr, &handle).await?),
         None => None,
     };
+    #[cfg(feature = "postgres")]
     let pump = match &config.postgres.url {
         Some(url) => {
             Some(crate::postgres::spawn_pump(url, &config.postgres, worker.client().clone()).await?)
@@ -858,6 +893,7 @@ async fn run_worker(
         None => None,
     };
     let result = worker.run_with_signals(handle).await;
+    #[cfg(feature = "postgres")]
     if let Some(p) = pump {
         p.stop().await;
     }
@@ -917,6 +953,90 @@ mod tests {
         let e = init_logging(LogFormat::Text, true).unwrap_err().to_string();
         assert!(e.contains("`otel` feature of fairjob-worker"), "{e}");
         assert!(e.contains("features = [\"otel\"]"), "{e}");
+    }
+
+    /// `check_features` as `dispatch` calls it, for the command line `args`.
+    fn features_for(args: &[&str]) -> Result<()> {
+        let cli = Cli::try_parse_from(args).unwrap();
+        let (command, run) = match cli.command {
+            None => (None, cli.run),
+            Some(Command::Run(later)) => (None, cli.run.merged(*later)),
+            Some(other) => (Some(other), cli.run),
+        };
+        let config = load_config(&cli.global, &run).unwrap();
+        check_features(command.as_ref(), run.web.is_some(), &config)
+    }
+
+    /// Without the `web` feature, `worker web` and `run --web` still parse
+    /// and fail before anything starts, saying how to enable it.
+    #[cfg(not(feature = "web"))]
+    #[test]
+    fn web_without_the_feature_says_how_to_enable_it() {
+        for args in [
+            &["worker", "web"][..],
+            &["worker", "run", "--web", "127.0.0.1:0"],
+            &["worker", "--web", "127.0.0.1:0"],
+        ] {
+            let e = features_for(args).unwrap_err().to_string();
+            assert!(
+                e.contains("`web` feature of fairjob-worker"),
+                "{args:?}: {e}"
+            );
+            assert!(e.contains("features = [\"web\"]"), "{args:?}: {e}");
+        }
+        features_for(&["worker", "run", "--metrics", "127.0.0.1:0"]).unwrap();
+    }
+
+    /// Without the `postgres` feature, its commands and a PostgreSQL URL
+    /// still parse and fail before anything starts, saying how to enable it.
+    #[cfg(not(feature = "postgres"))]
+    #[test]
+    fn postgres_without_the_feature_says_how_to_enable_it() {
+        for args in [
+            &[
+                "worker",
+                "postgres",
+                "migrate",
+                "--postgres",
+                "postgres://db",
+            ][..],
+            &[
+                "worker",
+                "postgres",
+                "status",
+                "--postgres",
+                "postgres://db",
+            ],
+            &["worker", "pump", "--postgres", "postgres://db"],
+            &["worker", "explain", "j1", "--postgres", "postgres://db"],
+            &["worker", "run", "--postgres", "postgres://db"],
+            &["worker", "--postgres", "postgres://db"],
+        ] {
+            let e = features_for(args).unwrap_err().to_string();
+            assert!(
+                e.contains("`postgres` feature of fairjob-worker"),
+                "{args:?}: {e}"
+            );
+            assert!(e.contains("features = [\"postgres\"]"), "{args:?}: {e}");
+        }
+        features_for(&["worker", "explain", "j1"]).unwrap();
+    }
+
+    /// With the default features nothing is refused.
+    #[cfg(all(feature = "web", feature = "postgres"))]
+    #[test]
+    fn default_features_refuse_nothing() {
+        features_for(&["worker", "web"]).unwrap();
+        features_for(&[
+            "worker",
+            "run",
+            "--web",
+            "127.0.0.1:0",
+            "--postgres",
+            "postgres://db",
+        ])
+        .unwrap();
+        features_for(&["worker", "pump", "--postgres", "postgres://db"]).unwrap();
     }
 
     #[test]

@@ -643,7 +643,7 @@ impl Inspect {
             } else {
                 println!("job {jid}:");
                 for r in &e.reasons {
-                    println!("  - {}", fairjob_web::reason_text(r));
+                    println!("  - {}", reason_text(r));
                 }
                 if let Some(j) = &e.job {
                     println!(
@@ -655,13 +655,36 @@ impl Inspect {
                     );
                 }
                 if e.iteration.is_some() {
-                    println!(
-                        "  iterable: {}",
-                        fairjob_web::fmt::iteration_text(e.iteration.as_ref())
-                    );
+                    println!("  iterable: {}", iteration_text(e.iteration.as_ref()));
                 }
             }
             return Ok(());
         }
     }
+}
+
+/// A reason's sentence (the dashboard's words, from fairjob-web).
+#[cfg(feature = "web")]
+fn reason_text(r: &fairjob::inspect::Reason) -> String {
+    fairjob_web::reason_text(r)
+}
+
+/// Without the `web` feature the sentences (which live in fairjob-web) are
+/// not linked: a reason is printed as its JSON object.
+#[cfg(not(feature = "web"))]
+fn reason_text(r: &fairjob::inspect::Reason) -> String {
+    serde_json::to_string(r).unwrap_or_else(|_| format!("{r:?}"))
+}
+
+/// An iterable job's progress in one line.
+#[cfg(feature = "web")]
+fn iteration_text(view: Option<&fairjob::inspect::IterationView>) -> String {
+    fairjob_web::fmt::iteration_text(view)
+}
+
+/// Without the `web` feature: the progress as its JSON object.
+#[cfg(not(feature = "web"))]
+fn iteration_text(view: Option<&fairjob::inspect::IterationView>) -> String {
+    view.and_then(|v| serde_json::to_string(v).ok())
+        .unwrap_or_default()
 }

@@ -14,6 +14,11 @@
 //! web --bind 127.0.0.1:7433`.
 //! The `fairjob-worker` binary built from this crate has every command that needs
 //! no job types; asked to run jobs, it explains how to build a worker with `main!`.
+//!
+//! Features: `web` (the dashboard, fairjob-web) and `postgres`
+//! (fairjob-postgres and sqlx: the pump, `postgres migrate|status`, `pump`,
+//! `explain --postgres`) are on by default, `otel` (`--otel`) is off; a
+//! command or flag whose feature was left out fails at once, naming it.
 
 mod cli;
 mod inspect;

@@ -1,15 +1,32 @@
 //! `fairjob-worker postgres migrate|status`, `fairjob-worker pump` and
 //! `worker run --postgres URL` (or the TOML's `[postgres]` table):
 //! fairjob-postgres' schema, its view and its pump, alone or beside the
-//! worker.
+//! worker. Built with this crate's `postgres` feature (on by default);
+//! without it those commands and a PostgreSQL URL fail before anything
+//! starts, saying how to enable it.
 
 use std::time::Duration;
 
+#[cfg(feature = "postgres")]
 use anyhow::{Context, Result, anyhow};
+#[cfg(feature = "postgres")]
 use fairjob::{PostgresConfig, WorkerConfig};
+#[cfg(feature = "postgres")]
 use fairjob_postgres::Pump;
+#[cfg(feature = "postgres")]
 use sqlx::postgres::PgPoolOptions;
 
+/// What the PostgreSQL commands and flags say when the binary was built
+/// without the feature.
+#[cfg(not(feature = "postgres"))]
+pub(crate) const NOT_BUILT: &str = "\
+this worker was built without PostgreSQL support (fairjob-postgres, sqlx): `postgres migrate|status`, \
+`pump`, `explain --postgres`, `run --postgres` and the config's [postgres] url need it. Enable the \
+`postgres` feature of fairjob-worker in the crate that builds your worker (it is on by default: \
+`fairjob-worker = { version = \"0.1\", default-features = false, features = [\"postgres\"] }`, or \
+`cargo build --features fairjob-worker/postgres`).";
+
+#[cfg(feature = "postgres")]
 async fn pool(url: &str) -> Result<sqlx::PgPool> {
     PgPoolOptions::new()
         .max_connections(4)
@@ -19,6 +36,7 @@ async fn pool(url: &str) -> Result<sqlx::PgPool> {
         .with_context(|| "cannot connect to PostgreSQL (--postgres / DATABASE_URL)")
 }
 
+#[cfg(feature = "postgres")]
 fn url<'a>(config: &'a WorkerConfig, flag: Option<&'a str>) -> Result<&'a str> {
     flag.or(config.postgres.url.as_deref()).ok_or_else(|| {
         anyhow!("no PostgreSQL URL: pass --postgres URL, set DATABASE_URL, or `url` in the config's [postgres] table")
@@ -27,6 +45,7 @@ fn url<'a>(config: &'a WorkerConfig, flag: Option<&'a str>) -> Result<&'a str> {
 
 /// The flags of `fairjob-worker pump` (defaults: the config's `[postgres]` table).
 #[derive(Debug, clap::Args)]
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) struct PumpArgs {
     /// PostgreSQL URL
     #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
@@ -58,6 +77,7 @@ pub(crate) struct PumpArgs {
     lost_grace: Option<Duration>,
 }
 
+#[cfg(feature = "postgres")]
 impl PumpArgs {
     fn merged(&self, mut c: PostgresConfig) -> PostgresConfig {
         if let Some(v) = &self.postgres {
@@ -88,6 +108,7 @@ impl PumpArgs {
 }
 
 /// Brings the `fairjob` schema up to date.
+#[cfg(feature = "postgres")]
 pub(crate) async fn migrate(config: &WorkerConfig, flag: Option<&str>) -> Result<()> {
     fairjob_postgres::migrate(&pool(url(config, flag)?).await?).await?;
     println!(
@@ -98,6 +119,7 @@ pub(crate) async fn migrate(config: &WorkerConfig, flag: Option<&str>) -> Result
 }
 
 /// Prints the PostgreSQL side's status.
+#[cfg(feature = "postgres")]
 pub(crate) async fn status(config: &WorkerConfig, flag: Option<&str>, json: bool) -> Result<()> {
     let pool = pool(url(config, flag)?).await?;
     fairjob_postgres::check_schema(&pool).await?;
@@ -157,6 +179,7 @@ pub(crate) async fn status(config: &WorkerConfig, flag: Option<&str>, json: bool
 }
 
 /// The PostgreSQL part of explain.
+#[cfg(feature = "postgres")]
 pub(crate) async fn explain(url: &str, jid: &str) -> Result<()> {
     let pool = pool(url).await?;
     match fairjob_postgres::find_job(&pool, jid).await? {
@@ -167,6 +190,7 @@ pub(crate) async fn explain(url: &str, jid: &str) -> Result<()> {
 }
 
 /// Runs the pump until Ctrl-C / SIGTERM.
+#[cfg(feature = "postgres")]
 pub(crate) async fn pump(config: &WorkerConfig, args: &PumpArgs) -> Result<()> {
     let pg = args.merged(config.postgres.clone());
     let pool = pool(url(config, pg.url.as_deref())?).await?;
@@ -183,12 +207,14 @@ pub(crate) async fn pump(config: &WorkerConfig, args: &PumpArgs) -> Result<()> {
 }
 
 /// A pump running beside the worker.
+#[cfg(feature = "postgres")]
 #[derive(Debug)]
 pub(crate) struct RunningPump {
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<fairjob_postgres::Result<()>>,
 }
 
+#[cfg(feature = "postgres")]
 impl RunningPump {
     /// Stops it after its current batch.
     pub(crate) async fn stop(self) {
@@ -202,6 +228,7 @@ impl RunningPump {
 }
 
 /// Starts the pump beside the worker, pushing through the worker's client.
+#[cfg(feature = "postgres")]
 pub(crate) async fn spawn_pump(
     url: &str,
     config: &PostgresConfig,
@@ -220,7 +247,7 @@ pub(crate) async fn spawn_pump(
 /// The dashboard's view of the PostgreSQL side (a lazy pool: the dashboard
 /// starts even while PostgreSQL is away): the overview's panel, and explain
 /// finding a jid that is still only in PostgreSQL.
-#[cfg(feature = "web")]
+#[cfg(all(feature = "web", feature = "postgres"))]
 pub(crate) fn web_hooks(web: fairjob_web::WebConfig, url: &str) -> Result<fairjob_web::WebConfig> {
     let pool = PgPoolOptions::new()
         .max_connections(2)

@@ -1,14 +1,27 @@
 //! The dashboard served by the worker: `worker web --bind ADDR` (the
 //! dashboard alone) and `worker run --web ADDR` (beside processing). A
 //! non-loopback address without a token is refused before anything is bound.
+//! Built with this crate's `web` feature (fairjob-web, on by default);
+//! without it `worker web` and `--web` fail before anything starts, saying
+//! how to enable it.
 
 use std::net::SocketAddr;
 
 use anyhow::Result;
 use fairjob::config::WorkerConfig;
 
+/// What `worker web` and `--web` say when the binary was built without the
+/// feature.
+#[cfg(not(feature = "web"))]
+pub(crate) const NOT_BUILT: &str = "\
+this worker was built without the dashboard (fairjob-web): `worker web` and `run --web ADDR` need \
+it. Enable the `web` feature of fairjob-worker in the crate that builds your worker (it is on by \
+default: `fairjob-worker = { version = \"0.1\", default-features = false, features = [\"web\"] }`, \
+or `cargo build --features fairjob-worker/web`).";
+
 /// The dashboard's flags.
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(not(feature = "web"), allow(dead_code))]
 pub(crate) struct Options {
     pub(crate) actions: bool,
     pub(crate) token: Option<String>,
@@ -41,9 +54,17 @@ async fn bind(
     fairjob_web::WebConfig,
     tokio::net::TcpListener,
 )> {
+    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
     let mut web = web_config(opts);
+    #[cfg(feature = "postgres")]
     if let Some(url) = &config.postgres.url {
         web = crate::postgres::web_hooks(web, url)?;
+    }
+    #[cfg(not(feature = "postgres"))]
+    if config.postgres.url.is_some() {
+        tracing::warn!(
+            "the dashboard shows no PostgreSQL panel: this worker was built without the `postgres` feature"
+        );
     }
     fairjob_web::check_bind(addr, &web)?;
     let client = fairjob::ClientBuilder::from_config(config.client.clone())
@@ -86,7 +107,7 @@ pub(crate) async fn serve_only(
     #[cfg(not(feature = "web"))]
     {
         let _ = (config, opts, addr);
-        anyhow::bail!("this worker was built without the `web` feature of fairjob-worker")
+        anyhow::bail!("{NOT_BUILT}")
     }
 }
 
@@ -116,7 +137,7 @@ pub(crate) async fn spawn(
     #[cfg(not(feature = "web"))]
     {
         let _ = (config, opts, addr, worker);
-        anyhow::bail!("this worker was built without the `web` feature of fairjob-worker")
+        anyhow::bail!("{NOT_BUILT}")
     }
 }
 
