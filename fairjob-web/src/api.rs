@@ -23,9 +23,6 @@ use crate::state::WebState;
 /// A JSON answer, or the error's status and message.
 type JsonResult<T> = Result<Json<T>, WebError>;
 
-/// How long `/readyz` waits for Redis to answer a PING.
-const READY_PING: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// `GET /healthz`: the process is alive (no Redis involved). Open without
 /// the token, for probes.
 pub(crate) async fn healthz() -> &'static str {
@@ -56,26 +53,9 @@ pub(crate) async fn readyz(State(state): State<Arc<WebState>>) -> Response {
 pub async fn readiness(
     inspector: &fairjob::inspect::Inspector,
 ) -> (axum::http::StatusCode, String) {
-    use axum::http::StatusCode;
-    let refusal = async {
-        inspector.ping().await?;
-        inspector.redis_refusal().await
-    };
-    match tokio::time::timeout(READY_PING, refusal).await {
-        Ok(Ok(None)) => (StatusCode::OK, "ready\n".to_owned()),
-        Ok(Ok(Some(r))) => (
-            StatusCode::OK,
-            format!("degraded: {}\n", crate::reasons::refusal_text(&r)),
-        ),
-        Ok(Err(e)) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("redis unavailable: {e}\n"),
-        ),
-        Err(_) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "redis unreachable: no answer within a second\n".to_owned(),
-        ),
-    }
+    let r = inspector.readiness().await;
+    let status = axum::http::StatusCode::from_u16(r.status()).expect("200 or 503");
+    (status, r.text())
 }
 
 /// `GET /api/`.

@@ -9,19 +9,7 @@ use crate::fmt::{format_count, format_duration, format_time, ordinal};
 /// The sentence of why Redis refuses writes (the overview's banner, the
 /// health endpoints' "degraded", the CLI).
 pub fn refusal_text(refusal: &Refusal) -> String {
-    match refusal {
-        Refusal::Busy => "Redis is busy running a long script (BUSY): nothing runs until it ends or SCRIPT KILL stops it".to_owned(),
-        Refusal::Loading => "Redis is loading its dataset (LOADING): jobs wait until it is done".to_owned(),
-        Refusal::ReadOnlyReplica => "Redis is a read-only replica (READONLY): point clients and workers at the primary".to_owned(),
-        Refusal::OutOfMemory { used, max } => format!(
-            "Redis is out of memory (OOM, {} of {} MB used): new jobs are refused while workers drain the queues; free memory or raise maxmemory",
-            used / (1024 * 1024),
-            max / (1024 * 1024)
-        ),
-        Refusal::WritesStopped => "Redis refuses writes after a failed snapshot (MISCONF): check its disk and dir; writes resume after the next good save".to_owned(),
-        Refusal::Unreachable => "Redis cannot be reached".to_owned(),
-        _ => "Redis refuses writes".to_owned(),
-    }
+    refusal.sentence()
 }
 
 /// A tenant as the sentences name it.

@@ -166,35 +166,9 @@ async fn readyz(State(p): State<Probe>) -> (StatusCode, String) {
     }
 }
 
-/// What `/readyz` answers about Redis: the dashboard's answer when it is
-/// built in.
-#[cfg(feature = "web")]
+/// What `/readyz` answers about Redis (the dashboard's answer too).
 async fn readiness(inspector: &fairjob::inspect::Inspector) -> (StatusCode, String) {
-    fairjob_web::readiness(inspector).await
-}
-
-/// Without the `web` feature, the same answer as fairjob-web's
-/// `readiness` (200 `ready`, 200 `degraded: …`, 503 with the reason), the
-/// refusal named by its kind rather than the dashboard's sentence.
-#[cfg(not(feature = "web"))]
-async fn readiness(inspector: &fairjob::inspect::Inspector) -> (StatusCode, String) {
-    let refusal = async {
-        inspector.ping().await?;
-        inspector.redis_refusal().await
-    };
-    match tokio::time::timeout(Duration::from_secs(1), refusal).await {
-        Ok(Ok(None)) => (StatusCode::OK, "ready\n".to_owned()),
-        Ok(Ok(Some(r))) => (
-            StatusCode::OK,
-            format!("degraded: redis refuses writes ({r:?})\n"),
-        ),
-        Ok(Err(e)) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("redis unavailable: {e}\n"),
-        ),
-        Err(_) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "redis unreachable: no answer within a second\n".to_owned(),
-        ),
-    }
+    let r = inspector.readiness().await;
+    let status = StatusCode::from_u16(r.status()).expect("200 or 503");
+    (status, r.text())
 }

@@ -1,7 +1,9 @@
 //! Whether Redis takes writes now, and if not why: the view behind the
 //! dashboard's banner and the health endpoints' "degraded" (see the README's
 //! "When Redis says no"). Built from the broker's raw [`ServerFacts`] by a
-//! pure rule ([`refusal_of`]); the sentences are the dashboard's.
+//! pure rule ([`refusal_of`]); [`Refusal::sentence`] says it for a person
+//! (the dashboard's banner, `/readyz` beside a worker, the CLI), and
+//! [`Inspector::readiness`] is the answer of every `/readyz`.
 
 use serde::Serialize;
 
@@ -34,6 +36,22 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// The sentence of why Redis refuses writes.
+    pub fn sentence(&self) -> String {
+        match self {
+            Refusal::Busy => "Redis is busy running a long script (BUSY): nothing runs until it ends or SCRIPT KILL stops it".to_owned(),
+            Refusal::Loading => "Redis is loading its dataset (LOADING): jobs wait until it is done".to_owned(),
+            Refusal::ReadOnlyReplica => "Redis is a read-only replica (READONLY): point clients and workers at the primary".to_owned(),
+            Refusal::OutOfMemory { used, max } => format!(
+                "Redis is out of memory (OOM, {} of {} MB used): new jobs are refused while workers drain the queues; free memory or raise maxmemory",
+                used / (1024 * 1024),
+                max / (1024 * 1024)
+            ),
+            Refusal::WritesStopped => "Redis refuses writes after a failed snapshot (MISCONF): check its disk and dir; writes resume after the next good save".to_owned(),
+            Refusal::Unreachable => "Redis cannot be reached".to_owned(),
+        }
+    }
+
     /// The label of `fairjob_redis_errors_total` for this refusal.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -78,7 +96,56 @@ fn refusal_in(e: &Error) -> Option<Refusal> {
     }
 }
 
+/// What `/readyz` answers about Redis ([`Inspector::readiness`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// It answers and takes writes: 200 `ready`.
+    Ready,
+    /// It answers but refuses writes (read-only replica, out of memory,
+    /// writes stopped after a failed save): 200 `degraded: <sentence>`.
+    Degraded(Refusal),
+    /// It does not answer, or answers only with an error (unreachable, busy,
+    /// loading): 503 with what it said.
+    Unavailable(String),
+}
+
+impl Readiness {
+    /// `/readyz`'s HTTP status: 200, or 503 when Redis is unavailable.
+    pub fn status(&self) -> u16 {
+        match self {
+            Readiness::Unavailable(_) => 503,
+            _ => 200,
+        }
+    }
+
+    /// `/readyz`'s body.
+    pub fn text(&self) -> String {
+        match self {
+            Readiness::Ready => "ready\n".to_owned(),
+            Readiness::Degraded(r) => format!("degraded: {}\n", r.sentence()),
+            Readiness::Unavailable(why) => format!("{why}\n"),
+        }
+    }
+}
+
 impl Inspector {
+    /// Redis's readiness for `/readyz`: a PING, then whether it refuses
+    /// writes, within a second.
+    pub async fn readiness(&self) -> Readiness {
+        let refusal = async {
+            self.ping().await?;
+            self.redis_refusal().await
+        };
+        match tokio::time::timeout(std::time::Duration::from_secs(1), refusal).await {
+            Ok(Ok(None)) => Readiness::Ready,
+            Ok(Ok(Some(r))) => Readiness::Degraded(r),
+            Ok(Err(e)) => Readiness::Unavailable(format!("redis unavailable: {e}")),
+            Err(_) => {
+                Readiness::Unavailable("redis unreachable: no answer within a second".to_owned())
+            }
+        }
+    }
+
     /// Whether Redis refuses writes now, and why (`None`: it takes them).
     pub async fn redis_refusal(&self) -> Result<Option<Refusal>> {
         match self.broker.server_facts().await {

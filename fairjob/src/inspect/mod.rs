@@ -43,7 +43,7 @@ pub use crate::wire::ClassInfo;
 pub use crate::wire::cron::CronSource;
 pub use cron::CronRow;
 pub use explain::{EXPLAIN_BUDGET, EXPLAIN_MAX_BUDGET, Explanation, JobSummary, Location, Reason};
-pub use health::{Refusal, refusal_of};
+pub use health::{Readiness, Refusal, refusal_of};
 pub use iteration::{IterationView, iteration_view};
 pub use jobs::{JobEntry, JobFilter, JobPage, SCAN_BUDGET};
 pub use processes::{ProcessPage, ProcessRow, RunningJob};
