@@ -73,19 +73,13 @@ local function shard_release(sk, t)
   -- A tenant without cap, floor, rate or hold is in the order exactly while
   -- it has pending jobs (pushes, dispatches and setting changes keep it so),
   -- and its running count decides nothing: found in the order (read ahead
-  -- by shard_prefetch), its release changes nothing else (inline: the
-  -- common case of an ack).
-  local memo = shard_memo
+  -- by shard_prefetch), its release changes nothing else.
+  local r = shard_add_running(sk, t, -1)
   local p = shard_policy_of(sk, t)
-  local plain = p.cap == nil and p.floor == 0 and p.rate == nil and not p.hold_raw
-  local c = memo.counts[t]
-  if plain and memo.members[t] and c ~= nil and memo.defer_counts then
-    if c > 0 then memo.counts[t] = c - 1 end
-    memo.dirty[t] = true
+  if shard_memo.members[t] and p.cap == nil and p.floor == 0 and p.rate == nil
+      and not p.hold_raw then
     return false
   end
-  local r = shard_add_running(sk, t, -1)
-  if plain and memo.members[t] then return false end
   shard_memo.members[t] = nil
   local entered = shard_consider(sk, t)
   if r == 0 and redis.call('LLEN', sk.prefix .. t) == 0 then

@@ -64,12 +64,16 @@ local function shard_memo_reset()
 end
 shard_memo_reset()
 
+-- Drops the hash `key` when only its mark is left.
+local function shard_hash_tidy(key, mark)
+  if redis.call('HLEN', key) == 1 and redis.call('HEXISTS', key, mark) == 1 then
+    redis.call('DEL', key)
+  end
+end
+
 -- After counts were deleted: drops `running` when only the mark is left.
 local function shard_running_tidy(sk)
-  if redis.call('HLEN', sk.running) == 1
-      and redis.call('HEXISTS', sk.running, SHARD_RUNNING_MARK) == 1 then
-    redis.call('DEL', sk.running)
-  end
+  shard_hash_tidy(sk.running, SHARD_RUNNING_MARK)
 end
 
 -- After a tenant left the order: drops `ready` and `rmember` when only their
@@ -84,10 +88,7 @@ local function shard_order_tidy(sk, now)
       and redis.call('ZSCORE', sk.ready, SHARD_READY_MARK) then
     redis.call('DEL', sk.ready)
   end
-  if redis.call('HLEN', sk.rmember) == 1
-      and redis.call('HEXISTS', sk.rmember, SHARD_RMEMBER_MARK) == 1 then
-    redis.call('DEL', sk.rmember)
-  end
+  shard_hash_tidy(sk.rmember, SHARD_RMEMBER_MARK)
 end
 
 local function shard_running(sk, t)
