@@ -79,9 +79,8 @@ async fn run_jobs(redis: &Redis, functions: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_are_functions_by_default_and_load_again_when_flushed() {
-    let server = fairjob_tests::redis();
-    let url = format!("redis://127.0.0.1:{}", server.port());
-    let redis = Redis::connect(&url, &fairjob_tests::namespace()).await;
+    let redis = Redis::start().await;
+    let url = redis.url().to_owned();
     fairjob_tests::reset_redis_stats(&url).await;
     run_jobs(&redis, true).await;
     let (fcall, evalsha) = script_calls(&url).await;
@@ -121,9 +120,8 @@ async fn scripts_are_functions_by_default_and_load_again_when_flushed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_are_called_by_hash_when_functions_are_off() {
-    let server = fairjob_tests::redis();
-    let url = format!("redis://127.0.0.1:{}", server.port());
-    let redis = Redis::connect(&url, &fairjob_tests::namespace()).await;
+    let redis = Redis::start().await;
+    let url = redis.url().to_owned();
     fairjob_tests::reset_redis_stats(&url).await;
     run_jobs(&redis, false).await;
     let (fcall, evalsha) = script_calls(&url).await;
