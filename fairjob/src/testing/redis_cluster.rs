@@ -241,9 +241,14 @@ impl RedisCluster {
         out
     }
 
-    /// The ports of the nodes that are primaries now.
+    /// The ports of the nodes that are primaries now and serve slots (a
+    /// primary that lost a failover may still call itself one, with none).
     pub fn primaries(&self) -> Vec<u16> {
-        self.primary_slots().into_iter().map(|p| p.port).collect()
+        self.primary_slots()
+            .into_iter()
+            .filter(|p| !p.slots.is_empty())
+            .map(|p| p.port)
+            .collect()
     }
 
     /// `key`'s hash slot and the port of the live primary serving it (`None`
