@@ -202,3 +202,67 @@ async fn fencing_stays_per_job_inside_a_batch_and_without_batches() {
         "with batching off every sharded ack is its own shard_finish.lua call"
     );
 }
+
+/// Runs `n` no-op jobs of the tenant-sharded queue `scale` over 7 tenants on
+/// one worker of concurrency 4; checks every job ran once, the in-progress
+/// record is empty and every tenant's running count is back to zero; returns
+/// the script calls Redis ran (FCALL and EVALSHA) for them.
+async fn sharded_run(fold_acks: bool, n: usize) -> u64 {
+    use fairjob_tests::jobs::{ScaleJob, scale_not_once, scale_reset, scale_wait};
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    scale_reset(n);
+    c.push_bulk((0..n as u64).map(|id| ScaleJob((id % 7) as u32, id)))
+        .await
+        .unwrap();
+    let _: () = redis.query(redis::cmd("CONFIG").arg("RESETSTAT")).await;
+    let worker = spawn(
+        redis
+            .worker()
+            .concurrency(4)
+            .fold_acks(fold_acks)
+            .queues(queues(&["scale"]))
+            .build()
+            .await
+            .unwrap(),
+    );
+    scale_wait(n, Duration::from_secs(20)).await.unwrap();
+    let keys = redis.keys();
+    let record = keys.shard("scale").inflight(worker.identity());
+    eventually!(redis.hlen(&record).await == 0, "every ack is written");
+    let info: String = redis.query(redis::cmd("INFO").arg("commandstats")).await;
+    worker.stop().await;
+    assert!(scale_not_once().is_empty(), "every job ran exactly once");
+    let running: Vec<(String, i64)> = redis
+        .query(redis::cmd("HGETALL").arg(keys.shard("scale").running))
+        .await;
+    assert!(
+        running.iter().all(|(_, n)| *n == 0),
+        "every tenant's running count is released: {running:?}"
+    );
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_fcall:") || l.starts_with("cmdstat_evalsha:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_fold_acks_the_next_fetch_carries_the_acks() {
+    let n = 600;
+    let separate = sharded_run(false, n).await;
+    let folded = sharded_run(true, n).await;
+    eprintln!("script calls for {n} jobs: {folded} folded, {separate} separate");
+    // Separate: a fetch and an ack call per batch; folded: mostly one call
+    // (a batch no fetch carries, at the end, goes alone).
+    assert!(
+        (folded as f64) < 0.8 * separate as f64,
+        "script calls for {n} jobs: {folded} folded against {separate} separate"
+    );
+}

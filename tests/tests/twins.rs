@@ -101,8 +101,10 @@ enum Op {
         numeric: bool,
         n: u8,
     },
-    /// A worker fetches up to `n` jobs (`shard_fetch.lua`).
-    Fetch { worker: usize, n: u8 },
+    /// A worker fetches up to `n` jobs (`shard_fetch.lua`), first acking its
+    /// first `acks` running jobs in the same call (a fetch carrying the acks
+    /// of the jobs that ended since the last one).
+    Fetch { worker: usize, n: u8, acks: u8 },
     /// One running job ends (`shard_finish.lua`): acked, retried, or put
     /// back (front: unfinished at shutdown; back: it yielded).
     End { pick: usize, how: End },
@@ -191,7 +193,8 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (tenant.clone(), 1u8..6).prop_map(|(tenant, n)| Op::Push { tenant, n }),
         1 => (proptest::option::of(tenant.clone()), any::<bool>(), 1u8..4)
             .prop_map(|(tenant, numeric, n)| Op::Inbox { tenant, numeric, n }),
-        6 => (0..WORKERS.len(), 1u8..6).prop_map(|(worker, n)| Op::Fetch { worker, n }),
+        6 => (0..WORKERS.len(), 1u8..6, prop_oneof![Just(0u8), 1u8..4])
+            .prop_map(|(worker, n, acks)| Op::Fetch { worker, n, acks }),
         5 => (any::<usize>(), prop_oneof![
                 6 => Just(End::Ack), 1 => Just(End::Retry), 1 => Just(End::Front), 1 => Just(End::Back)
             ]).prop_map(|(pick, how)| Op::End { pick, how }),
@@ -265,6 +268,8 @@ const MUST_SEE: &[&str] = &[
     "a tenant at its cap with pending jobs",
     "a tenant running above its cap (its burst)",
     "a fenced end",
+    "a fetch carrying acks",
+    "a fenced ack a fetch carried",
     "a slot taken",
     "a job waiting for a slot",
     "a slot waiter released",
@@ -383,6 +388,22 @@ impl Twin {
         (parked, entry)
     }
 
+    /// Takes a worker's first `k` running jobs holding no slot (a worker
+    /// batches the acks of those), in the order it holds them.
+    fn pick_acks(&mut self, worker: usize, k: u8) -> Vec<Held> {
+        let mine: Vec<usize> = (0..self.held.len())
+            .filter(|i| self.held[*i].worker == worker && self.held[*i].slot.is_none())
+            .take(usize::from(k))
+            .collect();
+        mine.iter()
+            .rev()
+            .map(|i| self.held.remove(*i))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect()
+    }
+
     fn call(&mut self) -> Call<'_, String> {
         Call::new(&mut self.model, self.now)
     }
@@ -445,12 +466,37 @@ impl Twin {
                     self.inbox.push_back(jid);
                 }
             }
-            Op::Fetch { worker, n } => {
+            Op::Fetch { worker, n, acks } => {
                 let queue = broker(self).shard_queue(Q, WORKERS[*worker]);
-                let (got, hint) = broker(self)
-                    .fetch_shard_hinted(&queue, usize::from(*n), self.seq)
+                let picked = self.pick_acks(*worker, *acks);
+                let pairs: Vec<(&str, &str)> = picked
+                    .iter()
+                    .map(|h| {
+                        (
+                            h.token.raw.as_str(),
+                            h.token.tenant.as_deref().unwrap_or_default(),
+                        )
+                    })
+                    .collect();
+                let got = broker(self)
+                    .fetch_shard_acking(&queue, usize::from(*n), self.seq, &pairs)
                     .await
                     .expect("fetch");
+                if !picked.is_empty() {
+                    let stale: Vec<bool> = picked.iter().map(|h| h.stale).collect();
+                    if stale.contains(&true) {
+                        self.seen.insert("a fenced ack a fetch carried");
+                    }
+                    self.seen.insert("a fetch carrying acks");
+                    prop_assert_eq!(&got.fenced, &stale, "the fenced acks a fetch carried");
+                    let tenants: Vec<String> = picked
+                        .iter()
+                        .filter(|h| !h.stale)
+                        .map(|h| h.token.tenant.clone().unwrap_or_default())
+                        .collect();
+                    self.call().ack(tenants.iter().map(String::as_str));
+                }
+                let (got, hint) = (got.jobs, got.rate_due);
                 self.seq += u64::from(*n);
                 let mut redis_side = Vec::new();
                 for r in &got {
@@ -539,22 +585,10 @@ impl Twin {
                 self.release_slot(&h);
             }
             Op::AckMany { worker, k } => {
-                // The worker batches the acks of jobs holding no slot.
-                let mine: Vec<usize> = (0..self.held.len())
-                    .filter(|i| self.held[*i].worker == *worker && self.held[*i].slot.is_none())
-                    .take(usize::from(*k))
-                    .collect();
-                if mine.is_empty() {
+                let picked = self.pick_acks(*worker, *k);
+                if picked.is_empty() {
                     return Ok(());
                 }
-                let picked: Vec<Held> = mine
-                    .iter()
-                    .rev()
-                    .map(|i| self.held.remove(*i))
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .collect();
                 let record = broker(self)
                     .shard_ack_record(WORKERS[*worker], &picked[0].token)
                     .expect("a sharded job's record");

@@ -43,9 +43,8 @@ impl PlainQueue {
 #[doc(hidden)]
 #[derive(Debug, Clone)]
 pub struct ShardQueue {
-    /// The queue's name (the testing mode's store keeps queues by name).
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
-    name: String,
+    /// The queue's name.
+    pub(crate) name: String,
     sk: ShardKeys,
     identity: String,
     inflight: String,
@@ -192,9 +191,38 @@ impl RedisBroker {
         n: usize,
         seq: u64,
     ) -> Result<(Vec<Reserved>, Option<std::time::Duration>)> {
+        let got = self.fetch_shard_acking(queue, n, seq, &[]).await?;
+        Ok((got.jobs, got.rate_due))
+    }
+
+    /// As [`Self::fetch_shard_hinted`], acking first, in the same step, jobs
+    /// of this queue that ended well in `queue`'s in-progress record: `acks`
+    /// are (token, encoded tenant) pairs, each fenced by its token, as
+    /// [`Self::ack_many`] does (without kept jobs: those go through it). A
+    /// worker's next fetch carries the acks of the jobs it finished, so a
+    /// sharded job costs one round trip and its tenant's running count is
+    /// released in the step that refills the slot. Fenced acks are counted.
+    pub async fn fetch_shard_acking(
+        &self,
+        queue: &ShardQueue,
+        n: usize,
+        seq: u64,
+        acks: &[(&str, &str)],
+    ) -> Result<ShardFetched> {
         #[cfg(feature = "testing")]
         if let Some(store) = self.memory() {
-            return Ok(store.fetch_shard(&queue.name, &queue.inflight, &queue.suffix, n, seq));
+            let fenced = if acks.is_empty() {
+                Vec::new()
+            } else {
+                store.ack_many(&queue.inflight, &queue.name, acks)
+            };
+            let (jobs, rate_due) =
+                store.fetch_shard(&queue.name, &queue.inflight, &queue.suffix, n, seq);
+            return Ok(ShardFetched {
+                jobs,
+                rate_due,
+                fenced,
+            });
         }
         let mut inv = SHARD_FETCH.call();
         inv.key(&queue.sk.inbox);
@@ -212,8 +240,31 @@ impl RedisBroker {
             .arg(INBOX_MOVE)
             .arg(&queue.identity)
             .arg(RATE_WAKE);
+        if !acks.is_empty() {
+            inv.key(&queue.sk.wake).arg("1");
+            for (token, tenant) in acks {
+                inv.arg(*token).arg(*tenant).arg("");
+            }
+        }
         let mut reply: Vec<Value> = self.invoke(&inv).await?;
-        let hint = if reply.len() % 2 == 1 {
+        let mut fenced = Vec::new();
+        if !acks.is_empty() && !reply.is_empty() {
+            fenced = vec![false; acks.len()];
+            let gone = Vec::<usize>::from_redis_value(reply.remove(0)).unwrap_or_default();
+            for i in gone {
+                if let Some(f) = i.checked_sub(1).and_then(|i| fenced.get_mut(i)) {
+                    *f = true;
+                }
+            }
+            let stale = fenced.iter().filter(|f| **f).count() as u64;
+            if stale > 0
+                && let Err(e) = self.count("fenced", stale).await
+            {
+                // The acks are written; only the counter missed them.
+                tracing::warn!(error = %e, stale, "could not count fenced completions");
+            }
+        }
+        let rate_due = if reply.len() % 2 == 1 {
             reply
                 .pop()
                 .and_then(|v| u64::from_redis_value(v).ok())
@@ -221,13 +272,30 @@ impl RedisBroker {
         } else {
             None
         };
-        let mut out = Vec::with_capacity(reply.len() / 2);
+        let mut jobs = Vec::with_capacity(reply.len() / 2);
         let mut it = reply.into_iter();
         while let (Some(token), Some(raw)) = (it.next(), it.next()) {
-            out.push(reserved(token, raw));
+            jobs.push(reserved(token, raw));
         }
-        Ok((out, hint))
+        Ok(ShardFetched {
+            jobs,
+            rate_due,
+            fenced,
+        })
     }
+}
+
+/// What [`RedisBroker::fetch_shard_acking`] did: the jobs it reserved, how
+/// long until a tenant waiting for its rate is due (when it reserved fewer than
+/// asked and one waits), and per ack it carried whether it was fenced.
+#[derive(Debug, Default)]
+pub struct ShardFetched {
+    /// The jobs reserved, in dispatch order.
+    pub jobs: Vec<Reserved>,
+    /// How long until the first tenant waiting for its rate may start.
+    pub rate_due: Option<std::time::Duration>,
+    /// Per ack carried, in order: true when its token was gone.
+    pub fenced: Vec<bool>,
 }
 
 /// The current minute since the epoch (the dispatch counts' bucket).

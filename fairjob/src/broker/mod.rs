@@ -51,7 +51,7 @@
 //! | **fetch** (`fetch.rs`) | | | |
 //! | `plain_queue`, `shard_queue` | the keys a worker identity's fetches from a plain or sharded queue use, built once per queue | — | `PlainQueue`, `ShardQueue` |
 //! | `fetch_plain`, `fetch_plain_alone`, `fetch_plain_after_wait` | moves jobs from plain queues into the worker's in-progress record | `fetch.lua` (behind `BLPOP`) | `Vec<(usize, Reserved)>` |
-//! | `fetch_shard`, `fetch_shard_hinted` | sorts a sharded queue's inbox, brings back tenants whose rate allows a start, dispatches by stride order (`policy::dispatch`; a tenant's burst while no other is in the order; a tenant whose rate is spent waits in `rwait`, its pass kept), records running counts; a dispatched tenant fair yield saw waiting leaves `waits` and its wait goes to `slotwaits`; hinted: also how long until the first waiting tenant is due (an idle worker's wait) (testing mode: the memory store, as for every operation below that names it) | `shard_fetch.lua` | `Vec<Reserved>`, `Option<Duration>` |
+//! | `fetch_shard`, `fetch_shard_hinted`, `fetch_shard_acking` | acking: first acks the worker's ended jobs of the queue as `ack_many` does, in the same step (fenced per token, running counts released where the dispatch reads them); sorts a sharded queue's inbox, brings back tenants whose rate allows a start, dispatches by stride order (`policy::dispatch`; a tenant's burst while no other is in the order; a tenant whose rate is spent waits in `rwait`, its pass kept), records running counts; a dispatched tenant fair yield saw waiting leaves `waits` and its wait goes to `slotwaits`; hinted: also how long until the first waiting tenant is due (an idle worker's wait) (testing mode: the memory store, as for every operation below that names it) | `shard_fetch.lua` | `Vec<Reserved>`, `Option<Duration>`; `ShardFetched` (with the fenced acks) |
 //! | `hold_taken` (feature `testing`) | records a job the testing fake took out of a plain queue (or out of a shard's order) as fetched by an identity, so its end goes through `finish` like a fetched one's | — (the memory store) | `()` |
 //! | **end of a job** (`finish.rs`) | | | |
 //! | `finish` | ack, retry, dead, requeue (front) or yield (back: queue's or tenant shard's tail) of one job, fenced by its token; an ack or a burial releases its unique lock and (one server) records a kept job's end in the same step (testing mode: the memory store) | `finish.lua`, `shard_finish.lua`, `front.lua` (on a cluster, a plain queue's lock: `unique_release.lua` after) | `FinishReply` |
@@ -171,9 +171,9 @@ pub use actions::{Acted, JobSet, MAX_BULK, ProcessSignal, SetAction};
 pub use conn::{Conn, ConnectOptions, Node, Waiter, redacted};
 pub use cron::{ClaimSpec, CronClaim};
 pub(crate) use fetch::PlainQueue;
-pub use fetch::Reserved;
 #[doc(hidden)]
 pub use fetch::ShardQueue;
+pub use fetch::{Reserved, ShardFetched};
 pub use finish::{AckRecord, Holds};
 pub use finish::{Finish, FinishReply};
 pub use iterate::{ITERATION_TTL, IterationState, SaveInfo, Saved};

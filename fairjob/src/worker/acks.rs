@@ -17,6 +17,14 @@
 //! an unbatched ack would (at-least-once). A Redis error fails the whole batch
 //! back to its jobs, whose finish retries with backoff as before.
 //!
+//! A succeeded job's ack goes first to the fetch loop, with the job's permit:
+//! the next fetch of that queue carries it (`shard_fetch.lua` acks, then
+//! refills the slot, in one step: one round trip per sharded job, and the
+//! tenant's running count is released where the dispatch reads it), see
+//! `fetch.rs`. An ack no fetch will carry soon (the worker is idle, quiet or
+//! stopping, or the ack holds no permit) comes here. The job's task waits
+//! for its ack either way.
+//!
 //! [`RedisBroker::ack_many`]: crate::broker::RedisBroker
 
 use std::sync::Arc;
@@ -24,12 +32,13 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Shared;
-use crate::broker::{AckRecord, FinishReply, Token};
+use super::processor::Permit;
+use crate::broker::{AckRecord, FinishReply, RedisBroker, Token};
 use crate::error::Error;
 
 /// Acks one call carries at most (a dozen commands each), so that no script
 /// runs long in Redis.
-const MAX_CALL: usize = 32;
+pub(crate) const MAX_CALL: usize = 32;
 
 /// Acks gathered into one batch at most.
 const MAX_BATCH: usize = 512;
@@ -39,13 +48,33 @@ type Written = Result<FinishReply, Arc<Error>>;
 
 /// One job's ack waiting to be written: its record, its token and (encoded)
 /// tenant, its jid when a relay keeps it (its end is recorded by the same
-/// call), and where the outcome goes.
+/// call), the job's permit (its place in the worker's concurrency, given to
+/// the fetch that carries the ack, or released once the ack is written), and
+/// where the outcome goes.
 pub(crate) struct PendingAck {
-    record: AckRecord,
-    token: String,
-    tenant: String,
+    pub(crate) record: AckRecord,
+    pub(crate) token: String,
+    pub(crate) tenant: String,
     kept: Option<String>,
+    pub(crate) permit: Option<Permit>,
     done: oneshot::Sender<Written>,
+}
+
+impl PendingAck {
+    /// Whether a fetch may carry it (a kept job's end goes with `ack_many`).
+    pub(crate) fn foldable(&self) -> bool {
+        self.kept.is_none() && self.permit.is_some()
+    }
+
+    /// Reports how its write ended to the job's task (which may be gone,
+    /// aborted at shutdown); its permit, if it still holds one, is released.
+    pub(crate) fn written(self, fenced: bool) {
+        let _ = self.done.send(Ok(if fenced {
+            FinishReply::Fenced
+        } else {
+            FinishReply::Done
+        }));
+    }
 }
 
 /// The sending side, kept in [`Shared`].
@@ -56,23 +85,34 @@ pub(crate) fn channel() -> (AckSender, mpsc::UnboundedReceiver<PendingAck>) {
     mpsc::unbounded_channel()
 }
 
-/// Hands the ack of `token` (held in `record`) to the ack task and waits for
-/// it to be written. `None` when the task is gone (the worker is abandoning
-/// Redis work).
+/// Hands the ack of `token` (held in `record`) to be written and waits for
+/// it: to the fetch loop (`fold`, while it runs) when a fetch may carry it,
+/// with the job's `permit`; otherwise to the ack task. `None` when the ack
+/// task is gone (the worker is abandoning Redis work).
 pub(crate) async fn submit(
     tx: &AckSender,
+    fold: Option<&AckSender>,
     record: AckRecord,
     token: &Token,
     kept: Option<&str>,
+    permit: Option<Permit>,
 ) -> Option<Written> {
     let (done, written) = oneshot::channel();
-    let pending = PendingAck {
+    let mut pending = PendingAck {
         record,
         token: token.raw.clone(),
         tenant: token.tenant.clone().unwrap_or_default(),
         kept: kept.map(str::to_owned),
+        permit,
         done,
     };
+    if let Some(fold) = fold.filter(|_| pending.foldable()) {
+        match fold.send(pending) {
+            Ok(()) => return written.await.ok(),
+            // The fetch loop has ended: the ack task writes it.
+            Err(back) => pending = back.0,
+        }
+    }
     tx.send(pending).ok()?;
     written.await.ok()
 }
@@ -98,41 +138,45 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Pen
                 Err(_) => break,
             }
         }
-        // One call per record (and per chunk of it), all sent at once: one
-        // round trip.
-        batch.sort_unstable_by(|a, b| a.record.cmp(&b.record));
-        let groups: Vec<&[PendingAck]> = batch
-            .chunk_by(|a, b| a.record == b.record)
-            .flat_map(|g| g.chunks(MAX_CALL))
+        write(broker, &mut batch).await;
+    }
+}
+
+/// Writes `batch` (emptying it): one call per record (and per chunk of it),
+/// all sent at once, one round trip; each ack's outcome goes to its job.
+pub(crate) async fn write(broker: &RedisBroker, batch: &mut Vec<PendingAck>) {
+    batch.sort_unstable_by(|a, b| a.record.cmp(&b.record));
+    let groups: Vec<&[PendingAck]> = batch
+        .chunk_by(|a, b| a.record == b.record)
+        .flat_map(|g| g.chunks(MAX_CALL))
+        .collect();
+    let calls = groups.iter().map(|group| async move {
+        let acks: Vec<(&str, &str, Option<&str>)> = group
+            .iter()
+            .map(|p| (p.token.as_str(), p.tenant.as_str(), p.kept.as_deref()))
             .collect();
-        let calls = groups.iter().map(|group| async move {
-            let acks: Vec<(&str, &str, Option<&str>)> = group
-                .iter()
-                .map(|p| (p.token.as_str(), p.tenant.as_str(), p.kept.as_deref()))
-                .collect();
-            broker.ack_many(&group[0].record, &acks).await
-        });
-        let results = futures_util::future::join_all(calls).await;
-        // Each ack's outcome, in the batch's order.
-        let mut outcomes: Vec<Written> = Vec::with_capacity(batch.len());
-        for (group, result) in groups.iter().zip(results) {
-            match result {
-                Ok(fenced) => outcomes.extend((0..group.len()).map(|i| {
-                    Ok(if fenced.get(i) == Some(&true) {
-                        FinishReply::Fenced
-                    } else {
-                        FinishReply::Done
-                    })
-                })),
-                Err(e) => {
-                    let e = Arc::new(e);
-                    outcomes.extend(group.iter().map(|_| Err(e.clone())));
-                }
+        broker.ack_many(&group[0].record, &acks).await
+    });
+    let results = futures_util::future::join_all(calls).await;
+    // Each ack's outcome, in the batch's order.
+    let mut outcomes: Vec<Written> = Vec::with_capacity(batch.len());
+    for (group, result) in groups.iter().zip(results) {
+        match result {
+            Ok(fenced) => outcomes.extend((0..group.len()).map(|i| {
+                Ok(if fenced.get(i) == Some(&true) {
+                    FinishReply::Fenced
+                } else {
+                    FinishReply::Done
+                })
+            })),
+            Err(e) => {
+                let e = Arc::new(e);
+                outcomes.extend(group.iter().map(|_| Err(e.clone())));
             }
         }
-        for (p, outcome) in batch.drain(..).zip(outcomes) {
-            // The job's task may be gone (aborted at shutdown).
-            let _ = p.done.send(outcome);
-        }
+    }
+    for (p, outcome) in batch.drain(..).zip(outcomes) {
+        // The job's task may be gone (aborted at shutdown).
+        let _ = p.done.send(outcome);
     }
 }

@@ -24,6 +24,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::processor::Permit;
 use super::retry::Outcome;
 use super::{Running, Shared, acks, backoff_sleep};
 use crate::broker::{Acquired, Finish, FinishReply, Holds, RateAcquired, SlotHold, Token};
@@ -79,12 +80,30 @@ impl Exit {
 /// and the reaper recovers it later). True when the write was fenced (the job
 /// had been recovered from this worker). `holds`: what the end releases or
 /// records (a slot, a unique lock, a kept job's end for its relay).
-pub(crate) async fn finish(shared: &Shared, token: &Token, exit: Exit, holds: Holds<'_>) -> bool {
+///
+/// `permit`, the job's place in the worker's concurrency when it still holds
+/// it, goes with a tenant-sharded queue's ack to the fetch that carries it
+/// (see `acks.rs`); otherwise it is released when the end is written.
+pub(crate) async fn finish(
+    shared: &Shared,
+    token: &Token,
+    exit: Exit,
+    holds: Holds<'_>,
+    mut permit: Option<Permit>,
+) -> bool {
     let mut attempt = 0u32;
     loop {
-        let Some(written) = send(shared, token, &exit, holds).await else {
-            // The ack task is gone: the worker is abandoning Redis work.
-            return false;
+        let Some(written) = send(shared, token, &exit, holds, &mut permit).await else {
+            if shared.abandon.is_cancelled() {
+                // The ack task is gone: the worker is abandoning Redis work.
+                return false;
+            }
+            // The ack was dropped unwritten (it cannot be while the worker
+            // runs, but an unwritten ack must not pass for a written one):
+            // it is sent again.
+            attempt += 1;
+            backoff_sleep(attempt).await;
+            continue;
         };
         match written {
             Ok(FinishReply::Done | FinishReply::OwnerAlive) => return false,
@@ -109,14 +128,15 @@ pub(crate) async fn finish(shared: &Shared, token: &Token, exit: Exit, holds: Ho
 }
 
 /// One attempt at the one call that ends a job this worker ran: a
-/// tenant-sharded queue's ack (of a job holding no slot) goes to the ack
-/// task to be written with others; every other exit is one [`write`].
-/// `None` when the ack task is gone.
+/// tenant-sharded queue's ack (of a job holding no slot) is written with
+/// others, by the next fetch or the ack task (the permit goes with it);
+/// every other exit is one [`write`]. `None` when the ack task is gone.
 async fn send(
     shared: &Shared,
     token: &Token,
     exit: &Exit,
     holds: Holds<'_>,
+    permit: &mut Option<Permit>,
 ) -> Option<std::result::Result<FinishReply, Arc<Error>>> {
     if let (Exit::Ack, None, None, Some(tx)) = (exit, holds.slot, holds.unique, &shared.acks)
         && let Some(record) = shared
@@ -124,7 +144,8 @@ async fn send(
             .broker()
             .shard_ack_record(&shared.identity, token)
     {
-        return acks::submit(tx, record, token, holds.kept).await;
+        let fold = shared.fold.as_ref();
+        return acks::submit(tx, fold, record, token, holds.kept, permit.take()).await;
     }
     Some(write(shared, token, exit, holds).await.map_err(Arc::new))
 }

@@ -12,6 +12,12 @@
 //! got nothing moves on past the queues found empty. A worker with plain queues
 //! only (or with one sharded queue only) fetches in one round, one round trip.
 //!
+//! A fetch carries the acks of the worker's tenant-sharded jobs that ended
+//! well since the last one (handed over with their permits, see `acks.rs`):
+//! its first round acks them in the call that reserves from their queue
+//! (`shard_fetch.lua`), or beside it for a queue the round does not ask. An
+//! idle, quiet or stopping fetch loop hands them to the ack task instead.
+//!
 //! A queue an operator paused (`broker.pause_queue`) is left out of every
 //! order; the paused set is re-read every couple of seconds, not per fetch.
 
@@ -21,11 +27,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use futures_util::future::{BoxFuture, try_join_all};
+use futures_util::future::{BoxFuture, join_all};
 use futures_util::stream::FuturesUnordered;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use tokio::sync::mpsc;
+
+use super::acks::{self, AckSender, PendingAck};
 use super::handle::WorkerHandle;
 use super::processor::Permit;
 use super::{Shared, backoff_sleep, processor};
@@ -53,6 +62,8 @@ struct Fetcher {
     /// When the first tenant of a sharded queue waiting for its rate may start
     /// again (from the last short fetch): an idle wait ends no later.
     rate_due: std::sync::Mutex<Option<Instant>>,
+    /// The ack task: carried acks a failed fetch could not write go there.
+    acks: Option<AckSender>,
 }
 
 #[derive(Debug)]
@@ -78,7 +89,12 @@ enum Reply {
 }
 
 impl Fetcher {
-    fn new(broker: &RedisBroker, identity: &str, queues: &[(String, bool)]) -> Fetcher {
+    fn new(
+        broker: &RedisBroker,
+        identity: &str,
+        queues: &[(String, bool)],
+        acks: Option<AckSender>,
+    ) -> Fetcher {
         let mut plain = Vec::new();
         let kinds = queues
             .iter()
@@ -100,6 +116,7 @@ impl Fetcher {
             plain,
             kinds,
             rate_due: std::sync::Mutex::new(None),
+            acks,
         }
     }
 
@@ -160,21 +177,50 @@ impl Fetcher {
     }
 
     /// Reserves at most one job per order (`orders` hold queue indices); token
-    /// sequence numbers are taken from `seq`.
+    /// sequence numbers are taken from `seq`. `acks` (of tenant-sharded
+    /// queues' jobs) are written by the first round: in the call that reserves
+    /// from their queue, or beside the round's calls.
     async fn reserve(
         &self,
         broker: &RedisBroker,
         orders: &[Vec<usize>],
         seq: &AtomicU64,
+        acks: Vec<PendingAck>,
     ) -> Result<Vec<Reserved>> {
         let n = orders.len();
         let mut pos = vec![0usize; n];
         let mut done = vec![false; n];
         let mut empty = vec![false; self.kinds.len()];
         let mut out = Vec::new();
+        // The acks by queue, until the first round takes them.
+        let mut acks_by_queue: BTreeMap<String, Vec<PendingAck>> = BTreeMap::new();
+        for a in acks {
+            acks_by_queue
+                .entry(a.record.queue.clone())
+                .or_default()
+                .push(a);
+        }
         loop {
             let round = self.plan(orders, &mut pos, &mut done, &empty);
+            // The first round carries the acks: a sharded queue it asks
+            // acks its own in the call that reserves from it, the rest go
+            // beside the round's calls.
+            let mut carried: BTreeMap<usize, Vec<PendingAck>> = BTreeMap::new();
+            let mut beside: Vec<PendingAck> = Vec::new();
+            if !acks_by_queue.is_empty() {
+                for &q in round.shards.keys() {
+                    if let Kind::Shard(sq) = &self.kinds[q]
+                        && let Some(mine) = acks_by_queue.remove(&sq.name)
+                    {
+                        carried.insert(q, mine);
+                    }
+                }
+                beside.extend(std::mem::take(&mut acks_by_queue).into_values().flatten());
+            }
             if round.plain.is_empty() && round.shards.is_empty() {
+                if !beside.is_empty() {
+                    acks::write(broker, &mut beside).await;
+                }
                 return Ok(out);
             }
             let mut calls: Vec<BoxFuture<'_, Result<Reply>>> = Vec::new();
@@ -207,14 +253,19 @@ impl Fetcher {
                     _ => MAX_BATCH,
                 };
                 let mut left = asking.len();
+                let mut mine = carried.remove(&q).unwrap_or_default();
                 let mut parts: Vec<BoxFuture<'_, Result<Vec<Reserved>>>> = Vec::new();
                 while left > 0 {
                     let want = left.min(per_call);
                     let first = seq.fetch_add(want as u64, Ordering::Relaxed);
                     left -= want;
+                    let part_acks: Vec<PendingAck> =
+                        mine.drain(..mine.len().min(acks::MAX_CALL)).collect();
                     parts.push(match &self.kinds[q] {
                         Kind::Shard(sq) => Box::pin(async move {
-                            let (got, due) = broker.fetch_shard_hinted(sq, want, first).await?;
+                            let (got, due) = self
+                                .fetch_acking(broker, sq, want, first, part_acks)
+                                .await?;
                             if let Some(after) = due {
                                 self.note_rate_due(after);
                             }
@@ -224,12 +275,25 @@ impl Fetcher {
                         Kind::Plain(_) => unreachable!("own calls are for sharded or lone queues"),
                     });
                 }
+                // More acks than calls: beside them.
+                beside.extend(mine);
                 calls.push(Box::pin(async move {
-                    let replies = try_join_all(parts).await?;
+                    // Every part to its end (not cut short by another's
+                    // error): a part carries acks whose jobs wait to hear.
+                    let replies = join_all(parts)
+                        .await
+                        .into_iter()
+                        .collect::<Result<Vec<_>>>()?;
                     Ok(Reply::Shard(replies.into_iter().flatten().collect()))
                 }));
             }
-            let mut replies = try_join_all(calls).await?.into_iter();
+            let write_beside = async {
+                if !beside.is_empty() {
+                    acks::write(broker, &mut beside).await;
+                }
+            };
+            let (replies, ()) = tokio::join!(join_all(calls), write_beside);
+            let mut replies = replies.into_iter().collect::<Result<Vec<_>>>()?.into_iter();
             if !round.plain.is_empty() {
                 let Some(Reply::Plain(got)) = replies.next() else {
                     unreachable!("the plain call comes first")
@@ -264,6 +328,46 @@ impl Fetcher {
                 if n < asking.len() {
                     empty[*q] = true;
                 }
+            }
+        }
+    }
+
+    /// One `shard_fetch.lua` call, acking `acks` first (each job's task hears
+    /// how its ack ended). When the call fails, the acks go to the ack task,
+    /// which writes them again (a token found gone then, because the failed
+    /// call had run, is reported fenced, as a retried ack would be).
+    async fn fetch_acking(
+        &self,
+        broker: &RedisBroker,
+        sq: &ShardQueue,
+        want: usize,
+        first: u64,
+        acks: Vec<PendingAck>,
+    ) -> Result<(Vec<Reserved>, Option<Duration>)> {
+        if acks.is_empty() {
+            return broker.fetch_shard_hinted(sq, want, first).await;
+        }
+        let pairs: Vec<(&str, &str)> = acks
+            .iter()
+            .map(|a| (a.token.as_str(), a.tenant.as_str()))
+            .collect();
+        let got = broker.fetch_shard_acking(sq, want, first, &pairs).await;
+        drop(pairs);
+        match got {
+            Ok(got) => {
+                let fenced = got.fenced.iter().copied().chain(std::iter::repeat(false));
+                for (a, f) in acks.into_iter().zip(fenced) {
+                    a.written(f);
+                }
+                Ok((got.jobs, got.rate_due))
+            }
+            Err(e) => {
+                if let Some(tx) = &self.acks {
+                    for a in acks {
+                        let _ = tx.send(a);
+                    }
+                }
+                Err(e)
             }
         }
     }
@@ -326,11 +430,19 @@ struct Fetched {
 /// [`Fetcher::reserve_after_wait`]). Told to stop, the loop still takes in
 /// the replies of fetches in flight and runs their jobs, so none is left
 /// reserved and unseen.
+///
+/// `fold` brings the acks of sharded jobs that ended, each with its permit:
+/// a fetch that can start now carries them (their permits are its own); while
+/// fetches are in flight and not idle they wait for the next one (one comes
+/// as soon as one returns); an idle, quiet or stopping loop hands them to the
+/// ack task at once, and when the loop ends the channel closes (later acks
+/// go to the ack task).
 pub(crate) async fn fetch_loop(
     shared: &Arc<Shared>,
     semaphore: &Arc<Semaphore>,
     jobs: &mut JoinSet<()>,
     handle: &WorkerHandle,
+    mut fold: Option<mpsc::UnboundedReceiver<PendingAck>>,
 ) {
     let stop = handle.stopped_fetching();
     tokio::pin!(stop);
@@ -342,7 +454,18 @@ pub(crate) async fn fetch_loop(
         .collect();
     // Idle workers block on every queue's wake list.
     let wake_keys = broker.wake_keys(&queue_names);
-    let fetcher = Fetcher::new(broker, &shared.identity, &queue_names);
+    let fetcher = Fetcher::new(broker, &shared.identity, &queue_names, shared.acks.clone());
+    // Acks handed over, waiting for a fetch to carry them.
+    let mut carried: Vec<PendingAck> = Vec::new();
+    // Hands acks no fetch will carry soon to the ack task (their permits are
+    // released once written).
+    let to_ack_task = |carried: &mut Vec<PendingAck>| {
+        for a in carried.drain(..) {
+            if let Some(tx) = &shared.acks {
+                let _ = tx.send(a);
+            }
+        }
+    };
     // The waiter, unless an idle fetch in flight has it.
     let mut waiter = Some(broker.waiter(shared.config.poll_interval, wake_keys.clone()));
     let seq = AtomicU64::new(0);
@@ -357,16 +480,44 @@ pub(crate) async fn fetch_loop(
     let mut inflight: FuturesUnordered<BoxFuture<'_, Fetched>> = FuturesUnordered::new();
     loop {
         while jobs.try_join_next().is_some() {}
-        if (stopping || handle.is_quiet()) && inflight.is_empty() {
+        if let Some(rx) = &mut fold {
+            while let Ok(a) = rx.try_recv() {
+                carried.push(a);
+            }
+        }
+        let quiet = stopping || handle.is_quiet();
+        if quiet && inflight.is_empty() {
+            // Later acks go to the ack task (a send to the closed channel
+            // gives them back); those already sent are handed over.
+            if let Some(rx) = &mut fold {
+                rx.close();
+                while let Ok(a) = rx.try_recv() {
+                    carried.push(a);
+                }
+            }
+            to_ack_task(&mut carried);
             return;
         }
         // An idle fetch waits alone; otherwise up to IN_FLIGHT at once.
-        let may_start = !stopping
-            && !handle.is_quiet()
-            && inflight.len() < IN_FLIGHT
-            && (!idle || inflight.is_empty());
-        let first = tokio::select! {
+        let may_start = !quiet && inflight.len() < IN_FLIGHT && (!idle || inflight.is_empty());
+        if !carried.is_empty() && !may_start && (quiet || idle) {
+            to_ack_task(&mut carried);
+        }
+        let next_ack = async {
+            match &mut fold {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        let first = if may_start && !carried.is_empty() {
+            None
+        } else {
+            Some(tokio::select! {
             p = semaphore.clone().acquire_owned(), if may_start => p.expect("semaphore open"),
+            Some(a) = next_ack => {
+                carried.push(a);
+                continue;
+            }
             Some(done) = inflight.next() => {
                 if let Some(w) = done.waiter {
                     waiter = Some(w);
@@ -407,8 +558,14 @@ pub(crate) async fn fetch_loop(
                 continue;
             }
             Some(_) = jobs.join_next(), if !jobs.is_empty() => continue,
+            })
         };
-        let mut permits = vec![first];
+        // The carried acks' permits first, then free ones.
+        let take = carried.len().min(MAX_BATCH);
+        let acks: Vec<PendingAck> = carried.drain(..take).collect();
+        let mut acks = acks;
+        let mut permits: Vec<Permit> = first.into_iter().collect();
+        permits.extend(acks.iter_mut().filter_map(|a| a.permit.take()));
         while permits.len() < MAX_BATCH {
             match semaphore.clone().try_acquire_owned() {
                 Ok(p) => permits.push(p),
@@ -446,10 +603,16 @@ pub(crate) async fn fetch_loop(
                 .collect()
         };
         let (fetcher, seq) = (&fetcher, &seq);
-        let blocking = if idle { waiter.take() } else { None };
+        // A fetch carrying acks does not wait (an ack may have made a tenant
+        // runnable, and it must be written now).
+        let blocking = if idle && acks.is_empty() {
+            waiter.take()
+        } else {
+            None
+        };
         inflight.push(Box::pin(async move {
             let Some(mut w) = blocking else {
-                let reserved = fetcher.reserve(broker, &orders, seq).await;
+                let reserved = fetcher.reserve(broker, &orders, seq, acks).await;
                 return Fetched {
                     reserved,
                     permits,
@@ -469,7 +632,7 @@ pub(crate) async fn fetch_loop(
             }
             let reserved = match reserved {
                 Some(r) => r,
-                None => fetcher.reserve(broker, &orders, seq).await,
+                None => fetcher.reserve(broker, &orders, seq, Vec::new()).await,
             };
             Fetched {
                 reserved,

@@ -132,6 +132,10 @@ pub(crate) struct Shared {
     /// Where succeeded jobs hand their acks to be written in batches (`None`
     /// with `config.batch_acks` off).
     pub acks: Option<acks::AckSender>,
+    /// Where succeeded jobs of tenant-sharded queues hand their acks (and
+    /// their permits) to the fetch loop, whose next fetch carries them
+    /// (`None` unless `config.batch_acks` and `config.fold_acks` are on).
+    pub(crate) fold: Option<acks::AckSender>,
     /// Wakes the rate releaser when a job of this process is parked.
     pub rate_release: releaser::ReleaseBell,
     last_trouble: Mutex<Option<Instant>>,

@@ -336,8 +336,7 @@ async fn end(
     } else {
         Some(permit)
     };
-    let fenced = exit::finish(shared, token, exit, holds).await;
-    drop(permit);
+    let fenced = exit::finish(shared, token, exit, holds, permit).await;
     if fenced {
         metrics::Outcome::Fenced
     } else {
@@ -486,7 +485,7 @@ async fn bury_malformed(shared: &Shared, token: &Token, raw: &[u8], reason: &str
     shared.stats.failed.fetch_add(1, Ordering::Relaxed);
     let entry = malformed_entry(raw, &token.queue, reason);
     // Not a job: whether a relay kept it cannot be read.
-    let label = if exit::finish(shared, token, Exit::Dead(entry), Holds::default()).await {
+    let label = if exit::finish(shared, token, Exit::Dead(entry), Holds::default(), None).await {
         metrics::Outcome::Fenced
     } else {
         metrics::Outcome::Dead

@@ -113,6 +113,12 @@ impl Worker {
         let series = super::series::JobSeries::new(&self.config.metrics);
         let (ack_tx, ack_rx) = acks::channel();
         let ack_tx = self.config.batch_acks.then_some(ack_tx);
+        let (fold_tx, fold_rx) = acks::channel();
+        let (fold_tx, fold_rx) = if self.config.batch_acks && self.config.fold_acks {
+            (Some(fold_tx), Some(fold_rx))
+        } else {
+            (None, None)
+        };
         let services = self.services;
         let shared = Arc::new(Shared {
             client: self.client,
@@ -133,6 +139,7 @@ impl Worker {
             started_at: now_f64(),
             series: Mutex::new(series),
             acks: ack_tx,
+            fold: fold_tx,
             rate_release: Default::default(),
             last_trouble: Mutex::new(None),
             suppressed: AtomicU64::new(0),
@@ -182,7 +189,7 @@ impl Worker {
         let semaphore = Arc::new(Semaphore::new(concurrency));
         let mut jobs: JoinSet<()> = JoinSet::new();
         handle.set_fetching(true);
-        fetch::fetch_loop(&shared, &semaphore, &mut jobs, &handle).await;
+        fetch::fetch_loop(&shared, &semaphore, &mut jobs, &handle, fold_rx).await;
         handle.set_fetching(false);
         if !handle.is_stopping() {
             // Quiet: keep finishing jobs and beating until told to stop.

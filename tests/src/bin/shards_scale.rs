@@ -53,9 +53,12 @@ async fn start_workers(
     for _ in 0..s.workers {
         // FAIRJOB_BENCH_BATCH_ACKS=off: one ack call per job (to price batching).
         let batch_acks = std::env::var("FAIRJOB_BENCH_BATCH_ACKS").as_deref() != Ok("off");
+        // FAIRJOB_BENCH_FOLD_ACKS=on: the next fetch carries the acks.
+        let fold_acks = std::env::var("FAIRJOB_BENCH_FOLD_ACKS").as_deref() == Ok("on");
         let worker = fairjob_tests::worker(url, ns)
             .concurrency(s.concurrency)
             .batch_acks(batch_acks)
+            .fold_acks(fold_acks)
             .queues(fairjob_tests::queues(&[queue]))
             .lease(Duration::from_secs(60))
             .heartbeat(Duration::from_secs(10))

@@ -18,36 +18,7 @@
 local sk = shard_keys(2, ARGV[1])
 shard_memo.policy_whole = true
 shard_memo.defer_counts = true
-local tokens = {}
-for i = 2, #ARGV - 2, 3 do tokens[#tokens + 1] = ARGV[i] end
-if #tokens == 0 then return {} end
-local held = fj_hmget(KEYS[1], tokens)
--- The records still held, and their tenants (ARGV[3k] for the k-th token).
-local gone, ts = {}, {}
-for k = 1, #tokens do
-  if held[k] then
-    gone[#gone + 1] = tokens[k]
-    ts[#ts + 1] = ARGV[3 * k]
-  end
-end
-if #gone > 0 then fj_hdel(KEYS[1], gone) end
-shard_prefetch(sk, ts, true)
-local fenced = {}
-local wake = false
-for k = 1, #tokens do
-  if not held[k] then
-    fenced[#fenced + 1] = k
-  else
-    local i = 2 + 3 * (k - 1)
-    if shard_release(sk, ARGV[i + 1]) then
-      wake = true
-    end
-    if ARGV[i + 2] ~= '' then
-      redis.call('RPUSH', KEYS[16], 'done ' .. ARGV[i + 2])
-      redis.call('SREM', KEYS[17], ARGV[i + 2])
-    end
-  end
-end
+local fenced, wake = shard_ack_list(sk, KEYS[1], ARGV, 2, KEYS[16], KEYS[17])
 shard_flush(sk)
 if wake then
   fj_wake(KEYS[2 + SHARD_NKEYS])

@@ -19,9 +19,16 @@
 --   ARGV[3] = token suffix ('|<encoded queue>'), ARGV[4] = shard prefix,
 --   ARGV[5] = inbox entries to move at most, ARGV[6] = this worker's identity.
 -- ARGV[7] = tenants waiting for their rate to bring back at most.
+-- ARGV[8] = '1' when the call carries acks, then (token, encoded tenant, '')
+--   triples: this worker's jobs of the queue that ended well, acked first as
+--   shard_ack_many.lua does (one round trip per sharded job: a tenant's
+--   running count is released in the step that refills the worker's slot, so
+--   floors and caps see exact counts); KEYS[19] = the queue's wake list.
 -- Returns a flat list: token, payload, ...; when it reserved fewer than n and
 -- a tenant waits for its rate, one more element: the µs until the first such
 -- tenant's rate allows a start (an idle worker waits no longer than that).
+-- With acks, the list starts with one more element: the 1-based positions of
+-- the fenced acks (a list, empty when none was).
 
 local sk = shard_keys(2, ARGV[4])
 shard_memo.policy_whole = true
@@ -29,6 +36,11 @@ shard_memo.defer_counts = true
 local after = 1 + SHARD_NKEYS
 local inflight = KEYS[after + 1]
 local n, seq = tonumber(ARGV[1]), tonumber(ARGV[2])
+local acking = ARGV[8] == '1'
+local fenced, wake = {}, false
+if acking then
+  fenced, wake = shard_ack_list(sk, inflight, ARGV, 9)
+end
 shard_drain_inbox(sk, KEYS[1], tonumber(ARGV[5]))
 shard_rate_wake(sk, tonumber(ARGV[7]))
 local any_waiting = redis.call('EXISTS', KEYS[after + 3]) == 1
@@ -50,6 +62,11 @@ for i = 1, n do
   seq = seq + 1
 end
 shard_flush(sk)
+-- A release that put a tenant back in the order wakes an idle worker when
+-- this one took all it asked for (when it took fewer, nothing is left).
+if wake and #out == 2 * n then
+  fj_wake(KEYS[after + 5])
+end
 if #out > 0 then
   -- The records in one HSET.
   fj_hset(inflight, out)
@@ -63,4 +80,5 @@ if #out < 2 * n and shard_rwait_any(sk) then
     out[#out + 1] = math.max(0, tonumber(first[2]) - fj_now_us())
   end
 end
+if acking then table.insert(out, 1, fenced) end
 return out

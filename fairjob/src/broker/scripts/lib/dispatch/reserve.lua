@@ -90,6 +90,45 @@ local function shard_release(sk, t)
   return entered
 end
 
+-- Acks jobs of the queue held in this worker's in-progress `record`, each
+-- fenced by its token: `args` holds (token, encoded tenant, kept jid) triples
+-- from position `first`. A held job leaves the record and its tenant's running
+-- count is released; a kept jid ('' for none) has its end recorded for its
+-- relay (`done_key`, `live_key`: given only when a triple has one). Returns
+-- the 1-based positions of the triples whose token was gone (fenced: the job
+-- had been recovered from this worker) and whether a release put a tenant
+-- back in the order.
+local function shard_ack_list(sk, record, args, first, done_key, live_key)
+  local tokens = {}
+  for i = first, #args - 2, 3 do tokens[#tokens + 1] = args[i] end
+  if #tokens == 0 then return {}, false end
+  local held = fj_hmget(record, tokens)
+  -- The records still held, and their tenants.
+  local gone, ts = {}, {}
+  for k = 1, #tokens do
+    if held[k] then
+      gone[#gone + 1] = tokens[k]
+      ts[#ts + 1] = args[first + 3 * (k - 1) + 1]
+    end
+  end
+  if #gone > 0 then fj_hdel(record, gone) end
+  shard_prefetch(sk, ts, true)
+  local fenced, wake = {}, false
+  for k = 1, #tokens do
+    if not held[k] then
+      fenced[#fenced + 1] = k
+    else
+      local i = first + 3 * (k - 1)
+      if shard_release(sk, args[i + 1]) then wake = true end
+      if args[i + 2] ~= '' then
+        redis.call('RPUSH', done_key, 'done ' .. args[i + 2])
+        redis.call('SREM', live_key, args[i + 2])
+      end
+    end
+  end
+  return fenced, wake
+end
+
 -- The tenant of an inbox entry pushed by a producer that knows nothing of
 -- shards: its `fair_tenant` field, or the shared shard ('') when it has none or
 -- is not JSON (the worker dead-letters malformed entries when it fetches them).
