@@ -404,6 +404,29 @@ impl Twin {
             .collect()
     }
 
+    /// Checks the acks of `picked` that Redis wrote: exactly the stale ones
+    /// (recovered from their worker) were `fenced`, noted as `seen_fenced`;
+    /// the others end in the model too.
+    fn acked(
+        &mut self,
+        picked: &[Held],
+        fenced: &[bool],
+        seen_fenced: &'static str,
+    ) -> Result<(), TestCaseError> {
+        let stale: Vec<bool> = picked.iter().map(|h| h.stale).collect();
+        if stale.contains(&true) {
+            self.seen.insert(seen_fenced);
+        }
+        prop_assert_eq!(fenced, &stale[..], "the fenced acks");
+        let tenants: Vec<String> = picked
+            .iter()
+            .filter(|h| !h.stale)
+            .map(|h| h.token.tenant.clone().unwrap_or_default())
+            .collect();
+        self.call().ack(tenants.iter().map(String::as_str));
+        Ok(())
+    }
+
     fn call(&mut self) -> Call<'_, String> {
         Call::new(&mut self.model, self.now)
     }
@@ -483,18 +506,8 @@ impl Twin {
                     .await
                     .expect("fetch");
                 if !picked.is_empty() {
-                    let stale: Vec<bool> = picked.iter().map(|h| h.stale).collect();
-                    if stale.contains(&true) {
-                        self.seen.insert("a fenced ack a fetch carried");
-                    }
                     self.seen.insert("a fetch carrying acks");
-                    prop_assert_eq!(&got.fenced, &stale, "the fenced acks a fetch carried");
-                    let tenants: Vec<String> = picked
-                        .iter()
-                        .filter(|h| !h.stale)
-                        .map(|h| h.token.tenant.clone().unwrap_or_default())
-                        .collect();
-                    self.call().ack(tenants.iter().map(String::as_str));
+                    self.acked(&picked, &got.fenced, "a fenced ack a fetch carried")?;
                 }
                 let (got, hint) = (got.jobs, got.rate_due);
                 self.seq += u64::from(*n);
@@ -603,17 +616,7 @@ impl Twin {
                     })
                     .collect();
                 let fenced = broker(self).ack_many(&record, &acks).await.expect("acks");
-                let stale: Vec<bool> = picked.iter().map(|h| h.stale).collect();
-                if stale.contains(&true) {
-                    self.seen.insert("a fenced end");
-                }
-                prop_assert_eq!(&fenced, &stale, "the fenced acks");
-                let tenants: Vec<String> = picked
-                    .iter()
-                    .filter(|h| !h.stale)
-                    .map(|h| h.token.tenant.clone().unwrap_or_default())
-                    .collect();
-                self.call().ack(tenants.iter().map(String::as_str));
+                self.acked(&picked, &fenced, "a fenced end")?;
             }
             Op::Die { worker } => {
                 let victims: Vec<usize> = (0..self.held.len())

@@ -249,20 +249,8 @@ impl RedisBroker {
         let mut reply: Vec<Value> = self.invoke(&inv).await?;
         let mut fenced = Vec::new();
         if !acks.is_empty() && !reply.is_empty() {
-            fenced = vec![false; acks.len()];
             let gone = Vec::<usize>::from_redis_value(reply.remove(0)).unwrap_or_default();
-            for i in gone {
-                if let Some(f) = i.checked_sub(1).and_then(|i| fenced.get_mut(i)) {
-                    *f = true;
-                }
-            }
-            let stale = fenced.iter().filter(|f| **f).count() as u64;
-            if stale > 0
-                && let Err(e) = self.count("fenced", stale).await
-            {
-                // The acks are written; only the counter missed them.
-                tracing::warn!(error = %e, stale, "could not count fenced completions");
-            }
+            fenced = self.fenced_acks(gone, acks.len()).await;
         }
         let rate_due = if reply.len() % 2 == 1 {
             reply

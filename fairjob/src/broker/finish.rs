@@ -131,9 +131,8 @@ impl RedisBroker {
         record: &AckRecord,
         acks: &[(&str, &str, Option<&str>)],
     ) -> Result<Vec<bool>> {
-        let mut fenced = vec![false; acks.len()];
         if acks.is_empty() {
-            return Ok(fenced);
+            return Ok(Vec::new());
         }
         #[cfg(feature = "testing")]
         if let Some(store) = self.memory() {
@@ -160,6 +159,13 @@ impl RedisBroker {
             inv.key(self.keys.relay_done()).key(self.keys.relay_live());
         }
         let gone: Vec<usize> = self.invoke(&inv).await?;
+        Ok(self.fenced_acks(gone, acks.len()).await)
+    }
+
+    /// Which of `n` acks were fenced, from the 1-based positions a script
+    /// found gone (`shard_ack_list`); the fenced completions are counted.
+    pub(super) async fn fenced_acks(&self, gone: Vec<usize>, n: usize) -> Vec<bool> {
+        let mut fenced = vec![false; n];
         for i in gone {
             if let Some(f) = i.checked_sub(1).and_then(|i| fenced.get_mut(i)) {
                 *f = true;
@@ -170,7 +176,7 @@ impl RedisBroker {
             // The acks are written; only the counter missed them.
             tracing::warn!(error = %e, stale, "could not count fenced completions");
         }
-        Ok(fenced)
+        fenced
     }
 
     /// Recovers a job of `identity` (the reaper): the same step as [`Self::finish`],

@@ -158,25 +158,36 @@ pub(crate) async fn write(broker: &RedisBroker, batch: &mut Vec<PendingAck>) {
         broker.ack_many(&group[0].record, &acks).await
     });
     let results = futures_util::future::join_all(calls).await;
-    // Each ack's outcome, in the batch's order.
-    let mut outcomes: Vec<Written> = Vec::with_capacity(batch.len());
-    for (group, result) in groups.iter().zip(results) {
+    let sizes: Vec<usize> = groups.iter().map(|g| g.len()).collect();
+    // Each group's outcome to its acks (the batch in the groups' order).
+    let mut rest = batch.drain(..);
+    for (size, result) in sizes.into_iter().zip(results) {
+        let mine = rest.by_ref().take(size);
         match result {
-            Ok(fenced) => outcomes.extend((0..group.len()).map(|i| {
-                Ok(if fenced.get(i) == Some(&true) {
-                    FinishReply::Fenced
-                } else {
-                    FinishReply::Done
-                })
-            })),
+            Ok(fenced) => {
+                for (i, p) in mine.enumerate() {
+                    p.written(fenced.get(i) == Some(&true));
+                }
+            }
             Err(e) => {
                 let e = Arc::new(e);
-                outcomes.extend(group.iter().map(|_| Err(e.clone())));
+                for p in mine {
+                    // The job's task may be gone (aborted at shutdown).
+                    let _ = p.done.send(Err(e.clone()));
+                }
             }
         }
     }
-    for (p, outcome) in batch.drain(..).zip(outcomes) {
-        // The job's task may be gone (aborted at shutdown).
-        let _ = p.done.send(outcome);
+}
+
+/// Hands `acks` to the ack task (`tx`) to be written there: acks no fetch
+/// will carry soon, or that a failed fetch carried. Their permits are
+/// released once written.
+pub(crate) fn hand_over(tx: Option<&AckSender>, acks: impl IntoIterator<Item = PendingAck>) {
+    if let Some(tx) = tx {
+        for a in acks {
+            // Gone only when the worker abandons Redis work.
+            let _ = tx.send(a);
+        }
     }
 }

@@ -29,10 +29,8 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use futures_util::future::{BoxFuture, join_all};
 use futures_util::stream::FuturesUnordered;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
-
-use tokio::sync::mpsc;
 
 use super::acks::{self, AckSender, PendingAck};
 use super::handle::WorkerHandle;
@@ -192,31 +190,26 @@ impl Fetcher {
         let mut done = vec![false; n];
         let mut empty = vec![false; self.kinds.len()];
         let mut out = Vec::new();
-        // The acks by queue, until the first round takes them.
-        let mut acks_by_queue: BTreeMap<String, Vec<PendingAck>> = BTreeMap::new();
+        // The acks by the index of their queue, until the first round
+        // takes them.
+        let mut carried: BTreeMap<usize, Vec<PendingAck>> = BTreeMap::new();
         for a in acks {
-            acks_by_queue
-                .entry(a.record.queue.clone())
-                .or_default()
-                .push(a);
+            let q = self
+                .kinds
+                .iter()
+                .position(|k| matches!(k, Kind::Shard(sq) if sq.name == a.record.queue));
+            // (An ack of a queue the worker does not fetch goes beside.)
+            carried.entry(q.unwrap_or(usize::MAX)).or_default().push(a);
         }
         loop {
             let round = self.plan(orders, &mut pos, &mut done, &empty);
             // The first round carries the acks: a sharded queue it asks
-            // acks its own in the call that reserves from it, the rest go
-            // beside the round's calls.
-            let mut carried: BTreeMap<usize, Vec<PendingAck>> = BTreeMap::new();
-            let mut beside: Vec<PendingAck> = Vec::new();
-            if !acks_by_queue.is_empty() {
-                for &q in round.shards.keys() {
-                    if let Kind::Shard(sq) = &self.kinds[q]
-                        && let Some(mine) = acks_by_queue.remove(&sq.name)
-                    {
-                        carried.insert(q, mine);
-                    }
-                }
-                beside.extend(std::mem::take(&mut acks_by_queue).into_values().flatten());
-            }
+            // acks its own in the call that reserves from it (below), the
+            // rest go beside the round's calls.
+            let mut beside: Vec<PendingAck> = carried
+                .extract_if(.., |q, _| !round.shards.contains_key(q))
+                .flat_map(|(_, mine)| mine)
+                .collect();
             if round.plain.is_empty() && round.shards.is_empty() {
                 if !beside.is_empty() {
                     acks::write(broker, &mut beside).await;
@@ -362,11 +355,7 @@ impl Fetcher {
                 Ok((got.jobs, got.rate_due))
             }
             Err(e) => {
-                if let Some(tx) = &self.acks {
-                    for a in acks {
-                        let _ = tx.send(a);
-                    }
-                }
+                acks::hand_over(self.acks.as_ref(), acks);
                 Err(e)
             }
         }
@@ -457,15 +446,6 @@ pub(crate) async fn fetch_loop(
     let fetcher = Fetcher::new(broker, &shared.identity, &queue_names, shared.acks.clone());
     // Acks handed over, waiting for a fetch to carry them.
     let mut carried: Vec<PendingAck> = Vec::new();
-    // Hands acks no fetch will carry soon to the ack task (their permits are
-    // released once written).
-    let to_ack_task = |carried: &mut Vec<PendingAck>| {
-        for a in carried.drain(..) {
-            if let Some(tx) = &shared.acks {
-                let _ = tx.send(a);
-            }
-        }
-    };
     // The waiter, unless an idle fetch in flight has it.
     let mut waiter = Some(broker.waiter(shared.config.poll_interval, wake_keys.clone()));
     let seq = AtomicU64::new(0);
@@ -495,13 +475,13 @@ pub(crate) async fn fetch_loop(
                     carried.push(a);
                 }
             }
-            to_ack_task(&mut carried);
+            acks::hand_over(shared.acks.as_ref(), carried.drain(..));
             return;
         }
         // An idle fetch waits alone; otherwise up to IN_FLIGHT at once.
         let may_start = !quiet && inflight.len() < IN_FLIGHT && (!idle || inflight.is_empty());
         if !carried.is_empty() && !may_start && (quiet || idle) {
-            to_ack_task(&mut carried);
+            acks::hand_over(shared.acks.as_ref(), carried.drain(..));
         }
         let next_ack = async {
             match &mut fold {
@@ -562,8 +542,7 @@ pub(crate) async fn fetch_loop(
         };
         // The carried acks' permits first, then free ones.
         let take = carried.len().min(MAX_BATCH);
-        let acks: Vec<PendingAck> = carried.drain(..take).collect();
-        let mut acks = acks;
+        let mut acks: Vec<PendingAck> = carried.drain(..take).collect();
         let mut permits: Vec<Permit> = first.into_iter().collect();
         permits.extend(acks.iter_mut().filter_map(|a| a.permit.take()));
         while permits.len() < MAX_BATCH {
