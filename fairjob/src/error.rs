@@ -233,6 +233,21 @@ pub enum Error {
         /// The failure's `error_message`.
         message: String,
     },
+    /// A batch that has fired `complete` takes no more members.
+    #[error("batch {bid} has finished (it fired `complete`): it takes no more jobs")]
+    BatchFinished {
+        /// The batch's id.
+        bid: String,
+    },
+    /// No batch has this id (never committed, or its data expired).
+    #[error("no batch {bid}: it was never committed or its data has expired")]
+    NoSuchBatch {
+        /// The batch's id.
+        bid: String,
+    },
+    /// A batch that cannot be committed as built (the reason says why).
+    #[error("batch: {0}")]
+    Batch(String),
     /// A request to fairjob's testing mode that it cannot carry out (nothing to
     /// perform, a drain that never ends…).
     #[error("fairjob testing mode: {0}")]

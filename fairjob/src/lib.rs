@@ -38,11 +38,12 @@
 //! | 1 | [`wire`], [`policy`] | Sidekiq's payload, field names, job options; every rule the scripts execute, as pure functions (no IO) |
 //! | 2 | [`broker`] | Redis: connection, keys, scripts and their calls, raw bounded reads (the only code naming the Redis client) |
 //! | 3 | [`fair`], [`limit`], [`rate`], [`queues`], [`config`], [`metrics`] | reroute plans, slot and rate limits' calls, queue lists, settings, metric names and label bounds |
-//! | 4 | [`inspect`], [`client`] | what operators see (views over the broker's reads and the policies); untyped push: payload in, jid out; client middleware |
-//! | 5 | [`job`] | `Job`, `Perform`, `Enqueue`, `JobContext`, the registry |
+//! | 4 | [`inspect`], [`client`] | what operators see (views over the broker's reads and the policies); untyped push: payload in, jid out; client middleware; batches' commit |
+//! | 5 | [`job`], [`batch`] | `Job`, `Perform`, `Enqueue`, `JobContext`, the registry; batches as a running job sees them |
 //! | 6 | [`worker`] | fetch, process, one exit, retry, heartbeat, reaper, scheduler, shutdown |
 //! | 7 | `testing`, [`prelude`] | test support; the common imports |
 
+pub mod batch;
 pub mod broker;
 pub mod client;
 pub mod config;
@@ -62,6 +63,7 @@ pub mod testing;
 pub mod wire;
 pub mod worker;
 
+pub use batch::{Batch, BatchHandle, BatchStatus};
 pub use client::{
     Bulk, Client, ClientBuilder, ClientMiddleware, ClientNext, CronSpec, IntoPush, PushJob,
     RelayEnd, RelayEndsRead, StagedPush, client_middleware_fn,

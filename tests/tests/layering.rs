@@ -38,6 +38,7 @@ const LIBRARY: &[(&str, u8)] = &[
     ("inspect", 4),
     ("client", 4),
     ("job", 5),
+    ("batch", 5),
     ("worker", 6),
     ("testing", 7),
     ("prelude", 7),

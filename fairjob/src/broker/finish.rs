@@ -18,6 +18,7 @@ use super::scripts::{FINISH, FRONT, SHARD_ACK_MANY, SHARD_FINISH, SLOT_RELEASE};
 use super::slots::RESERVATION_TTL;
 use super::{RedisBroker, SlotHold, Token, UniqueHold};
 use crate::error::Result;
+use crate::policy::batch::Outcome;
 
 /// What happens to a fetched job when it leaves the in-progress record.
 #[derive(Debug, Clone, Copy)]
@@ -60,6 +61,36 @@ pub struct Holds<'a> {
     /// records its end in the relay's completion list in the same script
     /// (one server; see `RedisBroker::ends_in_script`).
     pub kept: Option<&'a str>,
+    /// Its batch, when it is a member: an ack, a retry or a burial takes it
+    /// out of the batch's sets in the same script (one server; see
+    /// `RedisBroker::batch_in_script`).
+    pub batch: Option<&'a MemberEnd>,
+}
+
+/// A batch member's end, as its exit writes it (`scripts/lib/batch.lua`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemberEnd {
+    /// The batch's id.
+    pub bid: String,
+    /// The member's jid.
+    pub jid: String,
+    /// The run failed: its failure (`class: message`), kept for the batch's
+    /// status; an ack of a failed run is a discard.
+    pub failure: Option<String>,
+}
+
+impl MemberEnd {
+    /// The member's outcome when its run ends with `action` (`None`: a
+    /// requeue or a yield, not an end).
+    pub fn outcome(&self, action: &Finish<'_>) -> Option<Outcome> {
+        match action {
+            Finish::Ack if self.failure.is_some() => Some(Outcome::Discarded),
+            Finish::Ack => Some(Outcome::Ok),
+            Finish::Retry { .. } => Some(Outcome::Retry),
+            Finish::Dead { .. } => Some(Outcome::Dead),
+            Finish::Front { .. } | Finish::Back { .. } => None,
+        }
+    }
 }
 
 /// Where a batched ack goes: see [`RedisBroker::shard_ack_record`].
@@ -179,6 +210,21 @@ impl RedisBroker {
         fenced
     }
 
+    /// A batch member's end as the exit scripts take it: the batch's hash,
+    /// the jid, the outcome and the failure (`lib/batch.lua`).
+    fn member_end_args(
+        &self,
+        inv: &mut super::scripts::Call<'_>,
+        m: &MemberEnd,
+        action: &Finish<'_>,
+    ) {
+        let outcome = m.outcome(action).unwrap_or(Outcome::Ok);
+        inv.arg(self.keys.batch(&m.bid))
+            .arg(&m.jid)
+            .arg(outcome.as_str())
+            .arg(m.failure.as_deref().unwrap_or_default());
+    }
+
     /// Recovers a job of `identity` (the reaper): the same step as [`Self::finish`],
     /// done only if `identity`'s lease is still gone when the script runs, so a
     /// worker that came back since the reaper looked keeps its job.
@@ -210,6 +256,9 @@ impl RedisBroker {
             slot: holds.slot,
             unique: holds.unique.filter(|_| ends),
             kept: holds.kept.filter(|_| ends && self.ends_in_script()),
+            batch: holds
+                .batch
+                .filter(|b| b.outcome(&action).is_some() && self.batch_in_script()),
         };
         #[cfg(feature = "testing")]
         if let Some(store) = self.memory() {
@@ -233,12 +282,14 @@ impl RedisBroker {
             slot,
             unique: release,
             kept,
+            batch,
         } = holds;
         if !only_if_dead
             && matches!(action, Finish::Ack)
             && slot.is_none()
             && release.is_none()
             && kept.is_none()
+            && batch.is_none()
         {
             // The common case needs no script: one HDEL, fenced by the token.
             let removed: i64 = self
@@ -298,6 +349,11 @@ impl RedisBroker {
             inv.arg(jid)
                 .key(self.keys.relay_done())
                 .key(self.keys.relay_live());
+        } else if batch.is_some() {
+            inv.arg("");
+        }
+        if let Some(m) = batch {
+            self.member_end_args(&mut inv, m, &action);
         }
         let done: i64 = self.invoke(&inv).await?;
         Ok(match done {
@@ -329,6 +385,7 @@ impl RedisBroker {
             slot,
             unique: release,
             kept,
+            batch,
         } = holds;
         let sk = self.keys.shard(&token.queue);
         // The lock is released in the ending script when it shares its slot
@@ -390,6 +447,12 @@ impl RedisBroker {
                 };
                 inv.arg(state).arg(jid);
                 inv.key(self.keys.relay_done()).key(self.keys.relay_live());
+            } else if batch.is_some() {
+                inv.arg("").arg("");
+            }
+            if let Some(m) = batch {
+                self.member_end_args(&mut inv, m, &action);
+                inv.arg(clock_offset);
             }
             self.invoke(&inv).await?
         } else if let Finish::Front { payload } | Finish::Back { payload } = &action {

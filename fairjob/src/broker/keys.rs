@@ -228,6 +228,23 @@ impl Keys {
     pub fn relay_live(&self) -> String {
         self.k("fairjob:{staged}:live")
     }
+    /// A batch's hash (`Batch`; its other keys are this and a suffix:
+    /// `:pending`, `:jids`, `:failed`, `:staged`, `:payloads`, all tagged
+    /// with the bid for Redis Cluster; see `scripts/lib/batch.lua`).
+    pub fn batch(&self, bid: &str) -> String {
+        self.k(&format!("fairjob:{{b:{}}}", encode(bid)))
+    }
+    /// Batches by creation time (ZSET bid → epoch seconds), for listing;
+    /// an entry whose batch expired is dropped when it is next read.
+    pub fn batches(&self) -> String {
+        self.k("fairjob:batches")
+    }
+    /// Batches flipped open whose staged members are not all pushed yet
+    /// (ZSET bid → flip time): a worker's sweep pushes what a committer that
+    /// died left.
+    pub fn batches_releasing(&self) -> String {
+        self.k("fairjob:batches:releasing")
+    }
     /// The reaper's lock (one reaper pass per interval across the fleet).
     pub fn reaper_lock(&self) -> String {
         self.k("fairjob:reaper-lock")

@@ -91,6 +91,13 @@
 //! | `promoting_record` | where `promote` keeps the claims of `schedule` or `retry` | — | key |
 //! | `drop_claim`, `bury_claimed` | ends a claim; moves a bad entry to `dead` | `ZREM`, `schedule.lua` | `()` |
 //! | `stage_claims` | a relay's claims before its push (`push` with a `Src` in `staged` then pushes each once) | `ZADD NX` | `()` |
+//! | **batches** (`batch.rs`; a member's end is written by `finish` on one server) | | | |
+//! | `batch_stage` | stages members (pending, unsucceeded, payload in the staged set) of a batch being built; every key expires unless the commit comes | `batch_stage.lua` | `bool` |
+//! | `batch_listed`, `batch_commit` | lists the batch and marks it releasing; flips it open, stores its callbacks (an empty batch fires `complete`, `success`) | `ZADD`, `batch_commit.lua` | `()`, `Committed` |
+//! | `batch_add` | a member adds one to its open batch (refused once `complete` fired) | `batch_add.lua` | `Added` |
+//! | `batch_staged_record`, `batch_staged`, `batches_releasing`, `batch_released`, `batch_unlist_releasing` | the staged set members are pushed from (`push` with a `Src`); a page of staged members and payloads; batches a sweep should look at; forgets pushed payloads | —, `HGET`+`ZRANGE`+`HMGET`, `ZRANGE BYSCORE`, `HDEL`+`ZCARD`+`ZREM`, `ZREM` | rows |
+//! | `batch_in_script`, `batch_end` | whether a member's end is written by its exit's script (one server); the end as a step of its own (a cluster) | —, `batch_end.lua` | `bool`, events |
+//! | `batch_status`, `batches_newest`, `batches_unlist` | a batch's fields, set sizes, some failures; the newest batches; drops expired ones from the list | `HGETALL`, `SCARD`, `HLEN`, `HSCAN`, `ZCARD`; `ZRANGE REV`; `ZREM` | `BatchRow`, rows |
 //! | **a relay's bookkeeping** (`relay.rs`; fairjob-postgres' pump) | | | |
 //! | `relay_epoch`, `relay_epoch_read` | the relay's epoch token (written once; gone or changed = Redis lost data) | `SET NX`+`GET`, `GET` | `String` |
 //! | `relay_stage` | `stage_claims` fenced by the epoch: nothing staged unless the epoch key holds the relay's epoch | `relay_stage.lua` | `bool` |
@@ -136,6 +143,7 @@
 //! operation fails there with [`Error::NotInTestingMode`].
 
 mod actions;
+mod batch;
 mod conn;
 mod cron;
 pub(crate) mod fetch;
@@ -168,13 +176,14 @@ use std::time::{Duration, Instant};
 use redis::{FromRedisValue, Value};
 
 pub use actions::{Acted, JobSet, MAX_BULK, ProcessSignal, SetAction};
+pub use batch::{Added, BatchRow, Committed, STAGING_TTL_SECS};
 pub use conn::{Conn, ConnectOptions, Node, Waiter, redacted};
 pub use cron::{ClaimSpec, CronClaim};
 pub(crate) use fetch::PlainQueue;
 #[doc(hidden)]
 pub use fetch::ShardQueue;
 pub use fetch::{Reserved, ShardFetched};
-pub use finish::{AckRecord, Holds};
+pub use finish::{AckRecord, Holds, MemberEnd};
 pub use finish::{Finish, FinishReply};
 pub use iterate::{ITERATION_TTL, IterationState, SaveInfo, Saved};
 pub use keys::{Keys, LimitKeys, RateKeys, ShardKeys};

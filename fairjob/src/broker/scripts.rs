@@ -204,6 +204,7 @@ pub const INCLUDES: &[(&str, &str)] = &[
     ("unique", include_str!("scripts/lib/unique.lua")),
     ("yield", include_str!("scripts/lib/yield.lua")),
     ("exit", include_str!("scripts/lib/exit.lua")),
+    ("batch", include_str!("scripts/lib/batch.lua")),
     (
         "dispatch/state",
         include_str!("scripts/lib/dispatch/state.lua"),
@@ -370,6 +371,10 @@ script!(SHARD_YIELD_ASK, "shard_yield_ask.lua");
 script!(RELAY_STAGE, "relay_stage.lua");
 script!(RELAY_TRIM, "relay_trim.lua");
 script!(UNIQUE_TAKE, "unique_take.lua");
+script!(BATCH_STAGE, "batch_stage.lua");
+script!(BATCH_COMMIT, "batch_commit.lua");
+script!(BATCH_END, "batch_end.lua");
+script!(BATCH_ADD, "batch_add.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
@@ -385,7 +390,7 @@ pub(crate) fn all() -> impl Iterator<Item = &'static Lua> {
     ALL.iter().map(|(_, s)| &***s)
 }
 
-static ALL: [(&str, &LazyLock<Lua>); 37] = [
+static ALL: [(&str, &LazyLock<Lua>); 41] = [
     ("push", &PUSH),
     ("fetch", &FETCH),
     ("shard_fetch", &SHARD_FETCH),
@@ -423,6 +428,10 @@ static ALL: [(&str, &LazyLock<Lua>); 37] = [
     ("relay_trim", &RELAY_TRIM),
     ("unique_take", &UNIQUE_TAKE),
     ("unique_push", &UNIQUE_PUSH),
+    ("batch_stage", &BATCH_STAGE),
+    ("batch_commit", &BATCH_COMMIT),
+    ("batch_end", &BATCH_END),
+    ("batch_add", &BATCH_ADD),
 ];
 
 /// All script sources (the include files under `lib/` among them), for the
@@ -437,6 +446,7 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
     ("lib/unique.lua", include_str!("scripts/lib/unique.lua")),
     ("lib/yield.lua", include_str!("scripts/lib/yield.lua")),
     ("lib/exit.lua", include_str!("scripts/lib/exit.lua")),
+    ("lib/batch.lua", include_str!("scripts/lib/batch.lua")),
     (
         "lib/dispatch/state.lua",
         include_str!("scripts/lib/dispatch/state.lua"),
@@ -519,6 +529,10 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
     ("relay_trim.lua", include_str!("scripts/relay_trim.lua")),
     ("unique_take.lua", include_str!("scripts/unique_take.lua")),
     ("unique_push.lua", include_str!("scripts/unique_push.lua")),
+    ("batch_stage.lua", include_str!("scripts/batch_stage.lua")),
+    ("batch_commit.lua", include_str!("scripts/batch_commit.lua")),
+    ("batch_end.lua", include_str!("scripts/batch_end.lua")),
+    ("batch_add.lua", include_str!("scripts/batch_add.lua")),
 ];
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! implements for every `#[derive(Job)]` type; this module knows no job type.
 //! Layer 4: it fetches and runs nothing.
 
+pub(crate) mod batch;
 mod cron;
 mod middleware;
 mod policy;

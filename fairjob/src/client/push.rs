@@ -148,8 +148,13 @@ impl PushJob {
         self.default_tenant = tenant.filter(|t| !t.is_empty());
     }
 
+    /// The queue the job's type declares tenant-sharded, if any.
+    pub(super) fn sharded_queue(&self) -> Option<&'static str> {
+        self.sharded_queue
+    }
+
     /// Writes the default tenant into the payload when it has none.
-    fn settle_tenant(&mut self) {
+    pub(super) fn settle_tenant(&mut self) {
         if self.payload.tenant().is_none()
             && let Some(t) = self.default_tenant.take()
         {
@@ -539,7 +544,7 @@ impl Client {
 }
 
 /// A queue name a worker can be given (`-q name[,weight]`): not empty, no comma.
-fn check_queue_name(queue: &str) -> Result<()> {
+pub(super) fn check_queue_name(queue: &str) -> Result<()> {
     if queue.is_empty() || queue.contains(',') {
         return Err(Error::Config(format!(
             "invalid queue name {queue:?}: queue names must be non-empty and may not contain ','"

@@ -19,12 +19,14 @@
 //! | running limits: cap, burst, hold | [`dispatch::limit`] | `dispatch/limit.lua` | `shards` |
 //! | a tenant's pace | [`dispatch::pace`] | `dispatch/pace.lua` | `shards` |
 //! | dispatch and the shard scripts' steps | [`dispatch::reserve`] | `dispatch/reserve.lua` | `shards`, `shards_cluster` |
+//! | batches' membership | [`batch`] | `batch.lua` | `tests/tests/batches.rs` (`the_lua_twin_agrees`) |
 //! | (the dispatch scripts' per-call cache) | none | `cache.lua` | shown to change nothing by every `shards*` case |
 //! | (a parked job's exit from its record) | `worker/exit.rs` `admit`, and [`dispatch::reserve`]'s release | `exit.lua` | `shards` (slot and rate parks) |
 //!
 //! `common.lua` (helpers) and `clock.lua` (Redis's clock, the one place a
 //! script reads it) hold no rule.
 
+pub mod batch;
 pub mod dispatch;
 pub mod gcra;
 pub mod reroute;

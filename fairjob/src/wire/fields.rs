@@ -41,3 +41,10 @@ pub const UNIQUE_ON_CONFLICT: &str = "unique_on_conflict";
 /// (fairjob-postgres' "Postgres stays the truth" mode): a worker that acks or
 /// buries it records its jid in the relay's completion list.
 pub const PG_TRUTH: &str = "fairjob_pg_truth";
+/// The batch a job is a member of (Sidekiq Pro's field name; a bid fairjob
+/// does not know changes nothing).
+pub const BID: &str = "bid";
+/// On a batch's callback job: the batch's id.
+pub const BATCH_CALLBACK: &str = "fairjob_batch_callback";
+/// On a batch's callback job: the event (`complete`, `success`, `death`).
+pub const BATCH_EVENT: &str = "fairjob_batch_event";

@@ -8,11 +8,13 @@
 //! job's lock is released in the same call when it succeeds or dies (`Ack`,
 //! `Dead`), and kept by `Retry`, `Front` and `Yield`. So is the end of a job
 //! a relay keeps (`kept`, its jid) recorded for PostgreSQL in the same call
-//! (`Ack`, `Dead`; on one server, see `relay.rs`):
+//! (`Ack`, `Dead`; on one server, see `relay.rs`), and a batch member's end
+//! (`Ack`, `Retry`, `Dead`: it leaves its batch's sets, and an event it
+//! completes fires; on one server, see `batch.rs`):
 //!
 //! | exit | broker call |
 //! |------|-------------|
-//! | `Ack` of a tenant-sharded queue's job holding no slot, acks batched | the ack task (`acks.rs`, one `ack_many` per batch and queue) |
+//! | `Ack` of a tenant-sharded queue's job holding no slot and in no batch, acks batched | the ack task (`acks.rs`, one `ack_many` per batch and queue) |
 //! | `Ack` | `finish(Finish::Ack)` |
 //! | `Retry` | `finish(Finish::Retry)` |
 //! | `Dead` | `finish(Finish::Dead)` (the reaper: `recover`) |
@@ -27,9 +29,12 @@ use std::time::Duration;
 use super::processor::Permit;
 use super::retry::Outcome;
 use super::{Running, Shared, acks, backoff_sleep};
-use crate::broker::{Acquired, Finish, FinishReply, Holds, RateAcquired, SlotHold, Token};
+use crate::broker::{
+    Acquired, Finish, FinishReply, Holds, MemberEnd, RateAcquired, SlotHold, Token,
+};
 use crate::error::{Error, JobError, Result};
 use crate::job::{JobContext, RateGate, SlotRequest};
+use crate::policy::batch::Outcome as BatchOutcome;
 use crate::{limit, metrics, rate};
 
 /// How a fetched job leaves its worker's in-progress record.
@@ -60,6 +65,12 @@ impl From<Outcome> for Exit {
 }
 
 impl Exit {
+    /// A batch member's outcome when its run ends with this exit (`None`: a
+    /// requeue or a yield is no end).
+    pub(crate) fn member_outcome(&self, member: &MemberEnd) -> Option<BatchOutcome> {
+        member.outcome(&self.step())
+    }
+
     /// The broker's step for this exit.
     fn step(&self) -> Finish<'_> {
         match self {
@@ -138,7 +149,8 @@ async fn send(
     holds: Holds<'_>,
     permit: &mut Option<Permit>,
 ) -> Option<std::result::Result<FinishReply, Arc<Error>>> {
-    if let (Exit::Ack, None, None, Some(tx)) = (exit, holds.slot, holds.unique, &shared.acks)
+    if let (Exit::Ack, None, None, None, Some(tx)) =
+        (exit, holds.slot, holds.unique, holds.batch, &shared.acks)
         && let Some(record) = shared
             .client
             .broker()

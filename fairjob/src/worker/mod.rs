@@ -31,6 +31,7 @@
 //! Layer 6: the top of the library; only `testing` and `prelude` sit above.
 
 mod acks;
+mod batch;
 mod builder;
 mod cron;
 mod exit;

@@ -158,12 +158,22 @@ async fn run(shared: &Shared, cx: JobContext, cancel: CancellationToken, permit:
     let dead = matches!(exit, Exit::Dead(_));
     // A job a relay keeps: its end is recorded by the exit's call.
     let kept = super::relay::kept(cx.payload());
+    // A batch member: its end leaves its batch's sets in the exit's call.
+    let member = super::batch::member(cx.payload(), Some(&ran.result));
+    let member_outcome = member.as_ref().and_then(|m| exit.member_outcome(m));
     let holds = Holds {
         slot: ran.slot.as_ref(),
         unique: unique.as_ref(),
         kept: kept.as_deref(),
+        batch: member.as_ref(),
     };
     let label = end(shared, &cx, exit, label, permit, holds).await;
+    if let (Some(m), Some(outcome)) = (&member, member_outcome)
+        && label != metrics::Outcome::Fenced
+    {
+        // A Redis Cluster only: on one server the exit wrote it.
+        super::batch::run_ended(shared, m, outcome).await;
+    }
     if ended {
         super::cron::run_ended(shared, cx.payload()).await;
         if let Some(jid) = kept.filter(|_| label != metrics::Outcome::Fenced) {

@@ -70,6 +70,7 @@ pub(crate) async fn pass(shared: &Shared) -> crate::Result<usize> {
         }
     }
     heal(shared).await?;
+    super::batch::sweep(shared).await;
     Ok(recovered)
 }
 
@@ -162,12 +163,25 @@ async fn recover(shared: &Shared, identity: &str) -> crate::Result<usize> {
         let unique = parsed.as_ref().and_then(UniqueHold::of);
         // A kept job's burial records its end in the same call.
         let kept = parsed.as_ref().and_then(super::relay::kept);
+        // A batch member buried as interrupted leaves its batch's sets.
+        let member = parsed.as_ref().and_then(|p| {
+            let mut m = super::batch::member(p, None)?;
+            m.failure = Some("interrupted: its worker died while running it".to_owned());
+            Some(m)
+        });
         let holds = Holds {
             slot: slot.as_ref(),
             unique: unique.as_ref(),
             kept: kept.as_deref(),
+            batch: member.as_ref(),
         };
         let done = exit::recover(shared, identity, &token, &exit, holds).await?;
+        if done == FinishReply::Done
+            && let Some(m) = &member
+            && let Some(outcome) = exit.member_outcome(m)
+        {
+            super::batch::run_ended(shared, m, outcome).await;
+        }
         if done == FinishReply::Done {
             if let Exit::Dead(payload) = &exit
                 && let Ok(p) = Payload::parse_slice(payload.as_bytes())

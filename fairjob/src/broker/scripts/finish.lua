@@ -1,4 +1,4 @@
---! use common, clock, slots, unique
+--! use common, clock, slots, unique, batch
 -- End a fetched job's stay in the in-progress record, fenced by its token: if
 -- the token is gone (the job was recovered from a worker whose lease expired),
 -- nothing changes and the stale completion is counted. Otherwise, in the same
@@ -24,6 +24,12 @@
 --   job's end in the same step (`done <jid>` / `dead <jid>` pushed to the
 --   relay's completion list, the jid removed from its live set), and the last
 --   two KEYS (after the lease) are that list and that set.
+-- ARGV[16] = '' (or absent) or, for a batch member whose run this ends (ack,
+--   retry, dead), its batch's hash (lib/batch.lua; one server only: the
+--   batch's keys are in another cluster slot), ARGV[17] = its jid,
+--   ARGV[18] = its outcome (ok|retry|dead|discarded), ARGV[19] = its failure:
+--   the member leaves the batch's sets and an event it completes fires, in
+--   the same step.
 -- Returns 1, or 0 when fenced (a fenced completion releases no slot: the
 -- recovery that took the job released it).
 
@@ -61,6 +67,9 @@ if kept and (action == 'ack' or action == 'dead') then
   end
   redis.call('RPUSH', KEYS[nkeys + 1], state .. ' ' .. ARGV[15])
   redis.call('SREM', KEYS[nkeys + 2], ARGV[15])
+end
+if ARGV[16] ~= nil and ARGV[16] ~= '' then
+  fj_batch_end(ARGV[16], ARGV[17], ARGV[18], redis_now(ARGV[5]), ARGV[19])
 end
 if ARGV[12] ~= nil and ARGV[12] ~= '' then
   unique_release({ prefix = ARGV[12] }, ARGV[13], ARGV[14])

@@ -1,4 +1,4 @@
---! use dispatch/reserve, unique
+--! use dispatch/reserve, unique, batch, clock
 -- End a fetched job of a tenant-sharded queue, fenced by its token: if the
 -- token is gone from the worker's in-progress record of the queue (the job was
 -- recovered from a worker whose lease expired), nothing changes. Otherwise, in
@@ -18,6 +18,10 @@
 --   ARGV[10] = its jid: its end is recorded in the same step (pushed to the
 --   relay's completion list KEYS[16], the jid removed from its live set
 --   KEYS[17]; one server only: those keys are in another cluster slot).
+-- ARGV[11] = '' (or absent) or, for a batch member whose run this ends, its
+--   batch's hash, ARGV[12] = its jid, ARGV[13] = its outcome
+--   (ok|retry|dead|discarded), ARGV[14] = its failure, ARGV[15] = the clock
+--   offset: as finish.lua's ARGV[16..19] (one server only).
 -- Returns 1, or 0 when fenced.
 
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
@@ -34,6 +38,9 @@ end
 if ARGV[9] ~= nil and ARGV[9] ~= '' then
   redis.call('RPUSH', KEYS[16], ARGV[9] .. ' ' .. ARGV[10])
   redis.call('SREM', KEYS[17], ARGV[10])
+end
+if ARGV[11] ~= nil and ARGV[11] ~= '' then
+  fj_batch_end(ARGV[11], ARGV[12], ARGV[13], redis_now(ARGV[15]), ARGV[14])
 end
 if wake then
   fj_wake(KEYS[2 + SHARD_NKEYS])

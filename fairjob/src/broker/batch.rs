@@ -1,0 +1,340 @@
+//! Batches (`crate::batch`): a batch's members are staged in chunks
+//! (`batch_stage.lua`), invisible until `batch_commit.lua` flips the batch
+//! open; then each staged member is pushed with `push` from the batch's
+//! staged set (a `Src`), so a member is pushed once however often a push is
+//! repeated. A member's end leaves the batch's sets in its exit's own script
+//! on one server (`finish.lua`, `shard_finish.lua` with `Holds::batch`); on a
+//! Redis Cluster the batch's keys are in another slot, and `batch_end` is a
+//! step of its own right after the exit. The rules are `policy::batch`, their
+//! Lua twin `scripts/lib/batch.lua`.
+
+use redis::Value;
+
+use super::RedisBroker;
+use super::scripts::{BATCH_ADD, BATCH_COMMIT, BATCH_END, BATCH_STAGE};
+use crate::error::Result;
+use crate::policy::batch::{Event, Outcome};
+
+/// How long staged members wait for their batch's commit before they expire.
+pub const STAGING_TTL_SECS: u64 = 3600;
+
+/// What a commit's flip found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Committed {
+    /// Opened now; the events an empty batch fired at once.
+    Opened(Vec<Event>),
+    /// It was open already (a repeated commit).
+    AlreadyOpen,
+    /// Its staging expired (or it was never staged).
+    Gone,
+}
+
+/// What adding a member to an open batch found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Added {
+    /// Registered and staged: push it from the staged set.
+    Staged,
+    /// The batch fired `complete`.
+    Finished,
+    /// No such batch.
+    Gone,
+}
+
+/// A batch's stored facts, raw (`batch_status`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BatchRow {
+    /// The hash's fields (state, desc, tenant, total, times…).
+    pub fields: Vec<(String, String)>,
+    /// Members that have not run once.
+    pub pending: u64,
+    /// Members that have not succeeded.
+    pub unsucceeded: u64,
+    /// Failed members not succeeded since.
+    pub failed: u64,
+    /// Some failed members (at most about 100) and their failures.
+    pub failed_some: Vec<(String, String)>,
+    /// Members staged and not pushed yet.
+    pub staged: u64,
+}
+
+fn events(v: Value) -> Vec<Event> {
+    match v {
+        Value::Array(items) => items
+            .into_iter()
+            .filter_map(|i| match i {
+                Value::BulkString(b) => Event::parse(&String::from_utf8_lossy(&b)),
+                Value::SimpleString(s) => Event::parse(&s),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+impl RedisBroker {
+    /// Stages members (jid, payload) of batch `bid` before its commit, in one
+    /// call: each is a member from now on, and nothing is runnable. False
+    /// when the batch is no longer staging.
+    pub async fn batch_stage(
+        &self,
+        bid: &str,
+        description: &str,
+        tenant: &str,
+        members: &[(String, String)],
+        now: f64,
+    ) -> Result<bool> {
+        let mut inv = BATCH_STAGE.call();
+        inv.key(self.keys.batch(bid));
+        inv.arg(format!("{now:.6}"))
+            .arg(STAGING_TTL_SECS)
+            .arg(description)
+            .arg(tenant);
+        for (jid, payload) in members {
+            inv.arg(jid).arg(payload);
+        }
+        let done: i64 = self.invoke(&inv).await?;
+        Ok(done == 1)
+    }
+
+    /// Lists batch `bid` (created at `now`) for views and marks it as
+    /// releasing, before its flip: a worker's sweep pushes the staged members
+    /// of an open batch its committer left.
+    pub async fn batch_listed(&self, bid: &str, now: f64) -> Result<()> {
+        let mut pipe = redis::pipe();
+        pipe.zadd(self.keys.batches(), bid, now)
+            .ignore()
+            .zadd(self.keys.batches_releasing(), bid, now)
+            .ignore();
+        if self.is_cluster() {
+            // Two slots: one command each.
+            self.query::<()>(
+                redis::cmd("ZADD")
+                    .arg(self.keys.batches())
+                    .arg(now)
+                    .arg(bid),
+            )
+            .await?;
+            return self
+                .query(
+                    redis::cmd("ZADD")
+                        .arg(self.keys.batches_releasing())
+                        .arg(now)
+                        .arg(bid),
+                )
+                .await;
+        }
+        self.pipe(&pipe).await
+    }
+
+    /// Flips batch `bid` open: its callbacks' fields stored, its data kept
+    /// `keep_secs` after `success`; an empty batch fires at once.
+    pub async fn batch_commit(
+        &self,
+        bid: &str,
+        keep_secs: u64,
+        callbacks: &[(String, String)],
+        clock_offset: i64,
+    ) -> Result<Committed> {
+        let mut inv = BATCH_COMMIT.call();
+        inv.key(self.keys.batch(bid));
+        inv.arg(clock_offset).arg(keep_secs);
+        for (f, v) in callbacks {
+            inv.arg(f).arg(v);
+        }
+        let v: Value = self.invoke(&inv).await?;
+        Ok(match v {
+            Value::Int(0) => Committed::Gone,
+            Value::Int(_) => Committed::AlreadyOpen,
+            v => Committed::Opened(events(v)),
+        })
+    }
+
+    /// Adds member `jid` to open batch `bid` (from a running member).
+    pub async fn batch_add(&self, bid: &str, jid: &str, payload: &str, now: f64) -> Result<Added> {
+        let mut inv = BATCH_ADD.call();
+        inv.key(self.keys.batch(bid));
+        inv.arg(format!("{now:.6}")).arg(jid).arg(payload);
+        let r: String = self.invoke(&inv).await?;
+        Ok(match r.as_str() {
+            "ok" => Added::Staged,
+            "finished" => Added::Finished,
+            _ => Added::Gone,
+        })
+    }
+
+    /// The staged set a batch's members are pushed from (a `Src` record).
+    pub fn batch_staged_record(&self, bid: &str) -> String {
+        format!("{}:staged", self.keys.batch(bid))
+    }
+
+    /// Forgets pushed members' stored payloads (their staged entries went
+    /// with their push); when none is left staged, the batch leaves the
+    /// releasing set.
+    pub async fn batch_released(&self, bid: &str, jids: &[String]) -> Result<()> {
+        let b = self.keys.batch(bid);
+        if !jids.is_empty() {
+            let _: i64 = self
+                .query(redis::cmd("HDEL").arg(format!("{b}:payloads")).arg(jids))
+                .await?;
+        }
+        let left: u64 = self
+            .query(redis::cmd("ZCARD").arg(format!("{b}:staged")))
+            .await?;
+        if left == 0 {
+            let _: i64 = self
+                .query(
+                    redis::cmd("ZREM")
+                        .arg(self.keys.batches_releasing())
+                        .arg(bid),
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Batches flipped before `before` (epoch seconds) that may still have
+    /// staged members, at most `n`.
+    pub async fn batches_releasing(&self, before: f64, n: usize) -> Result<Vec<String>> {
+        self.query(
+            redis::cmd("ZRANGE")
+                .arg(self.keys.batches_releasing())
+                .arg("-inf")
+                .arg(before)
+                .arg("BYSCORE")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(n),
+        )
+        .await
+    }
+
+    /// Up to `n` staged members of batch `bid` and their payloads (`None`
+    /// when the batch is still staging or gone: nothing to push).
+    pub async fn batch_staged(&self, bid: &str, n: usize) -> Result<Option<Vec<(String, String)>>> {
+        let b = self.keys.batch(bid);
+        let state: Option<String> = self.query(redis::cmd("HGET").arg(&b).arg("state")).await?;
+        if state.as_deref() != Some("open") {
+            return Ok(None);
+        }
+        let jids: Vec<String> = self
+            .query(
+                redis::cmd("ZRANGE")
+                    .arg(format!("{b}:staged"))
+                    .arg(0)
+                    .arg(n.max(1) - 1),
+            )
+            .await?;
+        if jids.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let payloads: Vec<Option<String>> = self
+            .query(redis::cmd("HMGET").arg(format!("{b}:payloads")).arg(&jids))
+            .await?;
+        Ok(Some(
+            jids.into_iter()
+                .zip(payloads)
+                .filter_map(|(j, p)| p.map(|p| (j, p)))
+                .collect(),
+        ))
+    }
+
+    /// Takes a batch out of the releasing set (gone, or nothing staged).
+    pub async fn batch_unlist_releasing(&self, bid: &str) -> Result<()> {
+        self.query(
+            redis::cmd("ZREM")
+                .arg(self.keys.batches_releasing())
+                .arg(bid),
+        )
+        .await
+    }
+
+    /// Whether a member's end is written by its exit's script (one server);
+    /// on a Redis Cluster the caller writes it with [`Self::batch_end`].
+    pub(crate) fn batch_in_script(&self) -> bool {
+        !self.is_cluster()
+    }
+
+    /// A member's end as a step of its own (a Redis Cluster, after the
+    /// exit): it leaves the batch's sets; returns the events it fired.
+    pub async fn batch_end(
+        &self,
+        bid: &str,
+        jid: &str,
+        outcome: Outcome,
+        failure: &str,
+        clock_offset: i64,
+    ) -> Result<Vec<Event>> {
+        let mut inv = BATCH_END.call();
+        inv.key(self.keys.batch(bid));
+        inv.arg(jid)
+            .arg(outcome.as_str())
+            .arg(failure)
+            .arg(clock_offset);
+        let v: Value = self.invoke(&inv).await?;
+        Ok(events(v))
+    }
+
+    /// A batch's stored facts; `None` when there is no such batch.
+    pub async fn batch_status(&self, bid: &str) -> Result<Option<BatchRow>> {
+        let b = self.keys.batch(bid);
+        let mut pipe = redis::pipe();
+        pipe.cmd("HGETALL")
+            .arg(&b)
+            .cmd("SCARD")
+            .arg(format!("{b}:pending"))
+            .cmd("SCARD")
+            .arg(format!("{b}:jids"))
+            .cmd("HLEN")
+            .arg(format!("{b}:failed"))
+            .cmd("HSCAN")
+            .arg(format!("{b}:failed"))
+            .arg(0)
+            .arg("COUNT")
+            .arg(100)
+            .cmd("ZCARD")
+            .arg(format!("{b}:staged"));
+        type Row = (
+            Vec<(String, String)>,
+            u64,
+            u64,
+            u64,
+            (String, Vec<(String, String)>),
+            u64,
+        );
+        let (fields, pending, unsucceeded, failed, (_, failed_some), staged): Row =
+            self.pipe(&pipe).await?;
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(BatchRow {
+            fields,
+            pending,
+            unsucceeded,
+            failed,
+            failed_some,
+            staged,
+        }))
+    }
+
+    /// The newest batches (bid, created at), newest first, at most `n`.
+    pub async fn batches_newest(&self, n: usize) -> Result<Vec<(String, f64)>> {
+        self.query(
+            redis::cmd("ZRANGE")
+                .arg(self.keys.batches())
+                .arg(0)
+                .arg(n.max(1) - 1)
+                .arg("REV")
+                .arg("WITHSCORES"),
+        )
+        .await
+    }
+
+    /// Drops listed batches whose data expired.
+    pub async fn batches_unlist(&self, bids: &[String]) -> Result<()> {
+        if bids.is_empty() {
+            return Ok(());
+        }
+        self.query(redis::cmd("ZREM").arg(self.keys.batches()).arg(bids))
+            .await
+    }
+}

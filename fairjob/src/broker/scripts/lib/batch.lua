@@ -1,0 +1,103 @@
+--! use common
+-- Batches' membership (the twin of fairjob::policy::batch): a batch `p` (its
+-- hash's key; its other keys are `p` and a suffix, in the same cluster slot)
+-- keeps two sets of member jids: `:pending`, the members that have not run
+-- once, and `:jids`, those that have not succeeded. A member's end takes it
+-- out of them in the same script as the end itself (the worker's one exit),
+-- and an event fires only when its set is empty: `complete` when no member is
+-- pending, `success` after `complete` when none is unsucceeded, `death` at
+-- the first member that dies. Each fires once (`HSETNX <event>_at`): a
+-- duplicate end, a member run twice or a replay changes no set and fires
+-- nothing. A fired event enqueues its callback job (stored at commit, split
+-- around its `enqueued_at` value) on its queue and wakes a worker.
+--
+-- The hash: `state` ('staging' until the commit flips it 'open'), `total`,
+-- `created_at`, `complete_at` / `success_at` / `death_at`, per event `cb:`,
+-- `cbt:` (the callback's payload before and after its enqueued_at), `cbq:`
+-- (its queue's list), `cbw:` (its wake list), `cbn:` (its queue's name), `qs`
+-- (the `queues` set) and `keep` (seconds the data stays after `success`).
+
+-- How long an open batch's data lives, and one with a dead member (as the
+-- dead set keeps its jobs, so a dead member retried by hand still resolves).
+local FJ_BATCH_KEEP_OPEN = 30 * 86400
+local FJ_BATCH_KEEP_DEAD = 180 * 86400
+
+local function fj_batch_keys(p)
+  return { p, p .. ':pending', p .. ':jids', p .. ':failed', p .. ':staged', p .. ':payloads' }
+end
+
+local function fj_batch_expire(p, secs)
+  for _, k in ipairs(fj_batch_keys(p)) do redis.call('EXPIRE', k, secs) end
+end
+
+-- Fires `event` once (true the first time): its time, and its callback
+-- pushed to its queue.
+local function fj_batch_fire(p, event, now)
+  if redis.call('HSETNX', p, event .. '_at', string.format('%.6f', now)) == 0 then return false end
+  local cb = redis.call('HMGET', p, 'cb:' .. event, 'cbt:' .. event, 'cbq:' .. event,
+    'cbw:' .. event, 'cbn:' .. event, 'qs')
+  if cb[1] then
+    redis.call('LPUSH', cb[3], cb[1] .. string.format('%.6f', now) .. cb[2])
+    if cb[6] then redis.call('SADD', cb[6], cb[5]) end
+    fj_wake(cb[4])
+  end
+  return true
+end
+
+-- Fires what the sets now allow (an open batch only); returns the events
+-- fired, in order. After `success` the data stays `keep` seconds.
+local function fj_batch_settle(p, now)
+  local fired = {}
+  if redis.call('HGET', p, 'state') ~= 'open' then return fired end
+  if redis.call('SCARD', p .. ':pending') == 0 and fj_batch_fire(p, 'complete', now) then
+    fired[#fired + 1] = 'complete'
+  end
+  if redis.call('HEXISTS', p, 'complete_at') == 1 and redis.call('SCARD', p .. ':jids') == 0
+      and fj_batch_fire(p, 'success', now) then
+    fired[#fired + 1] = 'success'
+    fj_batch_expire(p, tonumber(redis.call('HGET', p, 'keep') or '86400'))
+  end
+  return fired
+end
+
+-- A member's end: outcome 'ok' (succeeded), 'retry' (failed, waits in
+-- retry), 'dead' (buried) or 'discarded' (failed, kept nowhere). `err` is
+-- the failure ('' for none), kept for the batch's status until the member
+-- succeeds. A jid that is not a member (or a batch that is gone) changes
+-- nothing. Returns the events fired.
+local function fj_batch_end(p, jid, outcome, now, err)
+  if redis.call('EXISTS', p) == 0 then return {} end
+  redis.call('SREM', p .. ':pending', jid)
+  local member = redis.call('SISMEMBER', p .. ':jids', jid) == 1
+  local fired = {}
+  if outcome == 'ok' then
+    if member then
+      redis.call('SREM', p .. ':jids', jid)
+      redis.call('HDEL', p .. ':failed', jid)
+    end
+  elseif member then
+    if err ~= '' then redis.call('HSET', p .. ':failed', jid, err) end
+    if outcome == 'dead' then
+      if fj_batch_fire(p, 'death', now) then fired[#fired + 1] = 'death' end
+      if redis.call('HEXISTS', p, 'success_at') == 0 then fj_batch_expire(p, FJ_BATCH_KEEP_DEAD) end
+    end
+  end
+  for _, e in ipairs(fj_batch_settle(p, now)) do fired[#fired + 1] = e end
+  return fired
+end
+
+-- Registers a new member `jid` (staged with `payload` until it is pushed).
+-- 'gone' when the batch is unknown or expired, 'finished' when it has fired
+-- `complete` (a reopened batch cannot take more), else 'ok'.
+local function fj_batch_add(p, jid, payload, now)
+  local state = redis.call('HGET', p, 'state')
+  if not state then return 'gone' end
+  if redis.call('HEXISTS', p, 'complete_at') == 1 then return 'finished' end
+  if redis.call('SADD', p .. ':pending', jid) == 1 then
+    redis.call('HINCRBY', p, 'total', 1)
+  end
+  redis.call('SADD', p .. ':jids', jid)
+  redis.call('ZADD', p .. ':staged', now, jid)
+  redis.call('HSET', p .. ':payloads', jid, payload)
+  return 'ok'
+end

@@ -1,0 +1,524 @@
+//! Batches, untyped: the builder, a batch's commit, a member's additions and
+//! a batch's status (the guarantees, and what a running member sees:
+//! [`crate::batch`]). The commit prepares every member
+//! as a push would (middleware, tenant, size, queue names) before it writes
+//! anything, stages them in chunks, lists the batch, flips it open, then
+//! pushes the staged members from the batch's staged set, each once.
+
+use std::collections::HashMap;
+
+use super::push::count_reroute;
+use super::{Client, IntoPush, PushJob};
+use crate::broker::{Added, Committed, PushSpec, Pushed, Src};
+use crate::error::{Error, Result};
+use crate::policy::batch::Event;
+use crate::wire::{Payload, UniqueSpec, fields, new_jid, now_f64};
+
+/// Members per `batch_stage.lua` call, and at most this many bytes of
+/// payloads: a call stays well under a millisecond.
+const STAGE_CHUNK: usize = 250;
+const STAGE_BYTES: usize = 256 * 1024;
+/// Members per `push` when the staged members are pushed.
+const RELEASE_CHUNK: usize = 500;
+/// A batch whose committer has not pushed every member after this long is
+/// pushed by a worker's sweep.
+pub(crate) const SWEEP_AFTER_SECS: f64 = 30.0;
+
+/// A batch being built; [`Batch::commit`] makes its members runnable.
+#[derive(Default)]
+#[must_use = "a batch does nothing until it is committed"]
+pub struct Batch {
+    pub(crate) description: String,
+    pub(crate) tenant: Option<String>,
+    pub(crate) callbacks: Vec<(Event, Result<PushJob>)>,
+    pub(crate) members: Vec<Result<PushJob>>,
+}
+
+impl std::fmt::Debug for Batch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch")
+            .field("description", &self.description)
+            .field("tenant", &self.tenant)
+            .field("members", &self.members.len())
+            .finish()
+    }
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Batch {
+        Batch::default()
+    }
+
+    /// A description, shown by the dashboard and in the batch's status.
+    pub fn description(mut self, text: impl Into<String>) -> Self {
+        self.description = text.into();
+        self
+    }
+
+    /// The tenant the callbacks run in (by default the first member's).
+    pub fn set_tenant(mut self, tenant: impl Into<String>) -> Self {
+        self.tenant = Some(tenant.into());
+        self
+    }
+
+    /// The job enqueued once every member has run once.
+    pub fn on_complete(self, job: impl IntoPush) -> Self {
+        self.on(Event::Complete, job)
+    }
+
+    /// The job enqueued once every member has succeeded.
+    pub fn on_success(self, job: impl IntoPush) -> Self {
+        self.on(Event::Success, job)
+    }
+
+    /// The job enqueued when the first member dies.
+    pub fn on_death(self, job: impl IntoPush) -> Self {
+        self.on(Event::Death, job)
+    }
+
+    fn on(mut self, event: Event, job: impl IntoPush) -> Self {
+        self.callbacks.retain(|(e, _)| *e != event);
+        self.callbacks.push((event, job.into_push()));
+        self
+    }
+
+    /// Adds a member (any job type, any queue).
+    pub fn push(mut self, job: impl IntoPush) -> Self {
+        self.members.push(job.into_push());
+        self
+    }
+
+    /// Adds many members.
+    pub fn push_bulk<J: IntoPush>(mut self, jobs: impl IntoIterator<Item = J>) -> Self {
+        self.members
+            .extend(jobs.into_iter().map(IntoPush::into_push));
+        self
+    }
+
+    /// Commits the batch: its members become runnable, all of them or none.
+    /// Returns the batch's id. A member that cannot be pushed (its size, a
+    /// unique job, a bad queue name) fails the whole commit before anything
+    /// is written.
+    pub async fn commit(self, client: &Client) -> Result<String> {
+        client.commit_batch(self).await
+    }
+}
+
+/// A running member's handle on its own batch ([`JobContext::batch`]).
+#[derive(Clone, Debug)]
+pub struct BatchHandle {
+    pub(crate) client: Client,
+    pub(crate) bid: String,
+}
+
+impl BatchHandle {
+    /// The batch's id.
+    pub fn bid(&self) -> &str {
+        &self.bid
+    }
+
+    /// Adds a job to the batch (it runs like a committed member). A batch
+    /// that fired `complete` is [`Error::BatchFinished`]; one that is gone,
+    /// [`Error::NoSuchBatch`].
+    pub async fn push(&self, job: impl IntoPush) -> Result<()> {
+        self.client.add_to_batch(&self.bid, job.into_push()?).await
+    }
+
+    /// The batch's status now.
+    pub async fn status(&self) -> Result<BatchStatus> {
+        self.client
+            .batch_status(&self.bid)
+            .await?
+            .ok_or_else(|| Error::NoSuchBatch {
+                bid: self.bid.clone(),
+            })
+    }
+}
+
+/// A batch as Redis holds it now.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct BatchStatus {
+    /// The batch's id.
+    pub bid: String,
+    /// Its description.
+    pub description: String,
+    /// The tenant its callbacks run in ('' for none).
+    pub tenant: String,
+    /// Members ever added.
+    pub total: u64,
+    /// Members that have not run once.
+    pub pending: u64,
+    /// Members that have not succeeded.
+    pub unsucceeded: u64,
+    /// Failed members that have not succeeded since.
+    pub failures: u64,
+    /// Some of them (at most about 100): jid and failure.
+    pub failed_jids: Vec<(String, String)>,
+    /// Members committed and not pushed yet.
+    pub staged: u64,
+    /// Committed (open) rather than still staging.
+    pub committed: bool,
+    /// When it was created, and when each event fired (epoch seconds).
+    pub created_at: f64,
+    /// When `complete` fired.
+    pub complete_at: Option<f64>,
+    /// When `success` fired.
+    pub success_at: Option<f64>,
+    /// When `death` fired.
+    pub death_at: Option<f64>,
+}
+
+impl BatchStatus {
+    /// When `event` fired.
+    pub fn fired_at(&self, event: Event) -> Option<f64> {
+        match event {
+            Event::Complete => self.complete_at,
+            Event::Success => self.success_at,
+            Event::Death => self.death_at,
+        }
+    }
+}
+
+impl Client {
+    /// A handle on batch `bid`, to add jobs to it or read its status (a
+    /// running member's own batch is [`JobContext::batch`]). Adding to it
+    /// while no member is running may race its completion: the batch may
+    /// fire `complete` first, and the add is then [`Error::BatchFinished`].
+    pub fn batch(&self, bid: impl Into<String>) -> BatchHandle {
+        BatchHandle {
+            client: self.clone(),
+            bid: bid.into(),
+        }
+    }
+}
+
+/// A member ready to stage: its jid, its payload as stored, its push.
+struct Member {
+    jid: String,
+    json: String,
+    class: String,
+    spec: PushSpec,
+}
+
+impl Client {
+    /// [`Batch::commit`].
+    pub(crate) async fn commit_batch(&self, batch: Batch) -> Result<String> {
+        let bid = new_jid();
+        let now = now_f64();
+        let mut tenant = batch.tenant.clone();
+        let mut members = Vec::with_capacity(batch.members.len());
+        for job in batch.members {
+            let Some(m) = self.member(&bid, job?, now).await? else {
+                continue;
+            };
+            if tenant.is_none() {
+                tenant = Payload::parse_slice(m.json.as_bytes())
+                    .ok()
+                    .and_then(|p| p.tenant());
+            }
+            members.push(m);
+        }
+        let tenant = tenant.unwrap_or_default();
+        let mut callbacks = Vec::new();
+        for (event, job) in batch.callbacks {
+            callbacks.extend(self.callback_fields(&bid, event, job?, &tenant).await?);
+        }
+        let broker = self.broker();
+        // Staged: members, invisible, expiring unless the flip comes.
+        let mut chunk: Vec<(String, String)> = Vec::new();
+        let mut bytes = 0;
+        let mut staged_any = false;
+        for m in &members {
+            bytes += m.json.len();
+            chunk.push((m.jid.clone(), m.json.clone()));
+            if chunk.len() >= STAGE_CHUNK || bytes >= STAGE_BYTES {
+                self.stage(&bid, &batch.description, &tenant, &chunk, now)
+                    .await?;
+                staged_any = true;
+                chunk.clear();
+                bytes = 0;
+            }
+        }
+        if !chunk.is_empty() || !staged_any {
+            self.stage(&bid, &batch.description, &tenant, &chunk, now)
+                .await?;
+        }
+        broker.batch_listed(&bid, now).await?;
+        match broker
+            .batch_commit(
+                &bid,
+                self.inner.config.batch_retention.as_secs(),
+                &callbacks,
+                self.clock_offset(),
+            )
+            .await?
+        {
+            Committed::Opened(_) | Committed::AlreadyOpen => {}
+            Committed::Gone => {
+                return Err(Error::Batch(format!(
+                    "batch {bid}: its staged members expired before the commit"
+                )));
+            }
+        }
+        tracing::debug!(bid = %bid, members = members.len(), "batch committed");
+        // From here on the batch is committed: every member gets pushed (by a
+        // sweep if this process dies now).
+        self.release(&bid, members).await?;
+        Ok(bid)
+    }
+
+    async fn stage(
+        &self,
+        bid: &str,
+        description: &str,
+        tenant: &str,
+        chunk: &[(String, String)],
+        now: f64,
+    ) -> Result<()> {
+        let staged = self
+            .broker()
+            .batch_stage(bid, description, tenant, chunk, now)
+            .await?;
+        if staged {
+            Ok(())
+        } else {
+            Err(Error::Batch(format!("batch {bid} was committed already")))
+        }
+    }
+
+    /// A member through the client middleware, with its batch and tenant
+    /// written in, and its push prepared (`None`: a middleware stopped it).
+    async fn member(&self, bid: &str, job: PushJob, now: f64) -> Result<Option<Member>> {
+        let Some(mut job) = self.run_chain(job).await? else {
+            return Ok(None);
+        };
+        job.settle_tenant();
+        let class = job.class();
+        if UniqueSpec::of(job.payload()).is_some() {
+            return Err(Error::Batch(format!(
+                "`{class}` is a unique job: it cannot be a batch member (a refused duplicate would leave its batch pending)"
+            )));
+        }
+        job.payload_mut().set(fields::BID, bid);
+        let jid = job.jid();
+        let json = job.payload().to_json();
+        let (spec, _, _) = self.prepare(job, now, None)?;
+        Ok(Some(Member {
+            jid,
+            json,
+            class,
+            spec,
+        }))
+    }
+
+    /// A callback's fields in the batch's hash (see `lib/batch.lua`): its
+    /// payload split around its `enqueued_at` value, its queue's list and
+    /// wake-up list and its name.
+    async fn callback_fields(
+        &self,
+        bid: &str,
+        event: Event,
+        job: PushJob,
+        tenant: &str,
+    ) -> Result<Vec<(String, String)>> {
+        let Some(mut job) = self.run_chain(job).await? else {
+            return Ok(Vec::new());
+        };
+        job.settle_tenant();
+        if job.tenant().is_none() && !tenant.is_empty() {
+            job.set_tenant(tenant);
+        }
+        let sharded_type = job.sharded_queue();
+        let p = job.payload_mut();
+        p.remove(fields::BID);
+        p.set("jid", callback_jid(bid, event));
+        p.set(fields::BATCH_CALLBACK, bid);
+        p.set(fields::BATCH_EVENT, event.as_str());
+        p.set("enqueued_at", 0.0);
+        let queue = p.queue();
+        super::push::check_queue_name(&queue)?;
+        let (before, _, after) = p.split_at("enqueued_at");
+        let size = before.len() + after.len() + 20;
+        if size > self.inner.config.max_payload_bytes {
+            return Err(Error::PayloadTooLarge {
+                class: p.class(),
+                size,
+                max: self.inner.config.max_payload_bytes,
+            });
+        }
+        let sharded = self.is_sharded(&queue) || sharded_type == Some(queue.as_str());
+        let broker = self.broker();
+        let e = event.as_str();
+        Ok(vec![
+            (format!("cb:{e}"), before),
+            (format!("cbt:{e}"), after),
+            (format!("cbq:{e}"), broker.keys().queue(&queue)),
+            (format!("cbw:{e}"), broker.wake_key(&queue, sharded)),
+            (format!("cbn:{e}"), queue),
+            ("qs".to_owned(), broker.keys().queues()),
+        ])
+    }
+
+    /// Pushes committed members from the batch's staged set, each once (a
+    /// member already pushed, by a sweep, is left).
+    async fn release(&self, bid: &str, members: Vec<Member>) -> Result<()> {
+        let record = self.broker().batch_staged_record(bid);
+        let mut members = members.into_iter().peekable();
+        loop {
+            let mut specs = Vec::new();
+            let mut jids = Vec::new();
+            let mut classes = Vec::new();
+            for mut m in members.by_ref().take(RELEASE_CHUNK) {
+                m.spec.src = Some(Src {
+                    record: record.clone(),
+                    member: m.jid.clone(),
+                    once: None,
+                });
+                specs.push(m.spec);
+                jids.push(m.jid);
+                classes.push(m.class);
+            }
+            let pushed = if specs.is_empty() {
+                Vec::new()
+            } else {
+                self.broker().push(&specs, self.clock_offset()).await?
+            };
+            for ((spec, class), p) in specs.iter().zip(classes).zip(pushed) {
+                if let Pushed::To(i) = p
+                    && i > 0
+                {
+                    count_reroute(class, &spec.candidates[i].queue);
+                }
+            }
+            self.broker().batch_released(bid, &jids).await?;
+            if members.peek().is_none() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// [`crate::BatchHandle::push`].
+    pub(crate) async fn add_to_batch(&self, bid: &str, job: PushJob) -> Result<()> {
+        let now = now_f64();
+        let Some(m) = self.member(bid, job, now).await? else {
+            return Ok(());
+        };
+        let broker = self.broker();
+        // Listed as releasing first: if this process dies after the add, a
+        // sweep pushes the member.
+        broker.batch_listed(bid, now).await?;
+        match broker.batch_add(bid, &m.jid, &m.json, now).await? {
+            Added::Staged => self.release(bid, vec![m]).await,
+            Added::Finished => Err(Error::BatchFinished {
+                bid: bid.to_owned(),
+            }),
+            Added::Gone => {
+                broker.batch_unlist_releasing(bid).await?;
+                Err(Error::NoSuchBatch {
+                    bid: bid.to_owned(),
+                })
+            }
+        }
+    }
+
+    /// Batch `bid`'s status; `None` when there is no such batch.
+    pub async fn batch_status(&self, bid: &str) -> Result<Option<BatchStatus>> {
+        let Some(row) = self.broker().batch_status(bid).await? else {
+            return Ok(None);
+        };
+        let f: HashMap<String, String> = row.fields.into_iter().collect();
+        let num = |k: &str| f.get(k).and_then(|v| v.parse::<f64>().ok());
+        Ok(Some(BatchStatus {
+            bid: bid.to_owned(),
+            description: f.get("desc").cloned().unwrap_or_default(),
+            tenant: f.get("tenant").cloned().unwrap_or_default(),
+            total: num("total").unwrap_or(0.0) as u64,
+            pending: row.pending,
+            unsucceeded: row.unsucceeded,
+            failures: row.failed,
+            failed_jids: row.failed_some,
+            staged: row.staged,
+            committed: f.get("state").map(String::as_str) == Some("open"),
+            created_at: num("created_at").unwrap_or(0.0),
+            complete_at: num("complete_at"),
+            success_at: num("success_at"),
+            death_at: num("death_at"),
+        }))
+    }
+
+    /// Pushes the staged members of batches whose committer stopped before
+    /// pushing them all (it died after the flip): at most `max_batches`
+    /// batches per call, flipped more than 30 s ago. Returns members pushed.
+    pub async fn release_staged_batches(&self, max_batches: usize) -> Result<usize> {
+        let broker = self.broker();
+        let bids = broker
+            .batches_releasing(now_f64() - SWEEP_AFTER_SECS, max_batches)
+            .await?;
+        let mut pushed = 0;
+        for bid in bids {
+            let Some(staged) = broker.batch_staged(&bid, RELEASE_CHUNK).await? else {
+                // Still staging (its creator may yet commit) or gone.
+                if broker.batch_status(&bid).await?.is_none() {
+                    broker.batch_unlist_releasing(&bid).await?;
+                }
+                continue;
+            };
+            let now = now_f64();
+            let mut members = Vec::new();
+            for (jid, json) in staged {
+                let payload = match Payload::parse(json.into_bytes()) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tracing::error!(bid = %bid, job.jid = %jid, error = %e, "a staged batch member is not a job; left staged");
+                        continue;
+                    }
+                };
+                let class = payload.class();
+                let json = payload.to_json();
+                let (spec, _, _) = self.prepare(PushJob::new(payload), now, None)?;
+                members.push(Member {
+                    jid,
+                    json,
+                    class,
+                    spec,
+                });
+            }
+            pushed += members.len();
+            if !members.is_empty() {
+                tracing::warn!(bid = %bid, members = members.len(), "pushing a committed batch's members its committer left");
+            }
+            self.release(&bid, members).await?;
+        }
+        Ok(pushed)
+    }
+}
+
+/// The jid of batch `bid`'s callback for `event`: derived, so a replay of
+/// the step that fires it names the same job (FNV-1a, 96 bits, hex).
+pub fn callback_jid(bid: &str, event: Event) -> String {
+    let fnv = |seed: u64| {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
+        for b in bid.bytes().chain([b'|']).chain(event.as_str().bytes()) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h
+    };
+    format!("{:016x}{:08x}", fnv(0), fnv(0x9e37_79b9) as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callback_jids_are_derived_and_distinct() {
+        let a = callback_jid("b1", Event::Complete);
+        assert_eq!(a, callback_jid("b1", Event::Complete));
+        assert_eq!(a.len(), 24);
+        assert_ne!(a, callback_jid("b1", Event::Success));
+        assert_ne!(a, callback_jid("b2", Event::Complete));
+    }
+}

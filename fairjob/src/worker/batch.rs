@@ -1,0 +1,79 @@
+//! A batch member's end, seen from the worker (the batch's rules:
+//! `crate::batch`, `policy::batch`). On one server the member's exit script
+//! takes it out of its batch's sets (`Holds::batch`, see `exit.rs`); on a
+//! Redis Cluster the batch's keys are in another slot, and [`run_ended`]
+//! writes it right after the exit, a second step: a worker killed between
+//! the two leaves the member pending and the batch open. The reaper's pass
+//! also pushes the members of a committed batch whose committer died before
+//! pushing them all ([`sweep`]).
+
+use std::time::Duration;
+
+use super::Shared;
+use crate::broker::MemberEnd;
+use crate::error::JobError;
+use crate::policy::batch::Outcome;
+use crate::wire::{Payload, fields};
+
+/// Batches a sweep looks at per reaper pass.
+const SWEEP_BATCHES: usize = 20;
+
+/// The batch membership of a job whose run ended with `result` (`None`: the
+/// job is in no batch).
+pub(crate) fn member(
+    payload: &Payload,
+    result: Option<&Result<(), JobError>>,
+) -> Option<MemberEnd> {
+    let bid = payload.get_str(fields::BID).filter(|b| !b.is_empty())?;
+    let failure = match result {
+        Some(Err(e)) if !e.is_yield() => Some(format!("{}: {}", e.class(), e.message())),
+        _ => None,
+    };
+    Some(MemberEnd {
+        bid,
+        jid: payload.jid(),
+        failure,
+    })
+}
+
+/// Writes member `m`'s end when its exit could not (a Redis Cluster);
+/// retries a Redis error a few times, then gives up with an error in the log.
+pub(crate) async fn run_ended(shared: &Shared, m: &MemberEnd, outcome: Outcome) {
+    let broker = shared.client.broker();
+    if broker.batch_in_script() {
+        return; // written by the exit's script
+    }
+    let failure = m.failure.as_deref().unwrap_or_default();
+    for attempt in 0..5u32 {
+        match broker
+            .batch_end(
+                &m.bid,
+                &m.jid,
+                outcome,
+                failure,
+                shared.client.clock_offset(),
+            )
+            .await
+        {
+            Ok(_) => return,
+            Err(e) => {
+                shared.redis_trouble("batch end", &e);
+                if shared.abandon.is_cancelled() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+            }
+        }
+    }
+    tracing::error!(bid = %m.bid, job.jid = %m.jid, "could not record a batch member's end; its batch stays open");
+}
+
+/// Pushes what committers that died left staged (see
+/// `Client::release_staged_batches`); a failure is logged.
+pub(crate) async fn sweep(shared: &Shared) {
+    match shared.client.release_staged_batches(SWEEP_BATCHES).await {
+        Ok(0) => {}
+        Ok(n) => tracing::warn!(members = n, "pushed batch members their committer left"),
+        Err(e) => shared.redis_trouble("batch sweep", &e),
+    }
+}
