@@ -132,6 +132,26 @@ impl Perform for LedgerJob {
     }
 }
 
+/// [`LedgerJob`] on a tenant-sharded queue (`ledger_shards`), of `tenant`.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "ShardLedgerJob", queue = "ledger_shards", shard_by_tenant)]
+#[fair_tenant(tenant)]
+pub struct ShardLedgerJob {
+    /// Its tenant.
+    pub tenant: String,
+    /// Sleep.
+    pub ms: u64,
+}
+
+impl Perform for ShardLedgerJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        ledger("start", cx.jid());
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        ledger("end", cx.jid());
+        Ok(())
+    }
+}
+
 /// A tenant-aware job with the gem spec's two rules (1/day → semislow, 1/hour → supaslow).
 #[allow(clippy::duplicated_attributes)] // rust-clippy#13238: repeated #[throttle] is not a duplicate
 #[derive(Debug, Serialize, Deserialize, Job)]
