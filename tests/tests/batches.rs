@@ -99,6 +99,32 @@ impl Perform for Callback {
     }
 }
 
+/// A member that opens a child batch of its own batch, of `rows` rows.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "BatchNester", queue = "rows")]
+struct Nester {
+    tag: String,
+    rows: usize,
+}
+
+impl Perform for Nester {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        let child = cx.batch().expect("a member").child();
+        with_callbacks_on(child, &self.tag)
+            .description(format!("grandchild {}", self.tag))
+            .push_bulk((0..self.rows).map(|_| Row {
+                tag: self.tag.clone(),
+                die: false,
+                more: 0,
+            }))
+            .commit(cx.client())
+            .await
+            .map_err(|e| JobError::retry(e.to_string()))?;
+        seen(&self.tag, |s| s.members_done += 1);
+        Ok(())
+    }
+}
+
 fn callbacks(tag: &str) -> Vec<(Event, String, BatchStatus, usize)> {
     seen(tag, |s| s.callbacks.clone())
 }
@@ -108,8 +134,11 @@ fn count(tag: &str, e: Event) -> usize {
 }
 
 fn with_callbacks(tag: &str) -> Batch {
-    Batch::new()
-        .description(format!("test {tag}"))
+    with_callbacks_on(Batch::new(), tag).description(format!("test {tag}"))
+}
+
+fn with_callbacks_on(batch: Batch, tag: &str) -> Batch {
+    batch
         .on_complete(Callback { tag: tag.into() })
         .on_success(Callback { tag: tag.into() })
         .on_death(Callback { tag: tag.into() })
@@ -296,6 +325,75 @@ async fn a_member_that_reopens_its_batch_delays_complete_until_its_additions_ran
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_batches_two_deep_fire_their_callbacks_before_their_parents_each_once() {
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let tag = "nested";
+    let parent = with_callbacks(tag)
+        .description("parent")
+        .push(Row {
+            tag: tag.into(),
+            die: false,
+            more: 0,
+        })
+        .commit(&c)
+        .await
+        .unwrap();
+    let child = with_callbacks(tag)
+        .description("child")
+        .child_of(&parent)
+        .push(Nester {
+            tag: tag.into(),
+            rows: 5,
+        })
+        .commit(&c)
+        .await
+        .unwrap();
+    let _w = worker(&redis).await;
+    eventually!(
+        callbacks(tag)
+            .iter()
+            .any(|c| c.0 == Event::Success && c.2.bid == parent),
+        "the parent succeeds"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let cbs = callbacks(tag);
+    let order: Vec<(Event, String)> = cbs.iter().map(|c| (c.0, c.2.description.clone())).collect();
+    assert_eq!(cbs.len(), 6, "{order:?}");
+    let at = |e: Event, desc: &str| {
+        let hits: Vec<usize> = order
+            .iter()
+            .enumerate()
+            .filter(|(_, (ev, d))| *ev == e && d == desc)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(hits.len(), 1, "{e:?} of {desc} once: {order:?}");
+        hits[0]
+    };
+    for e in [Event::Complete, Event::Success] {
+        let (g, ch, p) = (at(e, "grandchild nested"), at(e, "child"), at(e, "parent"));
+        assert!(
+            g < ch && ch < p,
+            "{e:?}: grandchild, child, parent: {order:?}"
+        );
+    }
+    // 1 + 1 + 5 members ran before the parent's callbacks.
+    let parent_cb = cbs.iter().find(|c| c.2.bid == parent).unwrap();
+    assert_eq!(parent_cb.3, 7);
+    let status = c.batch_status(&child).await.unwrap().unwrap();
+    assert_eq!(status.total, 1, "a child batch is not a member job");
+    // A finished parent takes no children.
+    let err = with_callbacks(tag)
+        .child_of(&parent)
+        .commit(&c)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, fairjob::Error::BatchFinished { .. }), "{err}");
+    let err = Batch::new().child_of("gone").commit(&c).await.unwrap_err();
+    assert!(matches!(err, fairjob::Error::NoSuchBatch { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_batch_fires_at_commit_and_bad_batches_write_nothing() {
     let redis = Redis::start().await;
     let c = redis.client().await;
@@ -397,7 +495,10 @@ async fn a_committer_that_dies_before_the_flip_leaves_nothing_and_after_it_a_swe
     );
     broker.batch_listed("b-swept", 1.0).await.unwrap();
     let cbs = vec![];
-    broker.batch_commit("b-swept", 60, &cbs, 0).await.unwrap();
+    broker
+        .batch_commit("b-swept", 60, &cbs, None, 0)
+        .await
+        .unwrap();
     assert_eq!(c.release_staged_batches(10).await.unwrap(), 30);
     assert_eq!(c.release_staged_batches(10).await.unwrap(), 0, "each once");
     let queued: i64 = redis
@@ -444,8 +545,22 @@ async fn the_lua_twin_agrees() {
                 .await
                 .unwrap()
         );
+        // Half the cases have a child batch (one member, so it stays open).
+        let mut jids = jids;
+        if rng.random_bool(0.5) {
+            let child = format!("{bid}-child");
+            let one = vec![("x".to_owned(), "{}".to_owned())];
+            assert!(broker.batch_stage(&child, "", "", &one, 1.0).await.unwrap());
+            let opened = broker
+                .batch_commit(&child, 60, &[], Some(&bid), 0)
+                .await
+                .unwrap();
+            assert_eq!(opened, fairjob::broker::Committed::Opened(vec![]));
+            rules::adopt(&mut model, &rules::kid_id(&child)).unwrap();
+            jids.push(rules::kid_id(&child));
+        }
         let want = rules::open(&mut model, 0.0);
-        let got = match broker.batch_commit(&bid, 60, &[], 0).await.unwrap() {
+        let got = match broker.batch_commit(&bid, 60, &[], None, 0).await.unwrap() {
             fairjob::broker::Committed::Opened(e) => e,
             other => panic!("{other:?}"),
         };
@@ -456,12 +571,16 @@ async fn the_lua_twin_agrees() {
             } else {
                 jids[rng.random_range(0..jids.len())].clone()
             };
-            let outcome = [
-                Outcome::Ok,
-                Outcome::Retry,
-                Outcome::Dead,
-                Outcome::Discarded,
-            ][rng.random_range(0..4)];
+            let outcome = if jid.starts_with("b:") {
+                [Outcome::ChildRan, Outcome::ChildSucceeded][rng.random_range(0..2)]
+            } else {
+                [
+                    Outcome::Ok,
+                    Outcome::Retry,
+                    Outcome::Dead,
+                    Outcome::Discarded,
+                ][rng.random_range(0..4)]
+            };
             let err = if outcome == Outcome::Ok {
                 ""
             } else {

@@ -27,6 +27,10 @@ pub enum Committed {
     AlreadyOpen,
     /// Its staging expired (or it was never staged).
     Gone,
+    /// A child batch's parent is gone.
+    ParentGone,
+    /// A child batch's parent fired `complete`: it takes no more.
+    ParentFinished,
 }
 
 /// What adding a member to an open batch found.
@@ -127,12 +131,15 @@ impl RedisBroker {
     }
 
     /// Flips batch `bid` open: its callbacks' fields stored, its data kept
-    /// `keep_secs` after `success`; an empty batch fires at once.
+    /// `keep_secs` after `success`; an empty batch fires at once. A child
+    /// batch (`parent`: the parent's bid) joins its parent in the same step
+    /// (one server only: see [`Self::batch_in_script`]).
     pub async fn batch_commit(
         &self,
         bid: &str,
         keep_secs: u64,
         callbacks: &[(String, String)],
+        parent: Option<&str>,
         clock_offset: i64,
     ) -> Result<Committed> {
         let mut inv = BATCH_COMMIT.call();
@@ -141,9 +148,16 @@ impl RedisBroker {
         for (f, v) in callbacks {
             inv.arg(f).arg(v);
         }
+        if let Some(parent) = parent {
+            inv.arg("@parent")
+                .arg(self.keys.batch(parent))
+                .arg(crate::policy::batch::kid_id(bid));
+        }
         let v: Value = self.invoke(&inv).await?;
         Ok(match v {
             Value::Int(0) => Committed::Gone,
+            Value::Int(-1) => Committed::ParentGone,
+            Value::Int(-2) => Committed::ParentFinished,
             Value::Int(_) => Committed::AlreadyOpen,
             v => Committed::Opened(events(v)),
         })

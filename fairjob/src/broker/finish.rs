@@ -18,7 +18,7 @@ use super::scripts::{FINISH, FRONT, SHARD_ACK_MANY, SHARD_FINISH, SLOT_RELEASE};
 use super::slots::RESERVATION_TTL;
 use super::{RedisBroker, SlotHold, Token, UniqueHold};
 use crate::error::Result;
-use crate::policy::batch::Outcome;
+use crate::policy::batch::{Event, Outcome};
 
 /// What happens to a fetched job when it leaves the in-progress record.
 #[derive(Debug, Clone, Copy)]
@@ -77,12 +77,27 @@ pub struct MemberEnd {
     /// The run failed: its failure (`class: message`), kept for the batch's
     /// status; an ack of a failed run is a discard.
     pub failure: Option<String>,
+    /// For a child batch's callback job (a member of the parent under the
+    /// child's member id): the event it is the callback of.
+    pub child: Option<Event>,
 }
 
 impl MemberEnd {
     /// The member's outcome when its run ends with `action` (`None`: a
     /// requeue or a yield, not an end).
     pub fn outcome(&self, action: &Finish<'_>) -> Option<Outcome> {
+        let ended = !matches!(action, Finish::Front { .. } | Finish::Back { .. });
+        match self.child {
+            // Any end of the child's `complete` callback: the child ran.
+            Some(Event::Complete) => return ended.then_some(Outcome::ChildRan),
+            // Its `success` callback's success: the child succeeded.
+            Some(Event::Success) => {
+                let ok = matches!(action, Finish::Ack) && self.failure.is_none();
+                return ok.then_some(Outcome::ChildSucceeded);
+            }
+            Some(Event::Death) => return None,
+            None => {}
+        }
         match action {
             Finish::Ack if self.failure.is_some() => Some(Outcome::Discarded),
             Finish::Ack => Some(Outcome::Ok),

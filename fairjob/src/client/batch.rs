@@ -30,6 +30,7 @@ pub(crate) const SWEEP_AFTER_SECS: f64 = 30.0;
 pub struct Batch {
     pub(crate) description: String,
     pub(crate) tenant: Option<String>,
+    pub(crate) parent: Option<String>,
     pub(crate) callbacks: Vec<(Event, Result<PushJob>)>,
     pub(crate) members: Vec<Result<PushJob>>,
 }
@@ -59,6 +60,18 @@ impl Batch {
     /// The tenant the callbacks run in (by default the first member's).
     pub fn set_tenant(mut self, tenant: impl Into<String>) -> Self {
         self.tenant = Some(tenant.into());
+        self
+    }
+
+    /// Makes this batch a child of batch `parent_bid`: the parent's
+    /// `complete` and `success` wait for this batch's (and come after this
+    /// batch's callbacks), at any depth. The commit fails with
+    /// [`Error::BatchFinished`] when the parent fired `complete`, and with
+    /// [`Error::NoSuchBatch`] when it is gone. One Redis server only (on a
+    /// Redis Cluster the parent's keys are in another slot: the commit says
+    /// so).
+    pub fn child_of(mut self, parent_bid: impl Into<String>) -> Self {
+        self.parent = Some(parent_bid.into());
         self
     }
 
@@ -123,6 +136,11 @@ impl BatchHandle {
     /// [`Error::NoSuchBatch`].
     pub async fn push(&self, job: impl IntoPush) -> Result<()> {
         self.client.add_to_batch(&self.bid, job.into_push()?).await
+    }
+
+    /// A new batch, child of this one (see [`Batch::child_of`]).
+    pub fn child(&self) -> Batch {
+        Batch::new().child_of(self.bid.clone())
     }
 
     /// The batch's status now.
@@ -207,6 +225,11 @@ impl Client {
     pub(crate) async fn commit_batch(&self, batch: Batch) -> Result<String> {
         let bid = new_jid();
         let now = now_f64();
+        if batch.parent.is_some() && !self.broker().batch_in_script() {
+            return Err(Error::Batch(
+                "child batches need one Redis server: on a Redis Cluster a child and its parent are in different slots".into(),
+            ));
+        }
         let mut tenant = batch.tenant.clone();
         let mut members = Vec::with_capacity(batch.members.len());
         for job in batch.members {
@@ -223,7 +246,10 @@ impl Client {
         let tenant = tenant.unwrap_or_default();
         let mut callbacks = Vec::new();
         for (event, job) in batch.callbacks {
-            callbacks.extend(self.callback_fields(&bid, event, job?, &tenant).await?);
+            callbacks.extend(
+                self.callback_fields(&bid, batch.parent.as_deref(), event, job?, &tenant)
+                    .await?,
+            );
         }
         let broker = self.broker();
         // Staged: members, invisible, expiring unless the flip comes.
@@ -251,11 +277,22 @@ impl Client {
                 &bid,
                 self.inner.config.batch_retention.as_secs(),
                 &callbacks,
+                batch.parent.as_deref(),
                 self.clock_offset(),
             )
             .await?
         {
             Committed::Opened(_) | Committed::AlreadyOpen => {}
+            Committed::ParentGone => {
+                return Err(Error::NoSuchBatch {
+                    bid: batch.parent.unwrap_or_default(),
+                });
+            }
+            Committed::ParentFinished => {
+                return Err(Error::BatchFinished {
+                    bid: batch.parent.unwrap_or_default(),
+                });
+            }
             Committed::Gone => {
                 return Err(Error::Batch(format!(
                     "batch {bid}: its staged members expired before the commit"
@@ -319,6 +356,7 @@ impl Client {
     async fn callback_fields(
         &self,
         bid: &str,
+        parent: Option<&str>,
         event: Event,
         job: PushJob,
         tenant: &str,
@@ -336,6 +374,10 @@ impl Client {
         p.set("jid", callback_jid(bid, event));
         p.set(fields::BATCH_CALLBACK, bid);
         p.set(fields::BATCH_EVENT, event.as_str());
+        if let Some(parent) = parent.filter(|_| event != Event::Death) {
+            // Its end reports the child's progress to the parent.
+            p.set(fields::BATCH_PARENT, parent);
+        }
         p.set("enqueued_at", 0.0);
         let queue = p.queue();
         super::push::check_queue_name(&queue)?;

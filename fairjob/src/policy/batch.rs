@@ -57,6 +57,12 @@ pub enum Outcome {
     Dead,
     /// It failed and is kept nowhere (`retry: false` without `dead`).
     Discarded,
+    /// A child batch (the member) has run: its `complete` callback ran (or
+    /// it fired `complete` without one).
+    ChildRan,
+    /// A child batch has succeeded: its `success` callback succeeded (or it
+    /// fired `success` without one).
+    ChildSucceeded,
 }
 
 impl Outcome {
@@ -67,6 +73,8 @@ impl Outcome {
             Outcome::Retry => "retry",
             Outcome::Dead => "dead",
             Outcome::Discarded => "discarded",
+            Outcome::ChildRan => "kid_ran",
+            Outcome::ChildSucceeded => "kid_ok",
         }
     }
 }
@@ -122,6 +130,33 @@ pub fn add(m: &mut Membership, jid: &str) -> Result<(), Refused> {
     Ok(())
 }
 
+/// `fj_batch_adopt`: child batch `kid` (its member id `b:<bid>`) joins its
+/// parent before it opens, unless the parent fired `complete`. A child is
+/// not counted in `total` (members are jobs).
+pub fn adopt(m: &mut Membership, kid: &str) -> Result<(), Refused> {
+    if m.has_fired(Event::Complete) {
+        return Err(Refused::Finished);
+    }
+    m.pending.insert(kid.to_owned());
+    m.unsucceeded.insert(kid.to_owned());
+    Ok(())
+}
+
+/// A child batch's member id in its parent.
+pub fn kid_id(bid: &str) -> String {
+    format!("b:{bid}")
+}
+
+/// What a child batch that fired `event` reports to its parent when it has
+/// no callback for it (with one, the callback's end reports it).
+pub fn reported(event: Event) -> Option<Outcome> {
+    match event {
+        Event::Complete => Some(Outcome::ChildRan),
+        Event::Success => Some(Outcome::ChildSucceeded),
+        Event::Death => None,
+    }
+}
+
 /// `fj_batch_settle`: fires what the sets now allow (an open batch only);
 /// returns the events fired, in order.
 pub fn settle(m: &mut Membership, now: f64) -> Vec<Event> {
@@ -152,6 +187,13 @@ pub fn open(m: &mut Membership, now: f64) -> Vec<Event> {
 /// failure, kept until it succeeds). A jid that is not a member changes
 /// nothing. Returns the events fired, in order.
 pub fn end(m: &mut Membership, jid: &str, outcome: Outcome, now: f64, error: &str) -> Vec<Event> {
+    if matches!(outcome, Outcome::ChildRan | Outcome::ChildSucceeded) {
+        m.pending.remove(jid);
+        if outcome == Outcome::ChildSucceeded {
+            m.unsucceeded.remove(jid);
+        }
+        return settle(m, now);
+    }
     m.pending.remove(jid);
     let member = m.unsucceeded.contains(jid);
     let mut out = Vec::new();
@@ -229,6 +271,23 @@ mod tests {
         end(&mut m, "a", Outcome::Ok, 4.0, "");
         end(&mut m, "b", Outcome::Ok, 4.0, "");
         assert_eq!(end(&mut m, "c", Outcome::Ok, 5.0, ""), vec![Event::Success]);
+    }
+
+    #[test]
+    fn a_parent_waits_for_its_child_to_run_and_to_succeed() {
+        let mut parent = batch(&["a"]);
+        adopt(&mut parent, &kid_id("c")).unwrap();
+        assert_eq!(end(&mut parent, "a", Outcome::Ok, 2.0, ""), vec![]);
+        assert_eq!(
+            end(&mut parent, "b:c", Outcome::ChildRan, 3.0, ""),
+            vec![Event::Complete]
+        );
+        assert_eq!(
+            end(&mut parent, "b:c", Outcome::ChildSucceeded, 4.0, ""),
+            vec![Event::Success]
+        );
+        assert_eq!(adopt(&mut parent, "b:d"), Err(Refused::Finished));
+        assert_eq!(reported(Event::Death), None);
     }
 
     #[test]

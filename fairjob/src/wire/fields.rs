@@ -48,3 +48,6 @@ pub const BID: &str = "bid";
 pub const BATCH_CALLBACK: &str = "fairjob_batch_callback";
 /// On a batch's callback job: the event (`complete`, `success`, `death`).
 pub const BATCH_EVENT: &str = "fairjob_batch_event";
+/// On a child batch's `complete` or `success` callback job: the parent
+/// batch's id (the callback's end tells the parent the child ran or succeeded).
+pub const BATCH_PARENT: &str = "fairjob_batch_parent";

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::Shared;
 use crate::broker::MemberEnd;
 use crate::error::JobError;
-use crate::policy::batch::Outcome;
+use crate::policy::batch::{Event, Outcome, kid_id};
 use crate::wire::{Payload, fields};
 
 /// Batches a sweep looks at per reaper pass.
@@ -20,19 +20,38 @@ const SWEEP_BATCHES: usize = 20;
 
 /// The batch membership of a job whose run ended with `result` (`None`: the
 /// job is in no batch).
+///
+/// A child batch's `complete` or `success` callback is a member of the
+/// parent too, under the child's member id: its end says the child ran
+/// (any end of the `complete` callback) or succeeded (a successful end of
+/// the `success` callback).
 pub(crate) fn member(
     payload: &Payload,
     result: Option<&Result<(), JobError>>,
 ) -> Option<MemberEnd> {
-    let bid = payload.get_str(fields::BID).filter(|b| !b.is_empty())?;
     let failure = match result {
         Some(Err(e)) if !e.is_yield() => Some(format!("{}: {}", e.class(), e.message())),
         _ => None,
     };
+    if let Some(parent) = payload
+        .get_str(fields::BATCH_PARENT)
+        .filter(|b| !b.is_empty())
+    {
+        let child = payload.get_str(fields::BATCH_CALLBACK)?;
+        let event = Event::parse(&payload.get_str(fields::BATCH_EVENT)?)?;
+        return Some(MemberEnd {
+            bid: parent,
+            jid: kid_id(&child),
+            failure,
+            child: Some(event),
+        });
+    }
+    let bid = payload.get_str(fields::BID).filter(|b| !b.is_empty())?;
     Some(MemberEnd {
         bid,
         jid: payload.jid(),
         failure,
+        child: None,
     })
 }
 

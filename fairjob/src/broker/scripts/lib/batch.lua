@@ -15,7 +15,16 @@
 -- `created_at`, `complete_at` / `success_at` / `death_at`, per event `cb:`,
 -- `cbt:` (the callback's payload before and after its enqueued_at), `cbq:`
 -- (its queue's list), `cbw:` (its wake list), `cbn:` (its queue's name), `qs`
--- (the `queues` set) and `keep` (seconds the data stays after `success`).
+-- (the `queues` set) and `keep` (seconds the data stays after `success`);
+-- for a child batch, `parent` (the parent's hash) and `kid` (its member id
+-- in the parent, `b:<bid>`).
+--
+-- A child batch is a member of its parent: the parent's `complete` waits for
+-- the child to have run (its `complete` callback ran once, or it fired
+-- `complete` without one) and its `success` for the child's success (its
+-- `success` callback succeeded, or it fired `success` without one), so the
+-- parent's callbacks come after the children's, at any depth. The callback
+-- job's end reports it (outcomes 'kid_ran' / 'kid_ok' on the parent).
 
 -- How long an open batch's data lives, and one with a dead member (as the
 -- dead set keeps its jobs, so a dead member retried by hand still resolves).
@@ -30,8 +39,19 @@ local function fj_batch_expire(p, secs)
   for _, k in ipairs(fj_batch_keys(p)) do redis.call('EXPIRE', k, secs) end
 end
 
+local fj_batch_settle
+
+-- A child `kid` of batch `p` has run ('kid_ran') or succeeded ('kid_ok').
+local function fj_batch_kid(p, kid, outcome, now)
+  if redis.call('EXISTS', p) == 0 then return {} end
+  redis.call('SREM', p .. ':pending', kid)
+  if outcome == 'kid_ok' then redis.call('SREM', p .. ':jids', kid) end
+  return fj_batch_settle(p, now)
+end
+
 -- Fires `event` once (true the first time): its time, and its callback
--- pushed to its queue.
+-- pushed to its queue; a child without a callback for `complete` or
+-- `success` reports to its parent at once.
 local function fj_batch_fire(p, event, now)
   if redis.call('HSETNX', p, event .. '_at', string.format('%.6f', now)) == 0 then return false end
   local cb = redis.call('HMGET', p, 'cb:' .. event, 'cbt:' .. event, 'cbq:' .. event,
@@ -40,13 +60,18 @@ local function fj_batch_fire(p, event, now)
     redis.call('LPUSH', cb[3], cb[1] .. string.format('%.6f', now) .. cb[2])
     if cb[6] then redis.call('SADD', cb[6], cb[5]) end
     fj_wake(cb[4])
+  elseif event ~= 'death' then
+    local up = redis.call('HMGET', p, 'parent', 'kid')
+    if up[1] then
+      fj_batch_kid(up[1], up[2], event == 'success' and 'kid_ok' or 'kid_ran', now)
+    end
   end
   return true
 end
 
 -- Fires what the sets now allow (an open batch only); returns the events
 -- fired, in order. After `success` the data stays `keep` seconds.
-local function fj_batch_settle(p, now)
+fj_batch_settle = function(p, now)
   local fired = {}
   if redis.call('HGET', p, 'state') ~= 'open' then return fired end
   if redis.call('SCARD', p .. ':pending') == 0 and fj_batch_fire(p, 'complete', now) then
@@ -61,11 +86,13 @@ local function fj_batch_settle(p, now)
 end
 
 -- A member's end: outcome 'ok' (succeeded), 'retry' (failed, waits in
--- retry), 'dead' (buried) or 'discarded' (failed, kept nowhere). `err` is
+-- retry), 'dead' (buried) or 'discarded' (failed, kept nowhere); or a child
+-- batch's callback's end ('kid_ran', 'kid_ok', `jid` the child's member id). `err` is
 -- the failure ('' for none), kept for the batch's status until the member
 -- succeeds. A jid that is not a member (or a batch that is gone) changes
 -- nothing. Returns the events fired.
 local function fj_batch_end(p, jid, outcome, now, err)
+  if outcome == 'kid_ran' or outcome == 'kid_ok' then return fj_batch_kid(p, jid, outcome, now) end
   if redis.call('EXISTS', p) == 0 then return {} end
   redis.call('SREM', p .. ':pending', jid)
   local member = redis.call('SISMEMBER', p .. ':jids', jid) == 1
@@ -99,5 +126,18 @@ local function fj_batch_add(p, jid, payload, now)
   redis.call('SADD', p .. ':jids', jid)
   redis.call('ZADD', p .. ':staged', now, jid)
   redis.call('HSET', p .. ':payloads', jid, payload)
+  return 'ok'
+end
+
+-- Registers child batch `kid` (member id `b:<bid>`, hash `c`) in parent `p`
+-- before the child opens: 'gone' when the parent is unknown or expired,
+-- 'finished' when it fired `complete`, else 'ok'.
+local function fj_batch_adopt(p, c, kid)
+  if not redis.call('HGET', p, 'state') then return 'gone' end
+  if redis.call('HEXISTS', p, 'complete_at') == 1 then return 'finished' end
+  redis.call('SADD', p .. ':pending', kid)
+  redis.call('SADD', p .. ':jids', kid)
+  redis.call('HINCRBY', p, 'kids', 1)
+  redis.call('HSET', c, 'parent', p, 'kid', kid)
   return 'ok'
 end
