@@ -63,10 +63,11 @@
 //! The rules are [`crate::policy::batch`]; their Lua twin is
 //! `broker/scripts/lib/batch.lua`.
 
-pub use crate::client::batch::{Batch, BatchHandle, BatchStatus, callback_jid};
-use crate::error::Result;
+pub use crate::client::batch::{Batch, BatchHandle, BatchStatus, Workflow, callback_jid};
+use crate::error::{Error, Result};
 use crate::job::JobContext;
 pub use crate::policy::batch::Event;
+pub use crate::policy::workflow::{OnDependencyFailure, StepState};
 use crate::wire::fields;
 
 impl JobContext {
@@ -89,6 +90,72 @@ impl JobContext {
             return Ok(None);
         };
         self.client().batch_status(&bid).await
+    }
+
+    /// For a workflow's step: its name.
+    pub fn workflow_step(&self) -> Option<String> {
+        self.payload().get_str(fields::WORKFLOW_STEP)
+    }
+
+    /// Records this step's result (a small JSON value, at most the client's
+    /// `max_result_bytes`, 64 KiB by default) for the steps that depend on
+    /// it ([`JobContext::upstream`]). A job that is not a workflow's step
+    /// is an [`Error::Workflow`]. Recorded at once: a step that records and
+    /// then fails keeps its record (the next run overwrites it).
+    pub async fn record<T: serde::Serialize>(&self, value: &T) -> Result<()> {
+        let (bid, step) = self.step_of("record a result")?;
+        let json = serde_json::to_string(value)
+            .map_err(|e| Error::Workflow(format!("step `{step}`: its result is not JSON: {e}")))?;
+        let max = self.client().config().max_result_bytes;
+        if json.len() > max {
+            return Err(Error::Workflow(format!(
+                "step `{step}`: its result is {} bytes, above max_result_bytes ({max})",
+                json.len()
+            )));
+        }
+        self.client()
+            .broker()
+            .workflow_record(&bid, &step, &json)
+            .await
+    }
+
+    /// The result step `name` of this step's workflow recorded (`None` if
+    /// it recorded none).
+    pub async fn upstream<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Option<T>> {
+        let (bid, _) = self.step_of("read an upstream result")?;
+        let Some(json) = self.client().broker().workflow_result(&bid, name).await? else {
+            return Ok(None);
+        };
+        serde_json::from_str(&json)
+            .map(Some)
+            .map_err(|e| Error::Workflow(format!("the result of step `{name}`: {e}")))
+    }
+
+    /// The dependencies of this step that failed for good and that it
+    /// continued past (`on_dependency_failure = continue`).
+    pub async fn failed_dependencies(&self) -> Result<Vec<String>> {
+        let (bid, step) = self.step_of("read its failed dependencies")?;
+        let steps = self
+            .client()
+            .broker()
+            .workflow_steps(&bid, usize::MAX)
+            .await?;
+        Ok(steps
+            .into_iter()
+            .find(|(n, _, _)| *n == step)
+            .map(|(_, _, failed)| failed)
+            .unwrap_or_default())
+    }
+
+    fn step_of(&self, what: &str) -> Result<(String, String)> {
+        let p = self.payload();
+        match (p.get_str(fields::BID), p.get_str(fields::WORKFLOW_STEP)) {
+            (Some(bid), Some(step)) => Ok((bid, step)),
+            _ => Err(Error::Workflow(format!(
+                "job {} is not a workflow's step: it cannot {what}",
+                self.jid()
+            ))),
+        }
     }
 
     /// For a batch's callback: the event that fired it.

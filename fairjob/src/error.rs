@@ -245,6 +245,11 @@ pub enum Error {
         /// The batch's id.
         bid: String,
     },
+    /// A workflow that cannot be committed as built (a cycle, an unknown or
+    /// duplicate step name…, named in the message), or a step's result
+    /// that cannot be recorded or read.
+    #[error("workflow: {0}")]
+    Workflow(String),
     /// A batch that cannot be committed as built (the reason says why).
     #[error("batch: {0}")]
     Batch(String),

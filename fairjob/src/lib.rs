@@ -63,7 +63,7 @@ pub mod testing;
 pub mod wire;
 pub mod worker;
 
-pub use batch::{Batch, BatchHandle, BatchStatus};
+pub use batch::{Batch, BatchHandle, BatchStatus, Workflow};
 pub use client::{
     Bulk, Client, ClientBuilder, ClientMiddleware, ClientNext, CronSpec, IntoPush, PushJob,
     RelayEnd, RelayEndsRead, StagedPush, client_middleware_fn,

@@ -22,7 +22,7 @@
 //! ```
 
 pub use crate::Job;
-pub use crate::batch::Batch;
+pub use crate::batch::{Batch, Workflow};
 pub use crate::client::Client;
 pub use crate::error::JobError;
 pub use crate::job::{Iterate, JobContext, Perform, Step};

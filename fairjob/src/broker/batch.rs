@@ -11,9 +11,10 @@
 use redis::Value;
 
 use super::RedisBroker;
-use super::scripts::{BATCH_ADD, BATCH_COMMIT, BATCH_END, BATCH_STAGE};
+use super::scripts::{BATCH_ADD, BATCH_COMMIT, BATCH_END, BATCH_STAGE, WORKFLOW_STAGE};
 use crate::error::Result;
 use crate::policy::batch::{Event, Outcome};
+use crate::wire::encoding::encode;
 
 /// How long staged members wait for their batch's commit before they expire.
 pub const STAGING_TTL_SECS: u64 = 3600;
@@ -61,6 +62,31 @@ pub struct BatchRow {
     pub staged: u64,
 }
 
+/// A workflow step as `workflow_stage.lua` stages it.
+#[derive(Debug, Clone, Default)]
+pub struct StagedStep {
+    /// Its jid.
+    pub jid: String,
+    /// Its name.
+    pub name: String,
+    /// Its payload (a held step's split at its enqueued_at value by a newline).
+    pub payload: String,
+    /// Held until its dependencies are met.
+    pub held: bool,
+    /// Its policy for a failed dependency (`cancel`, `continue`, `ignore`).
+    pub policy: String,
+    /// Its queue's name, and whether that queue is tenant-sharded.
+    pub queue: String,
+    /// Whether its queue is tenant-sharded.
+    pub sharded: bool,
+    /// The steps that depend on it, sorted.
+    pub dependents: Vec<String>,
+    /// Its dependencies.
+    pub deps: Vec<String>,
+    /// Per-dependency policies.
+    pub edges: Vec<(String, String)>,
+}
+
 fn events(v: Value) -> Vec<Event> {
     match v {
         Value::Array(items) => items
@@ -98,6 +124,134 @@ impl RedisBroker {
         }
         let done: i64 = self.invoke(&inv).await?;
         Ok(done == 1)
+    }
+
+    /// Stages steps of workflow `bid` before its commit, in one call (see
+    /// `workflow_stage.lua`). False when it is no longer staging.
+    pub async fn workflow_stage(
+        &self,
+        bid: &str,
+        description: &str,
+        tenant: &str,
+        steps: &[StagedStep],
+        now: f64,
+    ) -> Result<bool> {
+        let mut inv = WORKFLOW_STAGE.call();
+        inv.key(self.keys.batch(bid));
+        inv.arg(format!("{now:.6}"))
+            .arg(STAGING_TTL_SECS)
+            .arg(description)
+            .arg(tenant)
+            .arg(self.keys.queues());
+        for s in steps {
+            let dependents: Vec<String> = s.dependents.iter().map(|d| encode(d)).collect();
+            inv.arg(&s.jid)
+                .arg(encode(&s.name))
+                .arg(&s.name)
+                .arg(&s.payload)
+                .arg(if s.held { "1" } else { "0" })
+                .arg(&s.policy)
+                .arg(self.keys.queue(&s.queue))
+                .arg(self.wake_key(&s.queue, s.sharded))
+                .arg(&s.queue)
+                .arg(dependents.join(","))
+                .arg(s.deps.len());
+            for d in &s.deps {
+                inv.arg(encode(d));
+            }
+            inv.arg(s.edges.len());
+            for (d, pol) in &s.edges {
+                inv.arg(encode(d)).arg(pol);
+            }
+        }
+        let done: i64 = self.invoke(&inv).await?;
+        Ok(done == 1)
+    }
+
+    /// A workflow's steps: (name, state), and a step's failed dependencies
+    /// it continued past, from its hash (at most `n` steps read).
+    pub async fn workflow_steps(
+        &self,
+        bid: &str,
+        n: usize,
+    ) -> Result<Vec<(String, String, Vec<String>)>> {
+        let w = format!("{}:wf", self.keys.batch(bid));
+        // Bounded: at most `n` names, in HSCAN steps.
+        let mut fields: Vec<(String, String)> = Vec::new();
+        let mut cursor = 0u64;
+        loop {
+            let (next, page): (u64, Vec<(String, String)>) = self
+                .query(
+                    redis::cmd("HSCAN")
+                        .arg(&w)
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg("n:*")
+                        .arg("COUNT")
+                        .arg(1000),
+                )
+                .await?;
+            fields.extend(page);
+            cursor = next;
+            if cursor == 0 || fields.len() >= n {
+                break;
+            }
+        }
+        let mut out = Vec::new();
+        for (field, name) in fields.into_iter().take(n) {
+            let e = &field[2..];
+            let (state, failed): (Option<String>, Option<String>) = self
+                .query(
+                    redis::cmd("HMGET")
+                        .arg(&w)
+                        .arg(format!("s:{e}"))
+                        .arg(format!("fd:{e}")),
+                )
+                .await?;
+            let failed = failed
+                .unwrap_or_default()
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .filter_map(crate::wire::encoding::decode)
+                .collect();
+            out.push((name, state.unwrap_or_default(), failed));
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Records step `name`'s result (JSON) in workflow `bid`.
+    pub async fn workflow_record(&self, bid: &str, name: &str, json: &str) -> Result<()> {
+        self.query(
+            redis::cmd("HSET")
+                .arg(format!("{}:results", self.keys.batch(bid)))
+                .arg(name)
+                .arg(json),
+        )
+        .await
+    }
+
+    /// Step `name`'s recorded result in workflow `bid`, and the name of the
+    /// step a jid is.
+    pub async fn workflow_result(&self, bid: &str, name: &str) -> Result<Option<String>> {
+        self.query(
+            redis::cmd("HGET")
+                .arg(format!("{}:results", self.keys.batch(bid)))
+                .arg(name),
+        )
+        .await
+    }
+
+    /// The name of the step that `jid` is in workflow `bid`.
+    pub async fn workflow_step_of(&self, bid: &str, jid: &str) -> Result<Option<String>> {
+        let e: Option<String> = self
+            .query(
+                redis::cmd("HGET")
+                    .arg(format!("{}:wf", self.keys.batch(bid)))
+                    .arg(format!("name:{jid}")),
+            )
+            .await?;
+        Ok(e.and_then(|e| crate::wire::encoding::decode(&e)))
     }
 
     /// Lists batch `bid` (created at `now`) for views and marks it as

@@ -96,6 +96,8 @@
 //! | `batch_listed`, `batch_commit` | lists the batch and marks it releasing; flips it open, stores its callbacks (an empty batch fires `complete`, `success`) | `ZADD`, `batch_commit.lua` | `()`, `Committed` |
 //! | `batch_add` | a member adds one to its open batch (refused once `complete` fired) | `batch_add.lua` | `Added` |
 //! | `batch_staged_record`, `batch_staged`, `batches_releasing`, `batch_released`, `batch_unlist_releasing` | the staged set members are pushed from (`push` with a `Src`); a page of staged members and payloads; batches a sweep should look at; forgets pushed payloads | —, `HGET`+`ZRANGE`+`HMGET`, `ZRANGE BYSCORE`, `HDEL`+`ZCARD`+`ZREM`, `ZREM` | rows |
+//! | `workflow_stage` | stages a workflow's steps: members, their facts in the workflow's hash, roots in the staged set, the others held with their payloads | `workflow_stage.lua` | `bool` |
+//! | `workflow_steps`, `workflow_step_of`, `workflow_record`, `workflow_result` | a workflow's steps and states (bounded `HSCAN` steps); the step a jid is; a step's recorded result, written and read | `HSCAN`+`HMGET`, `HGET`, `HSET`, `HGET` | rows, `Option<String>` |
 //! | `batch_in_script`, `batch_end` | whether a member's end is written by its exit's script (one server); the end as a step of its own (a cluster) | —, `batch_end.lua` | `bool`, events |
 //! | `batch_status`, `batches_newest`, `batches_unlist` | a batch's fields, set sizes, some failures; the newest batches; drops expired ones from the list | `HGETALL`, `SCARD`, `HLEN`, `HSCAN`, `ZCARD`; `ZRANGE REV`; `ZREM` | `BatchRow`, rows |
 //! | **a relay's bookkeeping** (`relay.rs`; fairjob-postgres' pump) | | | |
@@ -176,7 +178,7 @@ use std::time::{Duration, Instant};
 use redis::{FromRedisValue, Value};
 
 pub use actions::{Acted, JobSet, MAX_BULK, ProcessSignal, SetAction};
-pub use batch::{Added, BatchRow, Committed, STAGING_TTL_SECS};
+pub use batch::{Added, BatchRow, Committed, STAGING_TTL_SECS, StagedStep};
 pub use conn::{Conn, ConnectOptions, Node, Waiter, redacted};
 pub use cron::{ClaimSpec, CronClaim};
 pub(crate) use fetch::PlainQueue;

@@ -375,6 +375,7 @@ script!(BATCH_STAGE, "batch_stage.lua");
 script!(BATCH_COMMIT, "batch_commit.lua");
 script!(BATCH_END, "batch_end.lua");
 script!(BATCH_ADD, "batch_add.lua");
+script!(WORKFLOW_STAGE, "workflow_stage.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
@@ -390,7 +391,7 @@ pub(crate) fn all() -> impl Iterator<Item = &'static Lua> {
     ALL.iter().map(|(_, s)| &***s)
 }
 
-static ALL: [(&str, &LazyLock<Lua>); 41] = [
+static ALL: [(&str, &LazyLock<Lua>); 42] = [
     ("push", &PUSH),
     ("fetch", &FETCH),
     ("shard_fetch", &SHARD_FETCH),
@@ -432,6 +433,7 @@ static ALL: [(&str, &LazyLock<Lua>); 41] = [
     ("batch_commit", &BATCH_COMMIT),
     ("batch_end", &BATCH_END),
     ("batch_add", &BATCH_ADD),
+    ("workflow_stage", &WORKFLOW_STAGE),
 ];
 
 /// All script sources (the include files under `lib/` among them), for the
@@ -533,6 +535,10 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
     ("batch_commit.lua", include_str!("scripts/batch_commit.lua")),
     ("batch_end.lua", include_str!("scripts/batch_end.lua")),
     ("batch_add.lua", include_str!("scripts/batch_add.lua")),
+    (
+        "workflow_stage.lua",
+        include_str!("scripts/workflow_stage.lua"),
+    ),
 ];
 
 #[cfg(test)]

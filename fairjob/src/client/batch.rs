@@ -9,9 +9,12 @@ use std::collections::HashMap;
 
 use super::push::count_reroute;
 use super::{Client, IntoPush, PushJob};
-use crate::broker::{Added, Committed, PushSpec, Pushed, Src};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::broker::{Added, Committed, PushSpec, Pushed, Src, StagedStep};
 use crate::error::{Error, Result};
 use crate::policy::batch::Event;
+use crate::policy::workflow::{OnDependencyFailure, validate};
 use crate::wire::{Payload, UniqueSpec, fields, new_jid, now_f64};
 
 /// Members per `batch_stage.lua` call, and at most this many bytes of
@@ -212,6 +215,131 @@ impl Client {
     }
 }
 
+/// A workflow being built: named steps, each run when the steps it waits
+/// for have succeeded (see [`crate::batch`]). It is a batch underneath: its
+/// steps are members, with the same callbacks and status.
+#[derive(Debug, Default)]
+#[must_use = "a workflow does nothing until it is committed"]
+pub struct Workflow {
+    batch: Batch,
+    steps: Vec<WfStep>,
+}
+
+struct WfStep {
+    name: String,
+    job: Result<PushJob>,
+    deps: Vec<String>,
+    policy: OnDependencyFailure,
+    edges: BTreeMap<String, OnDependencyFailure>,
+}
+
+impl std::fmt::Debug for WfStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WfStep")
+            .field("name", &self.name)
+            .field("deps", &self.deps)
+            .finish()
+    }
+}
+
+impl Workflow {
+    /// An empty workflow.
+    pub fn new() -> Workflow {
+        Workflow::default()
+    }
+
+    /// A step that runs at the commit.
+    pub fn add(self, name: impl Into<String>, job: impl IntoPush) -> Self {
+        self.add_after(name, job, std::iter::empty::<&str>())
+    }
+
+    /// A step that runs when every step named in `deps` has succeeded.
+    pub fn add_after(
+        mut self,
+        name: impl Into<String>,
+        job: impl IntoPush,
+        deps: impl IntoIterator<Item = impl AsRef<str>>,
+    ) -> Self {
+        self.steps.push(WfStep {
+            name: name.into(),
+            job: job.into_push(),
+            deps: deps.into_iter().map(|d| d.as_ref().to_owned()).collect(),
+            policy: OnDependencyFailure::Cancel,
+            edges: BTreeMap::new(),
+        });
+        self
+    }
+
+    /// What step `step` does when one of its dependencies fails for good
+    /// (dies, is discarded or cancelled): cancel (the default), continue or
+    /// ignore. A step not declared (yet) is an error at the commit.
+    pub fn on_dependency_failure(mut self, step: &str, policy: OnDependencyFailure) -> Self {
+        match self.steps.iter_mut().find(|s| s.name == step) {
+            Some(s) => s.policy = policy,
+            None => self.steps.push(WfStep {
+                name: step.to_owned(),
+                job: Err(Error::Workflow(format!(
+                    "`on_dependency_failure` names an unknown step `{step}`"
+                ))),
+                deps: Vec::new(),
+                policy,
+                edges: BTreeMap::new(),
+            }),
+        }
+        self
+    }
+
+    /// The same for one edge: step `step`'s dependency on `dep`.
+    pub fn on_failure_of(mut self, step: &str, dep: &str, policy: OnDependencyFailure) -> Self {
+        if let Some(s) = self.steps.iter_mut().find(|s| s.name == step) {
+            s.edges.insert(dep.to_owned(), policy);
+        }
+        self
+    }
+
+    /// A description, as [`Batch::description`].
+    pub fn description(mut self, text: impl Into<String>) -> Self {
+        self.batch = self.batch.description(text);
+        self
+    }
+
+    /// The tenant its callbacks run in, as [`Batch::set_tenant`].
+    pub fn set_tenant(mut self, tenant: impl Into<String>) -> Self {
+        self.batch = self.batch.set_tenant(tenant);
+        self
+    }
+
+    /// The job enqueued once every step has run once (or was cancelled).
+    pub fn on_complete(mut self, job: impl IntoPush) -> Self {
+        self.batch = self.batch.on_complete(job);
+        self
+    }
+
+    /// The job enqueued once every step has succeeded.
+    pub fn on_success(mut self, job: impl IntoPush) -> Self {
+        self.batch = self.batch.on_success(job);
+        self
+    }
+
+    /// The job enqueued when the first step dies.
+    pub fn on_death(mut self, job: impl IntoPush) -> Self {
+        self.batch = self.batch.on_death(job);
+        self
+    }
+
+    /// Commits the workflow: the steps without dependencies become runnable;
+    /// the others are held until theirs succeed. Returns its id (a batch
+    /// id: [`Client::batch_status`] reads it). A cycle, an unknown or a
+    /// duplicate step name is [`Error::Workflow`], naming it, and nothing is
+    /// written.
+    pub async fn commit(self, client: &Client) -> Result<String> {
+        client.commit_workflow(self).await
+    }
+}
+
+/// Steps per `workflow_stage.lua` call.
+const STEP_CHUNK: usize = 100;
+
 /// A member ready to stage: its jid, its payload as stored, its push.
 struct Member {
     jid: String,
@@ -223,6 +351,27 @@ struct Member {
 impl Client {
     /// [`Batch::commit`].
     pub(crate) async fn commit_batch(&self, batch: Batch) -> Result<String> {
+        self.commit_with(batch, Vec::new()).await
+    }
+
+    /// [`Workflow::commit`].
+    pub(crate) async fn commit_workflow(&self, wf: Workflow) -> Result<String> {
+        let decl: Vec<(String, Vec<String>)> = wf
+            .steps
+            .iter()
+            .map(|s| (s.name.clone(), s.deps.clone()))
+            .collect();
+        validate(&decl).map_err(Error::Workflow)?;
+        if !self.broker().batch_in_script() {
+            return Err(Error::Workflow(
+                "workflows need one Redis server for now: on a Redis Cluster a released step's queue is in another slot than its workflow".into(),
+            ));
+        }
+        self.commit_with(wf.batch, wf.steps).await
+    }
+
+    /// Commits `batch`, whose members are `steps` when it is a workflow.
+    async fn commit_with(&self, batch: Batch, steps: Vec<WfStep>) -> Result<String> {
         let bid = new_jid();
         let now = now_f64();
         if batch.parent.is_some() && !self.broker().batch_in_script() {
@@ -243,6 +392,10 @@ impl Client {
             }
             members.push(m);
         }
+        let workflow = !steps.is_empty();
+        let staged_steps = self
+            .steps(&bid, steps, now, &mut tenant, &mut members)
+            .await?;
         let tenant = tenant.unwrap_or_default();
         let mut callbacks = Vec::new();
         for (event, job) in batch.callbacks {
@@ -256,7 +409,16 @@ impl Client {
         let mut chunk: Vec<(String, String)> = Vec::new();
         let mut bytes = 0;
         let mut staged_any = false;
-        for m in &members {
+        for part in staged_steps.chunks(STEP_CHUNK) {
+            let staged = broker
+                .workflow_stage(&bid, &batch.description, &tenant, part, now)
+                .await?;
+            if !staged {
+                return Err(Error::Batch(format!("batch {bid} was committed already")));
+            }
+            staged_any = true;
+        }
+        for m in members.iter().filter(|_| !workflow) {
             bytes += m.json.len();
             chunk.push((m.jid.clone(), m.json.clone()));
             if chunk.len() >= STAGE_CHUNK || bytes >= STAGE_BYTES {
@@ -304,6 +466,78 @@ impl Client {
         // sweep if this process dies now).
         self.release(&bid, members).await?;
         Ok(bid)
+    }
+
+    /// A workflow's steps as members (those without dependencies, in
+    /// `members`, are pushed at the flip) and as `workflow_stage.lua` stages
+    /// them. A step a middleware stops fails the commit: its dependents
+    /// would wait for it forever.
+    async fn steps(
+        &self,
+        bid: &str,
+        steps: Vec<WfStep>,
+        now: f64,
+        tenant: &mut Option<String>,
+        members: &mut Vec<Member>,
+    ) -> Result<Vec<StagedStep>> {
+        let mut dependents: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for s in &steps {
+            for d in &s.deps {
+                dependents
+                    .entry(d.clone())
+                    .or_default()
+                    .insert(s.name.clone());
+            }
+        }
+        let mut out = Vec::with_capacity(steps.len());
+        for step in steps {
+            let mut job = step.job?;
+            job.payload_mut().set(fields::WORKFLOW_STEP, &step.name);
+            let sharded_type = job.sharded_queue();
+            let Some(m) = self.member(bid, job, now).await? else {
+                return Err(Error::Workflow(format!(
+                    "a client middleware stopped step `{}`: its dependents would wait forever",
+                    step.name
+                )));
+            };
+            let mut p = Payload::parse_slice(m.json.as_bytes())?;
+            if tenant.is_none() {
+                *tenant = p.tenant();
+            }
+            let queue = p.queue();
+            let held = !step.deps.is_empty();
+            let payload = if held {
+                p.set("enqueued_at", 0.0);
+                let (before, _, after) = p.split_at("enqueued_at");
+                format!("{before}\n{after}")
+            } else {
+                p.to_json()
+            };
+            out.push(StagedStep {
+                jid: m.jid.clone(),
+                payload,
+                held,
+                policy: step.policy.as_str().to_owned(),
+                sharded: self.is_sharded(&queue) || sharded_type == Some(queue.as_str()),
+                queue,
+                dependents: dependents
+                    .remove(&step.name)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect(),
+                deps: step.deps,
+                edges: step
+                    .edges
+                    .into_iter()
+                    .map(|(d, pol)| (d, pol.as_str().to_owned()))
+                    .collect(),
+                name: step.name,
+            });
+            if !held {
+                members.push(m);
+            }
+        }
+        Ok(out)
     }
 
     async fn stage(

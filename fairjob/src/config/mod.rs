@@ -41,6 +41,9 @@ pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024;
 /// The default [`ClientConfig::retry_deadline`].
 pub const DEFAULT_RETRY_DEADLINE: Duration = Duration::from_secs(2);
 
+/// Largest result a workflow's step may record, by default.
+pub const DEFAULT_MAX_RESULT: usize = 64 * 1024;
+
 /// How long a batch's data stays after its `success` fired, by default.
 pub const DEFAULT_BATCH_RETENTION: Duration = Duration::from_secs(86_400);
 
@@ -215,6 +218,9 @@ macro_rules! __worker_settings {
                 /// How long a batch's data stays after its `success` fired (default 1 day).
                 batch_retention: Duration = DEFAULT_BATCH_RETENTION,
                     builder(fn batch_retention(retention: Duration));
+                /// Largest result a workflow's step may record, in bytes (default 64 KiB).
+                max_result_bytes: usize = DEFAULT_MAX_RESULT,
+                    builder(fn max_result_bytes(max: usize));
             }
 
             // Documented, with their defaults, on `ConnectOptions` itself; the
@@ -591,18 +597,18 @@ mod tests {
                        wait_replicas wait_timeout tls_ca_file tls_cert_file tls_key_file functions";
         let file = format!(
             "redis {connect} max_throttling_window max_enqueue_bytes sharded_queues \
-             retry_deadline batch_retention queues tiers concurrency timeout lease heartbeat reaper_interval \
+             retry_deadline batch_retention max_result_bytes queues tiers concurrency timeout lease heartbeat reaper_interval \
              poll_interval scheduled_poll_interval max_interruptions max_payload_bytes \
              job_timeout tag labels wait_stats batch_acks fold_acks metrics_top_k metrics_tenant_labels \
              metrics_idle_timeout metrics_sample metrics_sample_interval propagation cron postgres"
         );
         let client = format!(
             "redis {connect} max_throttling_window max_payload_bytes sharded_queues retry_deadline \
-             batch_retention"
+             batch_retention max_result_bytes"
         );
         let split = |s: &str| sorted(&s.split_whitespace().collect::<Vec<_>>());
         assert_eq!(sorted(WorkerConfig::keys(true)), split(&file));
-        assert_eq!(WorkerConfig::keys(true).len(), 42, "no key twice");
+        assert_eq!(WorkerConfig::keys(true).len(), 43, "no key twice");
         assert_eq!(sorted(ClientConfig::keys(false)), split(&client));
         assert_eq!(
             sorted(MetricsConfig::keys(false)),

@@ -101,6 +101,8 @@ pub struct Membership {
     pub total: u64,
     /// Events fired, with their time.
     pub fired: BTreeMap<Event, f64>,
+    /// A workflow's steps (a workflow is a batch whose members are steps).
+    pub workflow: Option<super::workflow::Graph>,
 }
 
 impl Membership {
@@ -210,8 +212,21 @@ pub fn end(m: &mut Membership, jid: &str, outcome: Outcome, now: f64, error: &st
             m.fire(Event::Death, now, &mut out);
         }
     }
+    if let Some(g) = m.workflow.as_mut() {
+        let changed = super::workflow::end(g, jid, outcome);
+        for (step, dep) in changed.cancelled {
+            let jid = g.steps[&step].jid.clone();
+            m.pending.remove(&jid);
+            m.failed.insert(jid, cancelled(&dep));
+        }
+    }
     out.extend(settle(m, now));
     out
+}
+
+/// The failure recorded for a step cancelled because `dep` failed.
+pub fn cancelled(dep: &str) -> String {
+    format!("cancelled: dependency `{dep}` failed")
 }
 
 #[cfg(test)]

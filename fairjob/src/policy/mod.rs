@@ -20,6 +20,7 @@
 //! | a tenant's pace | [`dispatch::pace`] | `dispatch/pace.lua` | `shards` |
 //! | dispatch and the shard scripts' steps | [`dispatch::reserve`] | `dispatch/reserve.lua` | `shards`, `shards_cluster` |
 //! | batches' membership | [`batch`] | `batch.lua` | `tests/tests/batches.rs` (`the_lua_twin_agrees`) |
+//! | workflows' steps | [`workflow`] | `batch.lua` (its workflow part) | `tests/tests/workflows.rs` (`the_lua_twin_agrees`) |
 //! | (the dispatch scripts' per-call cache) | none | `cache.lua` | shown to change nothing by every `shards*` case |
 //! | (a parked job's exit from its record) | `worker/exit.rs` `admit`, and [`dispatch::reserve`]'s release | `exit.lua` | `shards` (slot and rate parks) |
 //!
@@ -33,3 +34,4 @@ pub mod reroute;
 pub mod share;
 pub mod slots;
 pub mod unique;
+pub mod workflow;

@@ -51,3 +51,5 @@ pub const BATCH_EVENT: &str = "fairjob_batch_event";
 /// On a child batch's `complete` or `success` callback job: the parent
 /// batch's id (the callback's end tells the parent the child ran or succeeded).
 pub const BATCH_PARENT: &str = "fairjob_batch_parent";
+/// On a workflow's step: its name.
+pub const WORKFLOW_STEP: &str = "fairjob_step";

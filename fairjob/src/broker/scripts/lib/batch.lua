@@ -32,7 +32,8 @@ local FJ_BATCH_KEEP_OPEN = 30 * 86400
 local FJ_BATCH_KEEP_DEAD = 180 * 86400
 
 local function fj_batch_keys(p)
-  return { p, p .. ':pending', p .. ':jids', p .. ':failed', p .. ':staged', p .. ':payloads' }
+  return { p, p .. ':pending', p .. ':jids', p .. ':failed', p .. ':staged', p .. ':payloads',
+    p .. ':wf', p .. ':results' }
 end
 
 local function fj_batch_expire(p, secs)
@@ -85,6 +86,102 @@ fj_batch_settle = function(p, now)
   return fired
 end
 
+-- Workflows (the twin of fairjob::policy::workflow): a workflow is a batch
+-- (hash field `wf`) whose members are named steps. Everything of its steps
+-- is in one hash, `p .. ':wf'`, by step (`<e>`: the name encoded with
+-- fj_encode): `jid:<e>`, `n:<e>` (the name), `name:<jid>` (the encoded
+-- name), `s:<e>` its state (held|queued|retrying|done|failed|cancelled),
+-- `p:<e>` its policy for a failed dependency (cancel|continue|ignore) and
+-- `pe:<e>:<dep e>` per-edge overrides, `q:<e>` / `w:<e>` / `qn:<e>` its
+-- queue's list, wake list and name, `a:<e>` the steps that depend on it
+-- (encoded, comma-separated, sorted by name), `wn:<e>` how many
+-- dependencies it still waits for and `we:<e>:<dep e>` each of them, `fd:<e>`
+-- the failed dependencies it continued past (encoded, comma-separated). A
+-- held step's payload waits in `:payloads`, split at its enqueued_at value
+-- by a newline: it holds no queue position and no worker.
+
+local function fj_wf_split(list)
+  local out = {}
+  if list and list ~= '' then
+    for e in string.gmatch(list, '[^,]+') do out[#out + 1] = e end
+  end
+  return out
+end
+
+-- Releases held step `e` into its queue and wakes a worker.
+local function fj_wf_release(p, e, now)
+  local w = p .. ':wf'
+  local f = redis.call('HMGET', w, 'jid:' .. e, 'q:' .. e, 'w:' .. e, 'qn:' .. e)
+  redis.call('HSET', w, 's:' .. e, 'queued')
+  local v = redis.call('HGET', p .. ':payloads', f[1])
+  if not v then return end
+  local cut = string.find(v, '\n', 1, true)
+  if cut then v = string.sub(v, 1, cut - 1) .. string.format('%.6f', now) .. string.sub(v, cut + 1) end
+  redis.call('LPUSH', f[2], v)
+  local qs = redis.call('HGET', p, 'qs')
+  if qs then redis.call('SADD', qs, f[4]) end
+  fj_wake(f[3])
+  redis.call('HDEL', p .. ':payloads', f[1])
+end
+
+-- Dependency `dep` of step `e` is met (or dropped): released when none is
+-- left (a step that is no longer held, or a dependency already met,
+-- changes nothing).
+local function fj_wf_met(p, e, dep, now)
+  local w = p .. ':wf'
+  if redis.call('HGET', w, 's:' .. e) ~= 'held' then return end
+  if redis.call('HDEL', w, 'we:' .. e .. ':' .. dep) == 0 then return end
+  if redis.call('HINCRBY', w, 'wn:' .. e, -1) <= 0 then fj_wf_release(p, e, now) end
+end
+
+-- Step `e` failed for good: its held dependents follow their edges'
+-- policies, breadth first; a cancelled step leaves the pending set with its
+-- failure recorded.
+local function fj_wf_failed(p, e, now)
+  local w = p .. ':wf'
+  local todo = { e }
+  local i = 1
+  while i <= #todo do
+    local f = todo[i]; i = i + 1
+    for _, d in ipairs(fj_wf_split(redis.call('HGET', w, 'a:' .. f))) do
+      if redis.call('HGET', w, 's:' .. d) == 'held' then
+        local pol = redis.call('HGET', w, 'pe:' .. d .. ':' .. f) or redis.call('HGET', w, 'p:' .. d) or 'cancel'
+        if pol == 'continue' or pol == 'ignore' then
+          if pol == 'continue' then
+            local had = redis.call('HGET', w, 'fd:' .. d)
+            redis.call('HSET', w, 'fd:' .. d, (had and had .. ',' or '') .. f)
+          end
+          fj_wf_met(p, d, f, now)
+        else
+          redis.call('HSET', w, 's:' .. d, 'cancelled')
+          local jid = redis.call('HGET', w, 'jid:' .. d)
+          redis.call('SREM', p .. ':pending', jid)
+          redis.call('HSET', p .. ':failed', jid, 'cancelled: dependency `' .. redis.call('HGET', w, 'n:' .. f) .. '` failed')
+          redis.call('HDEL', p .. ':payloads', jid)
+          todo[#todo + 1] = d
+        end
+      end
+    end
+  end
+end
+
+-- Step `jid`'s end (a workflow's member): its state, and what it releases
+-- or cancels.
+local function fj_wf_end(p, jid, outcome, now)
+  local w = p .. ':wf'
+  local e = redis.call('HGET', w, 'name:' .. jid)
+  if not e then return end
+  if outcome == 'ok' then
+    redis.call('HSET', w, 's:' .. e, 'done')
+    for _, d in ipairs(fj_wf_split(redis.call('HGET', w, 'a:' .. e))) do fj_wf_met(p, d, e, now) end
+  elseif outcome == 'dead' or outcome == 'discarded' then
+    redis.call('HSET', w, 's:' .. e, 'failed')
+    fj_wf_failed(p, e, now)
+  elseif outcome == 'retry' then
+    redis.call('HSET', w, 's:' .. e, 'retrying')
+  end
+end
+
 -- A member's end: outcome 'ok' (succeeded), 'retry' (failed, waits in
 -- retry), 'dead' (buried) or 'discarded' (failed, kept nowhere); or a child
 -- batch's callback's end ('kid_ran', 'kid_ok', `jid` the child's member id). `err` is
@@ -109,6 +206,7 @@ local function fj_batch_end(p, jid, outcome, now, err)
       if redis.call('HEXISTS', p, 'success_at') == 0 then fj_batch_expire(p, FJ_BATCH_KEEP_DEAD) end
     end
   end
+  if redis.call('HEXISTS', p, 'wf') == 1 then fj_wf_end(p, jid, outcome, now) end
   for _, e in ipairs(fj_batch_settle(p, now)) do fired[#fired + 1] = e end
   return fired
 end

@@ -1,0 +1,52 @@
+--! use batch
+-- Stages the steps of a workflow being built (`Workflow::commit`, in
+-- chunks), as batch_stage.lua stages a batch's members: each step is a
+-- member, its facts go to the workflow's hash (see lib/batch.lua), a step
+-- without dependencies waits in the staged set to be pushed at the flip, a
+-- step with some is held (its payload split at its enqueued_at value).
+-- Nothing is runnable before batch_commit.lua flips the batch open; until
+-- then every key expires after ARGV[2] seconds.
+-- KEYS[1] = the batch's hash.
+-- ARGV[1] = now (seconds), ARGV[2] = staging ttl seconds, ARGV[3] =
+-- description, ARGV[4] = tenant, ARGV[5] = the `queues` set, then per step:
+-- jid, encoded name, name, payload, held ('1'/'0'), policy, queue list,
+-- wake list, queue name, dependents (encoded, comma-separated), the number
+-- of dependencies then each (encoded), the number of per-edge policies then
+-- each (encoded dependency, policy).
+-- Returns 1, or 0 when the batch is no longer staging.
+local p = KEYS[1]
+local now = tonumber(ARGV[1])
+local state = redis.call('HGET', p, 'state')
+if state and state ~= 'staging' then return 0 end
+if not state then
+  redis.call('HSET', p, 'state', 'staging', 'created_at', ARGV[1], 'total', 0,
+    'desc', ARGV[3], 'tenant', ARGV[4], 'wf', '1', 'qs', ARGV[5])
+end
+local w = p .. ':wf'
+local i = 6
+while i <= #ARGV do
+  local jid, e, name, payload, held = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  redis.call('HSET', w, 'jid:' .. e, jid, 'n:' .. e, name, 'name:' .. jid, e,
+    's:' .. e, held == '1' and 'held' or 'queued', 'p:' .. e, ARGV[i + 5],
+    'q:' .. e, ARGV[i + 6], 'w:' .. e, ARGV[i + 7], 'qn:' .. e, ARGV[i + 8],
+    'a:' .. e, ARGV[i + 9])
+  i = i + 10
+  local nd = tonumber(ARGV[i]); i = i + 1
+  redis.call('HSET', w, 'wn:' .. e, nd)
+  for _ = 1, nd do
+    redis.call('HSET', w, 'we:' .. e .. ':' .. ARGV[i], '1'); i = i + 1
+  end
+  local ne = tonumber(ARGV[i]); i = i + 1
+  for _ = 1, ne do
+    redis.call('HSET', w, 'pe:' .. e .. ':' .. ARGV[i], ARGV[i + 1]); i = i + 2
+  end
+  if held == '1' then
+    if redis.call('SADD', p .. ':pending', jid) == 1 then redis.call('HINCRBY', p, 'total', 1) end
+    redis.call('SADD', p .. ':jids', jid)
+    redis.call('HSET', p .. ':payloads', jid, payload)
+  else
+    fj_batch_add(p, jid, payload, now)
+  end
+end
+fj_batch_expire(p, tonumber(ARGV[2]))
+return 1
