@@ -21,7 +21,8 @@ use crate::broker::BatchRow;
 use crate::error::Result;
 use crate::policy::batch::Event;
 
-/// Batches a listing shows at most: the newest ones.
+/// Batches a listing shows at most: the newest ones (the metrics sampler's
+/// `fairjob_batches_open` counts among them; its description says 50).
 pub const BATCH_ROWS: usize = 50;
 
 /// Failed members a batch's detail shows at most (one `HSCAN` page).
@@ -264,6 +265,11 @@ mod tests {
             failed_some: vec![("j2".into(), "E: b".into()), ("j1".into(), "E: a".into())],
             staged: 0,
         }
+    }
+
+    #[test]
+    fn the_open_batches_gauge_says_how_many_it_counts_among() {
+        assert_eq!(BATCH_ROWS, 50, "fairjob::metrics::describe says 50");
     }
 
     #[test]
