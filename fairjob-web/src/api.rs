@@ -9,7 +9,8 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use fairjob::inspect::JobSet;
 use fairjob::inspect::{
-    JobPage, OverviewView, ProcessPage, QueuesView, ShardView, TenantView, UniqueLockPage,
+    BatchView, BatchesView, JobPage, OverviewView, ProcessPage, QueuesView, ShardView, TenantView,
+    UniqueLockPage,
 };
 
 use crate::act::{self, Done};
@@ -193,6 +194,19 @@ pub(crate) async fn cron(
     State(state): State<Arc<WebState>>,
 ) -> JsonResult<Vec<fairjob::inspect::CronRow>> {
     Ok(Json(load::cron(&state).await?))
+}
+
+/// `GET /api/batches`.
+pub(crate) async fn batches(State(state): State<Arc<WebState>>) -> JsonResult<BatchesView> {
+    Ok(Json(load::batches(&state).await?))
+}
+
+/// `GET /api/batches/{bid}`.
+pub(crate) async fn batch(
+    State(state): State<Arc<WebState>>,
+    Path(bid): Path<String>,
+) -> JsonResult<BatchView> {
+    Ok(Json(load::batch(&state, &bid).await?))
 }
 
 /// `POST /api/cron`.

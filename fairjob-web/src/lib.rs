@@ -8,8 +8,8 @@
 //! and reroute state (the rule that matches now and when new jobs go back),
 //! sharded queues' dispatch order, slot holders and waiters, Sidekiq's
 //! `retry`, `schedule` and `dead` sets with their actions and a tenant
-//! column, the worker processes, and "explain": where one job is and why it
-//! waits. Every page has a JSON twin under `/api`.
+//! column, the worker processes, batches (the newest, and one with its
+//! failed members), and "explain": where one job is and why it waits. Every page has a JSON twin under `/api`.
 //!
 //! An application nests it:
 //!

@@ -4,9 +4,9 @@
 
 use fairjob::inspect::JobSet;
 use fairjob::inspect::{
-    Explanation, JobFilter, JobPage, LimitDetail, LimitPage, LongWait, MAX_MINUTES, OverviewView,
-    Page, ProcessPage, QueuesView, RateLimitsView, SCAN_BUDGET, ShardView, TenantView,
-    UniqueLockPage, class_of_limit,
+    BATCH_ROWS, BatchView, BatchesView, Explanation, JobFilter, JobPage, LimitDetail, LimitPage,
+    LongWait, MAX_MINUTES, OverviewView, Page, ProcessPage, QueuesView, RateLimitsView,
+    SCAN_BUDGET, ShardView, TenantView, UniqueLockPage, class_of_limit,
 };
 use serde::Serialize;
 
@@ -255,12 +255,27 @@ pub(crate) async fn jobs(
     Ok(page)
 }
 
-/// The worker processes and their running jobs.
 /// Periodic schedules.
 pub(crate) async fn cron(state: &WebState) -> Result<Vec<fairjob::inspect::CronRow>, WebError> {
     Ok(state.inspector().cron().await?)
 }
 
+/// The newest batches.
+pub(crate) async fn batches(state: &WebState) -> Result<BatchesView, WebError> {
+    Ok(state.inspector().batches(BATCH_ROWS).await?)
+}
+
+/// One batch with some of its failed members; an unknown (or expired) one
+/// is not found.
+pub(crate) async fn batch(state: &WebState, bid: &str) -> Result<BatchView, WebError> {
+    state
+        .inspector()
+        .batch(bid)
+        .await?
+        .ok_or_else(|| WebError::NotFound(format!("batch {bid:?} (unknown, or its data expired)")))
+}
+
+/// The worker processes and their running jobs.
 pub(crate) async fn busy(state: &WebState, cursor: u64) -> Result<ProcessPage, WebError> {
     let mut page = state
         .inspector()

@@ -46,6 +46,8 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
         .route("/dead", get(pages::dead).post(pages::post_dead))
         .route("/busy", get(pages::busy).post(pages::post_busy))
         .route("/cron", get(pages::cron).post(pages::post_cron))
+        .route("/batches", get(pages::batches))
+        .route("/batches/{bid}", get(pages::batch))
         .route("/login", get(pages::login_form).post(pages::login))
         .route("/logout", axum::routing::post(pages::logout))
         .route("/api", get(api::overview))
@@ -69,6 +71,8 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
         .route("/api/dead", get(api::dead).post(api::post_dead))
         .route("/api/busy", get(api::busy).post(api::post_busy))
         .route("/api/cron", get(api::cron).post(api::post_cron))
+        .route("/api/batches", get(api::batches))
+        .route("/api/batches/{bid}", get(api::batch))
         .route("/static/{file}", get(assets::file))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

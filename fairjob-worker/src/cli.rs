@@ -376,6 +376,12 @@ enum Command {
         #[command(subcommand)]
         action: Option<CronAction>,
     },
+    /// Batches: the newest ones with their state, counts and fire times;
+    /// `batches BID` shows one with its callbacks and failed members
+    Batches {
+        /// A batch's id (default: list the newest batches)
+        bid: Option<String>,
+    },
     /// fairjob-postgres' schema (`postgres migrate`)
     Postgres {
         #[command(subcommand)]
@@ -590,7 +596,7 @@ crate's dependencies and create `src/bin/worker.rs` containing the single line \
 `fairjob_worker::main!(my_jobs);` (naming your crate, and any other crate with jobs), \
 then run `cargo run --release --bin worker -- -r redis://127.0.0.1:6379 -c 10`. The \
 commands that need no job types (`stats`, `tenants`, `shards`, `shard-limit`, `limits`, `rate-limits`, `unique`, `web`, \
-`explain`, `postgres migrate`, `pump`) work here.";
+`explain`, `batches`, `postgres migrate`, `pump`) work here.";
 
 async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
     let registry = || -> Result<Registry> {
@@ -702,6 +708,8 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
                 Some(CronAction::RunNow { name }) => inspect.cron_act(&name, "run-now").await,
             }
         }
+        Command::Batches { bid: None } => inspect?.batches().await,
+        Command::Batches { bid: Some(bid) } => inspect?.batch(&bid).await,
         Command::Web { bind } => crate::web::serve_only(&config, &web, bind).await,
         Command::Explain {
             jid, tenant, json, ..

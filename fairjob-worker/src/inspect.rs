@@ -1,5 +1,5 @@
 //! The inspection commands (`jobs`, `stats`, `tenants`, `shards`, `limits`,
-//! `explain`, `cron`) and
+//! `explain`, `cron`, `batches`) and
 //! the steering ones (`shard-limit`, `limits set`, `cron pause|resume|run-now`): each reads or writes through
 //! fairjob::inspect and prints a table. Nothing here runs jobs or names a
 //! Redis key.
@@ -10,8 +10,8 @@ use anyhow::{Context, Result, bail};
 use fairjob::config::WorkerConfig;
 use fairjob::fair::DEFAULT_MAX_WINDOW;
 use fairjob::inspect::encode_key as encode;
+use fairjob::inspect::{BATCH_ROWS, MAX_READ_ROWS, Page};
 use fairjob::inspect::{Inspector, Setting, ShardPolicy, YieldPolicy};
-use fairjob::inspect::{MAX_READ_ROWS, Page};
 use fairjob::wire::{WireRule, reroute_window, rule_window};
 use fairjob::{Registry, Retry};
 
@@ -410,6 +410,80 @@ impl Inspect {
             );
         }
         println!("{} schedule(s)", rows.len());
+        Ok(())
+    }
+
+    /// `batches`: the newest batches, one line each.
+    pub(crate) async fn batches(&self) -> Result<()> {
+        let view = self.inspector.batches(BATCH_ROWS).await?;
+        println!(
+            "{:<26} {:<11} {:>8} {:>8} {:>8} {:<21} {:<21} {:<16} description",
+            "bid", "state", "total", "pending", "failures", "created", "complete", "tenant"
+        );
+        for b in &view.rows {
+            let s = &b.status;
+            println!(
+                "{:<26} {:<11} {:>8} {:>8} {:>8} {:<21} {:<21} {:<16} {}",
+                s.bid,
+                format!("{}{}", b.state.as_str(), if b.died { "+d" } else { "" }),
+                s.total,
+                s.pending,
+                s.failures,
+                utc(s.created_at as i64),
+                s.complete_at
+                    .map_or_else(|| "-".to_owned(), |t| utc(t as i64)),
+                if s.tenant.is_empty() { "-" } else { &s.tenant },
+                s.description
+            );
+        }
+        println!(
+            "{} batch(es) (the newest {} at most); +d: a member died (`death` fired)",
+            view.rows.len(),
+            view.limit
+        );
+        Ok(())
+    }
+
+    /// `batches BID`: one batch, its callbacks and failed members.
+    pub(crate) async fn batch(&self, bid: &str) -> Result<()> {
+        let Some(b) = self.inspector.batch(bid).await? else {
+            bail!("no batch {bid:?} (unknown, or its data expired)");
+        };
+        let s = &b.status;
+        let at = |t: Option<f64>| t.map_or_else(|| "-".to_owned(), |t| utc(t as i64));
+        println!("batch {}", s.bid);
+        println!("  description: {}", s.description);
+        println!(
+            "  tenant:      {}",
+            if s.tenant.is_empty() { "-" } else { &s.tenant }
+        );
+        println!(
+            "  state:       {}{}",
+            b.state.as_str(),
+            if b.died { " (a member died)" } else { "" }
+        );
+        println!(
+            "  members:     {} total, {} pending, {} not succeeded, {} failed, {} staged",
+            s.total, s.pending, s.unsucceeded, s.failures, s.staged
+        );
+        println!("  created:     {}", utc(s.created_at as i64));
+        println!("  committed:   {}", at(b.opened_at));
+        println!("  complete:    {}", at(s.complete_at));
+        println!("  success:     {}", at(s.success_at));
+        println!("  death:       {}", at(s.death_at));
+        for c in &b.callbacks {
+            println!("  on {:<9} -> queue {}", c.event, c.queue);
+        }
+        if !s.failed_jids.is_empty() {
+            println!(
+                "  failed members ({} of {}):",
+                s.failed_jids.len(),
+                s.failures
+            );
+            for (jid, failure) in &s.failed_jids {
+                println!("    {jid:<26} {failure}");
+            }
+        }
         Ok(())
     }
 

@@ -8,7 +8,7 @@
 //! every call is a no-op. Counters and histograms are each process's own
 //! (jobs it ran, reroutes its pushes made, jobs its reaper recovered); the
 //! gauges read from Redis (`fairjob_queue_*`, `fairjob_shard_*`,
-//! `fairjob_slot_waiting`) are set only by the process holding the sampler
+//! `fairjob_slot_waiting`, `fairjob_batches_open`) are set only by the process holding the sampler
 //! lease, so summing them over processes is never needed.
 //!
 //! Bounded labels: per queue, at most K tenants (K = `metrics.top_k`,
@@ -79,6 +79,15 @@ pub const CRON_FIRES_TOTAL: &str = "fairjob_cron_fires_total";
 pub const CRON_SKIPPED_TOTAL: &str = "fairjob_cron_skipped_total";
 /// How late a fire time was enqueued after it came due, by `schedule`. Histogram, seconds.
 pub const CRON_LATENESS_SECONDS: &str = "fairjob_cron_lateness_seconds";
+/// Batches whose `complete` has not fired (staging or open), among the
+/// newest 50 listed only: a bounded read, not a count of every batch. Gauge.
+pub const BATCHES_OPEN: &str = "fairjob_batches_open";
+/// Batch callbacks this process started, by `event` (`complete`,
+/// `success`, `death`): counted when `perform` starts on a callback job's
+/// attempt 1 (no `retry_count`, no interrupted run before it), so a retry
+/// or a run after a crash is not counted again (a yielded run that starts
+/// again is). Callbacks started, not callbacks that succeeded. Counter.
+pub const BATCH_CALLBACKS_TOTAL: &str = "fairjob_batch_callbacks_total";
 /// Redis calls of this process that failed, by `kind` (`unreachable`,
 /// `busy`, `loading`, `readonly`, `oom`, `misconf`, `clusterdown`,
 /// `noscript`, `auth`, `maybe_enqueued`, `other`). Counter.
@@ -105,6 +114,8 @@ pub const ALL: &[&str] = &[
     CRON_FIRES_TOTAL,
     CRON_SKIPPED_TOTAL,
     CRON_LATENESS_SECONDS,
+    BATCHES_OPEN,
+    BATCH_CALLBACKS_TOTAL,
     REDIS_ERRORS_TOTAL,
 ];
 
@@ -252,6 +263,14 @@ pub fn describe() {
         CRON_LATENESS_SECONDS,
         Unit::Seconds,
         "How late a periodic schedule's fire time was enqueued."
+    );
+    describe_gauge!(
+        BATCHES_OPEN,
+        "Batches whose complete has not fired, among the newest 50 listed only (not every batch). Sampled by one process."
+    );
+    describe_counter!(
+        BATCH_CALLBACKS_TOTAL,
+        "Batch callbacks this process started, by event (complete, success, death): a callback job's first run, retries not counted."
     );
     describe_counter!(
         REDIS_ERRORS_TOTAL,

@@ -69,6 +69,22 @@ impl Perform for FailJob {
     }
 }
 
+/// Records `"flaky <arg> <attempt>"` onto `record`; fails its first attempt
+/// (retried 200 ms later), succeeds after.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "FlakyJob", retry = 3)]
+pub struct FlakyJob(pub String);
+
+impl Perform for FlakyJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        record(cx, format!("flaky {} {}", self.0, cx.attempt())).await?;
+        if cx.retry_count().is_none() {
+            return Err(JobError::retry_in(Duration::from_millis(200), "first try"));
+        }
+        Ok(())
+    }
+}
+
 /// Panics.
 #[derive(Debug, Serialize, Deserialize, Job)]
 #[job(class = "PanicJob", retry = 1)]

@@ -306,6 +306,15 @@ async fn a_member_that_reopens_its_batch_delays_complete_until_its_additions_ran
         assert_eq!(*done, 11, "after the 10 additions");
         assert_eq!(status.total, 11);
     }
+    // The additions left the batch where it was listed: at its creation.
+    let listed: f64 = redis
+        .query(redis::cmd("ZSCORE").arg(redis.keys().batches()).arg(&bid))
+        .await;
+    let created = c.batch_status(&bid).await.unwrap().unwrap().created_at;
+    assert!(
+        (listed - created).abs() < 0.001,
+        "listed at {listed}, created at {created}"
+    );
     // The batch has finished: it takes no more.
     let err = c
         .batch(&bid)

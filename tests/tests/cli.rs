@@ -1,11 +1,11 @@
 //! The worker CLI (`main!` gives every command): jobs, stats, tenants, limits,
-//! and a config file.
+//! batches, and a config file.
 
 use std::process::Command;
 
-use fairjob::Job;
-use fairjob_tests::jobs::TJob;
-use fairjob_tests::{Redis, bin};
+use fairjob::{Batch, Job};
+use fairjob_tests::jobs::{OutcomeJob, RecordJob, SpawnJob, TJob};
+use fairjob_tests::{Redis, bin, eventually, queues, spawn};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_stats_tenants_and_limits() {
@@ -74,6 +74,98 @@ async fn jobs_stats_tenants_and_limits() {
     assert!(set.contains("back to the declared default"), "{set}");
     let limits = redis.cli(&["limits"]);
     assert!(limits.contains("3 (default)"), "{limits}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_and_one_batch() {
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let outcome = |kind: &str| OutcomeJob {
+        kind: kind.into(),
+        tenant: "acme".into(),
+    };
+    let done = Batch::new()
+        .description("import: {rows} ünï")
+        .set_tenant("ac:me")
+        .on_complete(RecordJob("complete".into()))
+        .on_death(RecordJob("death".into()))
+        .push_bulk((0..2).map(|_| outcome("ok")))
+        .push(outcome("dead"))
+        .commit(&c)
+        .await
+        .unwrap();
+    let w = spawn(
+        redis
+            .worker()
+            .queues(queues(&["outcomes"]))
+            .build()
+            .await
+            .unwrap(),
+    );
+    eventually!(
+        c.batch_status(&done)
+            .await
+            .unwrap()
+            .is_some_and(|s| s.complete_at.is_some()),
+        "the batch completes"
+    );
+    w.stop().await;
+    // Nobody works `spawn`: open.
+    let open = Batch::new()
+        .push(SpawnJob("x".into()))
+        .commit(&c)
+        .await
+        .unwrap();
+
+    let table = redis.cli(&["batches"]);
+    let line = |bid: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(bid))
+            .unwrap_or_else(|| panic!("{bid} in {table}"))
+            .to_owned()
+    };
+    let d = line(&done);
+    assert!(d.contains(" complete+d "), "complete, a member died: {d}");
+    assert!(
+        d.ends_with(&format!("{:<16} import: {{rows}} ünï", "ac:me")),
+        "tenant and description: {d}"
+    );
+    let numbers: Vec<&str> = d.split_whitespace().skip(2).take(3).collect();
+    assert_eq!(numbers, ["3", "0", "1"], "total, pending, failures: {d}");
+    let o = line(&open);
+    assert!(o.contains(" open ") && o.contains(" - "), "{o}");
+    assert!(table.contains("2 batch(es)"), "{table}");
+
+    let one = redis.cli(&["batches", &done]);
+    println!("{table}\n{one}");
+    assert!(
+        one.contains("state:       complete (a member died)"),
+        "{one}"
+    );
+    assert!(one.contains("description: import: {rows} ünï"), "{one}");
+    assert!(one.contains("tenant:      ac:me"), "{one}");
+    assert!(
+        one.contains("3 total, 0 pending, 1 not succeeded, 1 failed"),
+        "{one}"
+    );
+    assert!(one.contains("on death     -> queue default"), "{one}");
+    assert!(one.contains("on complete  -> queue default"), "{one}");
+    assert!(one.contains("failed members (1 of 1):"), "{one}");
+    assert!(one.contains("hopeless"), "the dead member's failure: {one}");
+
+    let out = Command::new(bin("test-worker"))
+        .args(["-r", redis.url(), "--namespace", redis.ns()])
+        .args(["batches", "no-such-bid"])
+        .env("FAIRJOB_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no batch \"no-such-bid\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

@@ -4,8 +4,10 @@
 //! `<script>` tag) rendered as text, reroute state, a sharded queue with a
 //! tenant at its running limit, slots with waiters, explain, the actions on
 //! `retry`, `schedule` and `dead` (a dead job retried from the dashboard is
-//! then performed by the worker), pause and resume, and the security rules:
-//! token, login, CSRF, origin, read-only, loopback.
+//! then performed by the worker), pause and resume, batches (a `<script>`
+//! description, an odd tenant, a failure holding markup, an expired entry
+//! unlisted), and the security rules: token, login, CSRF, origin,
+//! read-only, loopback.
 
 use std::process::Command;
 use std::time::Duration;
@@ -283,6 +285,7 @@ async fn every_page_and_action_against_a_real_worker() {
         "/scheduled",
         "/dead",
         "/busy",
+        "/batches",
         "/dead?tenant=%3Cscript%3Ealert(1)%3C%2Fscript%3E",
         "/retries?class=RecordJob&error=RuntimeError",
     ] {
@@ -794,4 +797,180 @@ async fn security_token_login_csrf_origin_read_only_and_loopback() {
             "{err}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_listed_and_shown_with_their_text_escaped() {
+    use fairjob::Batch;
+    use fairjob_tests::jobs::{FailJob, OutcomeJob, SpawnJob};
+    let server = redis();
+    let url = server.url();
+    let ns = namespace();
+    let c = client(&url, &ns).await;
+    let dash = Dashboard::start(
+        &url,
+        &ns,
+        &[
+            "run",
+            "-q",
+            "outcomes",
+            "-q",
+            "default",
+            "--poll-interval",
+            "100ms",
+            "--web",
+            "127.0.0.1:0",
+        ],
+        &[],
+    );
+    let base = dash.url.clone();
+    let mut http = Http::new();
+    let description = format!("{SCRIPT} import: {{rows}} ünï");
+    let tenant = "ac:me {x} ünï <b>";
+    let outcome = |kind: &str| OutcomeJob {
+        kind: kind.into(),
+        tenant: "member".into(),
+    };
+    // Runs: three succeed, one dies (death), one fails into retry; every
+    // member has run once, so `complete` fires, `success` does not.
+    let done = Batch::new()
+        .description(&description)
+        .set_tenant(tenant)
+        .on_complete(RecordJob("batch-complete".into()))
+        .on_success(RecordJob("batch-success".into()))
+        .on_death(RecordJob("batch-death".into()))
+        .push_bulk((0..3).map(|_| outcome("ok")))
+        .push(outcome("dead"))
+        .push(FailJob("<i>x</i>".into()))
+        .commit(&c)
+        .await
+        .unwrap();
+    // Its members wait in a queue nobody works: open.
+    let open = Batch::new()
+        .description("nightly: {export} 東京")
+        .on_complete(RecordJob("never".into()))
+        .push_bulk((0..2).map(|n| SpawnJob(format!("s{n}"))))
+        .commit(&c)
+        .await
+        .unwrap();
+    // Listed, but its data expired: unlisted on the next read, not shown.
+    zadd(&url, &c.broker().keys().batches(), now_f64(), "expired-bid").await;
+
+    assert!(
+        wait_until(Duration::from_secs(15), || async {
+            recorded(&url, &ns)
+                .await
+                .iter()
+                .any(|l| l.contains("batch-complete"))
+        })
+        .await,
+        "the complete callback ran"
+    );
+    let list = api(&mut http, &base, "/batches");
+    assert_eq!(list["unlisted"], 1, "{list}");
+    let rows = list["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "the expired one is not shown: {list}");
+    assert_eq!(rows[0]["bid"], open.as_str(), "newest first");
+    let row = |bid: &str| rows.iter().find(|r| r["bid"] == bid).unwrap().clone();
+    let d = row(&done);
+    assert_eq!(d["description"], description.as_str());
+    assert_eq!(d["tenant"], tenant);
+    assert_eq!(d["state"], "complete", "{d}");
+    assert_eq!(d["died"], true);
+    assert_eq!(
+        (
+            d["total"].as_u64(),
+            d["pending"].as_u64(),
+            d["failures"].as_u64()
+        ),
+        (Some(5), Some(0), Some(2)),
+        "{d}"
+    );
+    assert!(d["complete_at"].as_f64().is_some() && d["success_at"].is_null());
+    assert_eq!(
+        d["callbacks"],
+        json!([
+            {"event": "death", "queue": "default"},
+            {"event": "complete", "queue": "default"},
+            {"event": "success", "queue": "default"},
+        ])
+    );
+    assert_eq!(d["failed_jids"], json!([]), "a listing carries no failures");
+    let o = row(&open);
+    assert_eq!(
+        (o["state"].as_str(), o["pending"].as_u64()),
+        (Some("open"), Some(2))
+    );
+    let mut conn = raw(&url).await;
+    let score: Option<f64> = redis::cmd("ZSCORE")
+        .arg(c.broker().keys().batches())
+        .arg("expired-bid")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(score, None, "the expired batch left the listing");
+
+    // The pages: text escaped, never markup.
+    let page = get(&mut http, &base, "/batches");
+    assert_page(&page, "/batches");
+    assert!(
+        page.body
+            .contains(&format!("{SCRIPT_ESCAPED} import: {{rows}} ünï")),
+        "the description shows as text"
+    );
+    assert!(
+        page.body.contains("ac:me {x} ünï &lt;b&gt;"),
+        "the tenant shows as text"
+    );
+    assert!(!page.body.contains("<b>"));
+    assert!(page.body.contains("nightly: {export} 東京"));
+    assert!(page.body.contains(&format!("/batches/{done}\"")));
+    assert!(page.body.contains("complete → default"));
+    assert!(
+        page.body.contains(r#"href="/batches" class="active""#),
+        "in the nav"
+    );
+    let detail = get(&mut http, &base, &format!("/batches/{}", enc(&done)));
+    assert_page(&detail, "/batches/{bid}");
+    assert!(detail.body.contains(&done));
+    assert!(detail.body.contains("ac:me {x} ünï &lt;b&gt;"));
+    assert!(
+        detail.body.contains("hopeless"),
+        "the dead member's failure"
+    );
+    assert!(
+        detail.body.contains("boom &lt;i&gt;x&lt;/i&gt;") && !detail.body.contains("<i>x"),
+        "a failure shows as text"
+    );
+    let v = api(&mut http, &base, &format!("/batches/{}", enc(&done)));
+    let failed = v["failed_jids"].as_array().unwrap();
+    assert_eq!(failed.len(), 2, "{v}");
+    assert!(
+        failed
+            .iter()
+            .any(|f| f[1] == "ArgumentError: boom <i>x</i>"),
+        "{v}"
+    );
+    for path in ["/batches/no-such-bid", "/api/batches/no-such-bid"] {
+        assert_eq!(get(&mut http, &base, path).status, 404, "{path}");
+    }
+    // Each callback ran once, in the batch's tenant; `success` did not.
+    let lines = recorded(&url, &ns).await;
+    let ran = |arg: &str| lines.iter().filter(|l| l.contains(arg)).count();
+    assert_eq!(
+        (
+            ran("batch-complete"),
+            ran("batch-death"),
+            ran("batch-success")
+        ),
+        (1, 1, 0),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("default {tenant} batch-complete"))),
+        "{lines:?}"
+    );
+    drop(dash);
 }

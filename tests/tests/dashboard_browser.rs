@@ -1,8 +1,9 @@
 //! The dashboard in a real browser: headless Chromium (Debian's `chromium`,
 //! driven over the DevTools protocol on a pipe) loads every page against a
 //! real worker, each screenshot is decoded and must not be blank, no script
-//! of a tenant named `<script>alert(1)</script>` runs (no dialog opens), and
-//! clicking "Retry now" on a dead entry makes the worker perform the job.
+//! of a tenant (or a batch's description) named `<script>alert(1)</script>`
+//! runs (no dialog opens), and clicking "Retry now" on a dead entry makes
+//! the worker perform the job.
 //!
 //! Set `FAIRJOB_SCREENSHOTS=<dir>` to keep the screenshots (the README's come
 //! from here).
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use fairjob::Job as _;
 use fairjob::payload::{new_jid, now_f64};
-use fairjob_tests::jobs::{ShardJob, TJob};
+use fairjob_tests::jobs::{FailJob, RecordJob, ShardJob, TJob};
 use fairjob_tests::slot_jobs::SlotJob;
 use fairjob_tests::web::{Browser, Dashboard, Http, enc, png_colours};
 use fairjob_tests::{client, namespace, raw, redis, temp_dir, wait_until};
@@ -114,6 +115,17 @@ async fn chromium_loads_every_page_and_retries_a_dead_job() {
         .query_async(&mut r)
         .await
         .unwrap();
+    // A batch: its members run (one fails into retry), `complete` fires.
+    let bid = fairjob::Batch::new()
+        .description(format!("{SCRIPT} nightly import: {{rows}} ünï"))
+        .set_tenant(SCRIPT)
+        .on_complete(RecordJob("batch-complete".into()))
+        .on_success(RecordJob("batch-success".into()))
+        .push_bulk((0..3).map(|n| RecordJob(format!("batch-row-{n}"))))
+        .push(FailJob("<i>row 4</i>".into()))
+        .commit(&c)
+        .await
+        .unwrap();
     // Let the worker start the jobs and flush its wait statistics.
     assert!(
         wait_until(Duration::from_secs(10), || async {
@@ -139,6 +151,8 @@ async fn chromium_loads_every_page_and_retries_a_dead_job() {
         ("scheduled", "/scheduled".to_owned()),
         ("dead", "/dead".to_owned()),
         ("busy", "/busy".to_owned()),
+        ("batches", "/batches".to_owned()),
+        ("batch", format!("/batches/{}", enc(&bid))),
     ];
     for (name, path) in &pages {
         browser.goto(&format!("{base}{path}"));
@@ -172,6 +186,13 @@ async fn chromium_loads_every_page_and_retries_a_dead_job() {
             .iter()
             .any(|(m, _)| m == "Page.javascriptDialogOpening"),
         "a tenant's script ran"
+    );
+    // The batch's <script> description is text on its pages.
+    browser.goto(&format!("{base}/batches"));
+    let cell = browser.eval("document.querySelector('tbody td a').textContent");
+    assert!(
+        cell.as_str().is_some_and(|t| t.starts_with(SCRIPT)),
+        "{cell}"
     );
     // The explain page says why the rerouted job waits.
     browser.goto(&format!("{base}/explain?jid={rerouted}"));

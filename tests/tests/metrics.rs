@@ -3,14 +3,18 @@
 //! reroute, slot waiters, shard gauges, a fenced completion after a frozen
 //! worker comes back and the recovery by the other), a thousand tenants
 //! never give a metric more than K + 1 tenant series per queue, two workers
-//! share one sampler of the Redis gauges, and `/readyz` follows Redis while
+//! share one sampler of the Redis gauges, batch callbacks are counted once
+//! each and open batches sampled, and `/readyz` follows Redis while
 //! `/healthz` stays up (on the metrics listener and on the dashboard's).
 
 use std::time::{Duration, Instant};
 
+use fairjob::Batch;
 use fairjob::Job as _;
 use fairjob::metrics as m;
-use fairjob_tests::jobs::{DropJob, LedgerJob, ManyJob, OutcomeJob, ShardJob, SpawnJob};
+use fairjob_tests::jobs::{
+    DropJob, FlakyJob, LedgerJob, ManyJob, OutcomeJob, RecordJob, ShardJob, SpawnJob,
+};
 use fairjob_tests::metrics::{MetricsWorker, Scrape};
 use fairjob_tests::rate_jobs::RateJob;
 use fairjob_tests::slot_jobs::SlotJob;
@@ -236,6 +240,8 @@ async fn a_real_run_exports_every_series_with_what_happened() {
                 // Counted by the client that pushes a duplicate (this test's
                 // workers push none): `tests/tests/unique.rs`.
                 && **n != "fairjob_unique_rejections_total"
+                // No batch here: `batch_callbacks_counted_once_and_open_batches_sampled`.
+                && **n != "fairjob_batch_callbacks_total"
     }) {
         let anywhere = [
             &seen_waiting,
@@ -457,4 +463,85 @@ async fn readyz_follows_redis_and_healthz_stays_up() {
     w.process.signal("TSTP");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(w.status("/readyz"), 200, "quiet on purpose stays ready");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_callbacks_counted_once_and_open_batches_sampled() {
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let worker = redis
+        .worker_process()
+        .queues(["outcomes", "default"])
+        .flag("--metrics-interval", "200ms");
+    let w = MetricsWorker::start(&worker);
+    // Two batches whose members wait in a queue nobody works: open.
+    for n in 0..2 {
+        Batch::new()
+            .push(SpawnJob(format!("s{n}")))
+            .commit(&c)
+            .await
+            .unwrap();
+    }
+    eventually!(
+        w.scrape().value(m::BATCHES_OPEN, &[]) == 2.0,
+        "the sampler sees two open batches"
+    );
+    // A batch whose members run and one dies: `death`, then `complete`,
+    // whose callback fails its first run and succeeds on its retry;
+    // `success` never fires.
+    Batch::new()
+        .on_complete(FlakyJob("complete".into()))
+        .on_success(RecordJob("success".into()))
+        .on_death(RecordJob("death".into()))
+        .push_bulk((0..2).map(|_| outcome("ok", "acme")))
+        .push(outcome("dead", "acme"))
+        .commit(&c)
+        .await
+        .unwrap();
+    // An empty batch fires `complete` and `success` at its commit.
+    Batch::new()
+        .on_complete(RecordJob("empty-complete".into()))
+        .on_success(RecordJob("empty-success".into()))
+        .commit(&c)
+        .await
+        .unwrap();
+    let callbacks =
+        |s: &Scrape, event: &str| s.value(m::BATCH_CALLBACKS_TOTAL, &[("event", event)]);
+    let s = eventually!(
+        let s = w.scrape();
+        s.value(m::JOBS_TOTAL, &[("class", "FlakyJob"), ("outcome", "success")]) == 1.0
+            && s.value(m::JOBS_TOTAL, &[("class", "RecordJob"), ("outcome", "success")]) == 3.0,
+        "every callback ran, the flaky one twice"
+    );
+    let ran: Vec<String> = redis.records().await;
+    assert_eq!(
+        ran.iter()
+            .filter(|l| l.starts_with("flaky complete"))
+            .count(),
+        2,
+        "{ran:?}"
+    );
+    assert_eq!(
+        (
+            callbacks(&s, "complete"),
+            callbacks(&s, "success"),
+            callbacks(&s, "death")
+        ),
+        (2.0, 1.0, 1.0),
+        "started callbacks, each counted once (a retry is not): {:?}",
+        s.lines_with(m::BATCH_CALLBACKS_TOTAL)
+    );
+    // A sample or two later: the finished batches are not open, and nothing
+    // was counted twice.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let s = w.scrape();
+    assert_eq!(
+        s.value(m::BATCHES_OPEN, &[]),
+        2.0,
+        "the finished batches are not open"
+    );
+    assert_eq!(
+        (callbacks(&s, "complete"), callbacks(&s, "success")),
+        (2.0, 1.0)
+    );
 }

@@ -10,6 +10,7 @@
 //! the redirect after an action, and the rows several pages show.
 
 mod auth;
+mod batches;
 mod busy;
 mod cron;
 mod explain;
@@ -26,6 +27,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use fairjob::inspect::{JobEntry, LongWait};
 
 pub(crate) use auth::{login, login_form, logout};
+pub(crate) use batches::{batch, batches};
 pub(crate) use busy::{busy, post_busy};
 pub(crate) use cron::{cron, post_cron};
 pub(crate) use explain::explain;
@@ -72,6 +74,7 @@ const NAV: &[(&str, &str)] = &[
     ("/unique", "Unique"),
     ("/busy", "Busy"),
     ("/cron", "Cron"),
+    ("/batches", "Batches"),
     ("/retries", "Retries"),
     ("/scheduled", "Scheduled"),
     ("/dead", "Dead"),

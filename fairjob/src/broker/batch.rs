@@ -254,24 +254,21 @@ impl RedisBroker {
         Ok(e.and_then(|e| crate::wire::encoding::decode(&e)))
     }
 
-    /// Lists batch `bid` (created at `now`) for views and marks it as
-    /// releasing, before its flip: a worker's sweep pushes the staged members
-    /// of an open batch its committer left.
+    /// Lists batch `bid` (created at `now`; a batch listed already keeps
+    /// its time) for views and marks it as releasing, before its flip: a
+    /// worker's sweep pushes the staged members of an open batch its
+    /// committer left.
     pub async fn batch_listed(&self, bid: &str, now: f64) -> Result<()> {
+        let mut listing = redis::cmd("ZADD");
+        listing.arg(self.keys.batches()).arg("NX").arg(now).arg(bid);
         let mut pipe = redis::pipe();
-        pipe.zadd(self.keys.batches(), bid, now)
+        pipe.add_command(listing.clone())
             .ignore()
             .zadd(self.keys.batches_releasing(), bid, now)
             .ignore();
         if self.is_cluster() {
             // Two slots: one command each.
-            self.query::<()>(
-                redis::cmd("ZADD")
-                    .arg(self.keys.batches())
-                    .arg(now)
-                    .arg(bid),
-            )
-            .await?;
+            self.query::<()>(&listing).await?;
             return self
                 .query(
                     redis::cmd("ZADD")

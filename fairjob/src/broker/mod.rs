@@ -93,7 +93,7 @@
 //! | `stage_claims` | a relay's claims before its push (`push` with a `Src` in `staged` then pushes each once) | `ZADD NX` | `()` |
 //! | **batches** (`batch.rs`; a member's end is written by `finish` on one server) | | | |
 //! | `batch_stage` | stages members (pending, unsucceeded, payload in the staged set) of a batch being built; every key expires unless the commit comes | `batch_stage.lua` | `bool` |
-//! | `batch_listed`, `batch_commit` | lists the batch and marks it releasing; flips it open, stores its callbacks (an empty batch fires `complete`, `success`) | `ZADD`, `batch_commit.lua` | `()`, `Committed` |
+//! | `batch_listed`, `batch_commit` | lists the batch (a listed one keeps its creation time) and marks it releasing; flips it open, stores its callbacks (an empty batch fires `complete`, `success`) | `ZADD NX` + `ZADD`, `batch_commit.lua` | `()`, `Committed` |
 //! | `batch_add` | a member adds one to its open batch (refused once `complete` fired) | `batch_add.lua` | `Added` |
 //! | `batch_staged_record`, `batch_staged`, `batches_releasing`, `batch_released`, `batch_unlist_releasing` | the staged set members are pushed from (`push` with a `Src`); a page of staged members and payloads; batches a sweep should look at; forgets pushed payloads | —, `HGET`+`ZRANGE`+`HMGET`, `ZRANGE BYSCORE`, `HDEL`+`ZCARD`+`ZREM`, `ZREM` | rows |
 //! | `workflow_stage` | stages a workflow's steps: members, their facts in the workflow's hash, roots in the staged set, the others held with their payloads | `workflow_stage.lua` | `bool` |

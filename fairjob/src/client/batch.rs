@@ -5,14 +5,13 @@
 //! anything, stages them in chunks, lists the batch, flips it open, then
 //! pushes the staged members from the batch's staged set, each once.
 
-use std::collections::HashMap;
-
 use super::push::count_reroute;
 use super::{Client, IntoPush, PushJob};
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::broker::{Added, Committed, PushSpec, Pushed, Src, StagedStep};
 use crate::error::{Error, Result};
+pub use crate::inspect::BatchStatus;
 use crate::policy::batch::Event;
 use crate::policy::workflow::{OnDependencyFailure, validate};
 use crate::wire::{Payload, UniqueSpec, fields, new_jid, now_f64};
@@ -154,51 +153,6 @@ impl BatchHandle {
             .ok_or_else(|| Error::NoSuchBatch {
                 bid: self.bid.clone(),
             })
-    }
-}
-
-/// A batch as Redis holds it now.
-#[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
-pub struct BatchStatus {
-    /// The batch's id.
-    pub bid: String,
-    /// Its description.
-    pub description: String,
-    /// The tenant its callbacks run in ('' for none).
-    pub tenant: String,
-    /// Members ever added.
-    pub total: u64,
-    /// Members that have not run once.
-    pub pending: u64,
-    /// Members that have not succeeded.
-    pub unsucceeded: u64,
-    /// Failed members that have not succeeded since.
-    pub failures: u64,
-    /// Some of them (at most about 100): jid and failure.
-    pub failed_jids: Vec<(String, String)>,
-    /// Members committed and not pushed yet.
-    pub staged: u64,
-    /// Committed (open) rather than still staging.
-    pub committed: bool,
-    /// When it was created, and when each event fired (epoch seconds).
-    pub created_at: f64,
-    /// When `complete` fired.
-    pub complete_at: Option<f64>,
-    /// When `success` fired.
-    pub success_at: Option<f64>,
-    /// When `death` fired.
-    pub death_at: Option<f64>,
-}
-
-impl BatchStatus {
-    /// When `event` fired.
-    pub fn fired_at(&self, event: Event) -> Option<f64> {
-        match event {
-            Event::Complete => self.complete_at,
-            Event::Success => self.success_at,
-            Event::Death => self.death_at,
-        }
     }
 }
 
@@ -701,27 +655,7 @@ impl Client {
 
     /// Batch `bid`'s status; `None` when there is no such batch.
     pub async fn batch_status(&self, bid: &str) -> Result<Option<BatchStatus>> {
-        let Some(row) = self.broker().batch_status(bid).await? else {
-            return Ok(None);
-        };
-        let f: HashMap<String, String> = row.fields.into_iter().collect();
-        let num = |k: &str| f.get(k).and_then(|v| v.parse::<f64>().ok());
-        Ok(Some(BatchStatus {
-            bid: bid.to_owned(),
-            description: f.get("desc").cloned().unwrap_or_default(),
-            tenant: f.get("tenant").cloned().unwrap_or_default(),
-            total: num("total").unwrap_or(0.0) as u64,
-            pending: row.pending,
-            unsucceeded: row.unsucceeded,
-            failures: row.failed,
-            failed_jids: row.failed_some,
-            staged: row.staged,
-            committed: f.get("state").map(String::as_str) == Some("open"),
-            created_at: num("created_at").unwrap_or(0.0),
-            complete_at: num("complete_at"),
-            success_at: num("success_at"),
-            death_at: num("death_at"),
-        }))
+        self.inspector().batch_status(bid).await
     }
 
     /// Pushes the staged members of batches whose committer stopped before

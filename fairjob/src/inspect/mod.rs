@@ -13,6 +13,7 @@
 //!
 //! Layer 4: above `fair`, `limit`, `queues` and `config`; no `redis::` here.
 
+mod batches;
 mod cron;
 mod explain;
 mod health;
@@ -41,6 +42,9 @@ pub use crate::broker::{
 };
 pub use crate::wire::ClassInfo;
 pub use crate::wire::cron::CronSource;
+pub use batches::{
+    BATCH_FAILURES, BATCH_ROWS, BatchCallback, BatchState, BatchStatus, BatchView, BatchesView,
+};
 pub use cron::CronRow;
 pub use explain::{EXPLAIN_BUDGET, EXPLAIN_MAX_BUDGET, Explanation, JobSummary, Location, Reason};
 pub use health::{Readiness, Refusal, refusal_of};

@@ -1,6 +1,7 @@
 //! What the metrics sampler reads: per queue its size and the age of its
-//! oldest job, per sharded queue its tenants' pending and running jobs, and
-//! per slot limit key its waiting jobs.
+//! oldest job, per sharded queue its tenants' pending and running jobs, per
+//! slot limit key its waiting jobs, and the batches not complete among the
+//! newest listed.
 //!
 //! Bounded: `LLEN` and `LINDEX -1` per queue (never a range of a queue); per
 //! sharded queue one `HGETALL` of its running counts (tenants with running
@@ -8,13 +9,15 @@
 //! most [`OVERVIEW_TENANT_CAP`] tenants, then `exact` is false), and
 //! `LINDEX -1` of the inbox and of the [`SAMPLE_HEADS`] largest backlogs; the
 //! slot limit registry in pages, one `LLEN` per key, at most
-//! [`OVERVIEW_TENANT_CAP`] keys. No `KEYS`, no `SCAN` of the keyspace.
+//! [`OVERVIEW_TENANT_CAP`] keys; the newest [`BATCH_ROWS`] batches, one
+//! bounded status read each ([`Inspector::batches`]). No `KEYS`, no `SCAN`
+//! of the keyspace.
 
 use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::{Inspector, MAX_READ_ROWS, OVERVIEW_TENANT_CAP, Page, enqueued_at};
+use super::{BATCH_ROWS, Inspector, MAX_READ_ROWS, OVERVIEW_TENANT_CAP, Page, enqueued_at};
 use crate::broker::read::tenant_name;
 use crate::error::Result;
 
@@ -34,6 +37,9 @@ pub struct MetricsSample {
     /// Rate limiters with jobs waiting or released: full key, waiting jobs,
     /// waiters released so far.
     pub rate_waiting: Vec<(String, u64, u64)>,
+    /// Batches whose `complete` has not fired, among the newest
+    /// [`BATCH_ROWS`] listed (not every batch).
+    pub batches_open: u64,
 }
 
 /// One queue in a [`MetricsSample`].
@@ -121,11 +127,19 @@ impl Inspector {
                 _ => break,
             }
         }
+        let batches_open = self
+            .batches(BATCH_ROWS)
+            .await?
+            .rows
+            .iter()
+            .filter(|b| !b.state.is_complete())
+            .count() as u64;
         Ok(MetricsSample {
             queues,
             slot_waiting,
             slots_exact,
             rate_waiting,
+            batches_open,
         })
     }
 

@@ -5,13 +5,16 @@
 //! writes it right after the exit, a second step: a worker killed between
 //! the two leaves the member pending and the batch open. The reaper's pass
 //! also pushes the members of a committed batch whose committer died before
-//! pushing them all ([`sweep`]).
+//! pushing them all ([`sweep`]). A callback's first run is counted
+//! ([`callback_started`]).
 
 use std::time::Duration;
 
 use super::Shared;
 use crate::broker::MemberEnd;
 use crate::error::JobError;
+use crate::job::JobContext;
+use crate::metrics;
 use crate::policy::batch::{Event, Outcome, kid_id};
 use crate::wire::{Payload, fields};
 
@@ -53,6 +56,19 @@ pub(crate) fn member(
         failure,
         child: None,
     })
+}
+
+/// Counts a batch callback's run starting ([`metrics::BATCH_CALLBACKS_TOTAL`],
+/// by event): only its attempt 1 (no `retry_count`, no interrupted run
+/// before), so retries and runs after a crash are not counted again. An
+/// event name this version does not know is not a label.
+pub(crate) fn callback_started(cx: &JobContext) {
+    if cx.attempt() != 1 || cx.payload().get_str(fields::BATCH_CALLBACK).is_none() {
+        return;
+    }
+    if let Some(event) = cx.batch_event() {
+        ::metrics::counter!(metrics::BATCH_CALLBACKS_TOTAL, "event" => event.as_str()).increment(1);
+    }
 }
 
 /// Writes member `m`'s end when its exit could not (a Redis Cluster);

@@ -236,6 +236,7 @@ async fn perform(
     slot: Option<SlotHold>,
 ) -> Ran {
     record_wait(shared, cx);
+    super::batch::callback_started(cx);
     release_at_start(shared, cx).await;
     let key = &cx.token().raw;
     let running = Running {

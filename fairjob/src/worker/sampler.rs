@@ -1,8 +1,9 @@
 //! The sampler: sets the gauges whose values live in Redis (queue sizes and
 //! latency, sharded queues' pending and running jobs per tenant, slot
-//! waiters per key). One process at a time holds the sampler lease (a
-//! `SET NX PX` renewed by its holder, `sampler_lease.lua`) and reads one
-//! bounded [`RedisBroker::metrics_sample`](crate::broker::RedisBroker::metrics_sample)
+//! waiters per key, batches not complete among the newest listed). One
+//! process at a time holds the sampler lease (a `SET NX PX` renewed by its
+//! holder, `sampler_lease.lua`) and reads one bounded
+//! [`RedisBroker::metrics_sample`](crate::broker::RedisBroker::metrics_sample)
 //! per `metrics.sample_interval`; the others set none of these gauges, so a
 //! query never has to de-duplicate them across processes. When the holder
 //! dies its lease lapses (three intervals, at least 5 s) and another process
@@ -207,6 +208,7 @@ impl Gauges {
             gauge!(metrics::SLOT_WAITING, "key" => key).set(0.0);
         }
         gauge!(metrics::SLOT_WAITING, "key" => OTHER).set(other as f64);
+        gauge!(metrics::BATCHES_OPEN).set(sample.batches_open as f64);
         self.set_rates(sample, now);
     }
 
