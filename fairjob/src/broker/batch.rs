@@ -413,6 +413,35 @@ impl RedisBroker {
         .await
     }
 
+    /// The set a cluster's fired callbacks wait in (a `Src` record).
+    pub fn batch_due_record(&self, bid: &str) -> String {
+        format!("{}:due", self.keys.batch(bid))
+    }
+
+    /// A fired callback of batch `bid` waiting in its due set: its payload
+    /// before and after its enqueued_at value (`None` when it is not due).
+    pub async fn batch_callback(&self, bid: &str, event: &str) -> Result<Option<(String, String)>> {
+        let due: Option<f64> = self
+            .query(
+                redis::cmd("ZSCORE")
+                    .arg(self.batch_due_record(bid))
+                    .arg(event),
+            )
+            .await?;
+        if due.is_none() {
+            return Ok(None);
+        }
+        let (head, tail): (Option<String>, Option<String>) = self
+            .query(
+                redis::cmd("HMGET")
+                    .arg(self.keys.batch(bid))
+                    .arg(format!("cb:{event}"))
+                    .arg(format!("cbt:{event}")),
+            )
+            .await?;
+        Ok(head.zip(tail))
+    }
+
     /// Whether a member's end is written by its exit's script (one server);
     /// on a Redis Cluster the caller writes it with [`Self::batch_end`].
     pub(crate) fn batch_in_script(&self) -> bool {

@@ -99,6 +99,7 @@
 //! | `workflow_stage` | stages a workflow's steps: members, their facts in the workflow's hash, roots in the staged set, the others held with their payloads | `workflow_stage.lua` | `bool` |
 //! | `workflow_steps`, `workflow_step_of`, `workflow_record`, `workflow_result` | a workflow's steps and states (bounded `HSCAN` steps); the step a jid is; a step's recorded result, written and read | `HSCAN`+`HMGET`, `HGET`, `HSET`, `HGET` | rows, `Option<String>` |
 //! | `batch_in_script`, `batch_end` | whether a member's end is written by its exit's script (one server); the end as a step of its own (a cluster) | —, `batch_end.lua` | `bool`, events |
+//! | `batch_due_record`, `batch_callback` | a cluster's fired callbacks wait in the batch's due set until the caller pushes them (`push` with a `Src` and `once`) | —, `ZSCORE`+`HMGET` | key, payload parts |
 //! | `batch_status`, `batches_newest`, `batches_unlist` | a batch's fields, set sizes, some failures; the newest batches; drops expired ones from the list | `HGETALL`, `SCARD`, `HLEN`, `HSCAN`, `ZCARD`; `ZRANGE REV`; `ZREM` | `BatchRow`, rows |
 //! | **a relay's bookkeeping** (`relay.rs`; fairjob-postgres' pump) | | | |
 //! | `relay_epoch`, `relay_epoch_read` | the relay's epoch token (written once; gone or changed = Redis lost data) | `SET NX`+`GET`, `GET` | `String` |

@@ -398,7 +398,8 @@ impl Client {
             )
             .await?
         {
-            Committed::Opened(_) | Committed::AlreadyOpen => {}
+            Committed::Opened(fired) => self.push_due_callbacks(&bid, &fired).await?,
+            Committed::AlreadyOpen => {}
             Committed::ParentGone => {
                 return Err(Error::NoSuchBatch {
                     bid: batch.parent.unwrap_or_default(),
@@ -581,14 +582,42 @@ impl Client {
         let sharded = self.is_sharded(&queue) || sharded_type == Some(queue.as_str());
         let broker = self.broker();
         let e = event.as_str();
-        Ok(vec![
-            (format!("cb:{e}"), before),
-            (format!("cbt:{e}"), after),
-            (format!("cbq:{e}"), broker.keys().queue(&queue)),
-            (format!("cbw:{e}"), broker.wake_key(&queue, sharded)),
-            (format!("cbn:{e}"), queue),
-            ("qs".to_owned(), broker.keys().queues()),
-        ])
+        let split = (!broker.batch_in_script()).then(|| ("split".to_owned(), "1".to_owned()));
+        Ok(split
+            .into_iter()
+            .chain(vec![
+                (format!("cb:{e}"), before),
+                (format!("cbt:{e}"), after),
+                (format!("cbq:{e}"), broker.keys().queue(&queue)),
+                (format!("cbw:{e}"), broker.wake_key(&queue, sharded)),
+                (format!("cbn:{e}"), queue),
+                ("qs".to_owned(), broker.keys().queues()),
+            ])
+            .collect())
+    }
+
+    /// Pushes batch `bid`'s fired callbacks that wait in its `:due` set (a
+    /// Redis Cluster, where the script that fires one cannot reach its
+    /// queue), each once: the push marks it in its queue's slot, then drops
+    /// it from `:due`.
+    pub(crate) async fn push_due_callbacks(&self, bid: &str, fired: &[Event]) -> Result<()> {
+        let broker = self.broker();
+        for event in fired {
+            let e = event.as_str();
+            let Some((head, tail)) = broker.batch_callback(bid, e).await? else {
+                continue;
+            };
+            let payload = Payload::parse(format!("{head}{:.6}{tail}", now_f64()).into_bytes())?;
+            let jid = payload.jid();
+            let src = Src {
+                record: broker.batch_due_record(bid),
+                member: e.to_owned(),
+                once: Some(jid),
+            };
+            let (spec, _, _) = self.prepare(PushJob::new(payload), now_f64(), Some(src))?;
+            broker.push(&[spec], self.clock_offset()).await?;
+        }
+        Ok(())
     }
 
     /// Pushes committed members from the batch's staged set, each once (a

@@ -90,7 +90,14 @@ pub(crate) async fn run_ended(shared: &Shared, m: &MemberEnd, outcome: Outcome) 
             )
             .await
         {
-            Ok(_) => return,
+            Ok(fired) => {
+                // Its callbacks' queues are in other slots: pushed from here.
+                if let Err(e) = shared.client.push_due_callbacks(&m.bid, &fired).await {
+                    shared.redis_trouble("batch callback", &e);
+                    tracing::error!(bid = %m.bid, error = %e, "could not push a batch's callback; it stays due");
+                }
+                return;
+            }
             Err(e) => {
                 shared.redis_trouble("batch end", &e);
                 if shared.abandon.is_cancelled() {

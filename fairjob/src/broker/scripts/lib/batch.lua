@@ -15,7 +15,9 @@
 -- `created_at`, `complete_at` / `success_at` / `death_at`, per event `cb:`,
 -- `cbt:` (the callback's payload before and after its enqueued_at), `cbq:`
 -- (its queue's list), `cbw:` (its wake list), `cbn:` (its queue's name), `qs`
--- (the `queues` set) and `keep` (seconds the data stays after `success`);
+-- (the `queues` set), `keep` (seconds the data stays after `success`) and,
+-- on a Redis Cluster, `split` (a fired callback waits in `:due` for the
+-- caller to push it);
 -- for a child batch, `parent` (the parent's hash) and `kid` (its member id
 -- in the parent, `b:<bid>`).
 --
@@ -33,7 +35,7 @@ local FJ_BATCH_KEEP_DEAD = 180 * 86400
 
 local function fj_batch_keys(p)
   return { p, p .. ':pending', p .. ':jids', p .. ':failed', p .. ':staged', p .. ':payloads',
-    p .. ':wf', p .. ':results' }
+    p .. ':wf', p .. ':results', p .. ':due' }
 end
 
 local function fj_batch_expire(p, secs)
@@ -57,7 +59,11 @@ local function fj_batch_fire(p, event, now)
   if redis.call('HSETNX', p, event .. '_at', string.format('%.6f', now)) == 0 then return false end
   local cb = redis.call('HMGET', p, 'cb:' .. event, 'cbt:' .. event, 'cbq:' .. event,
     'cbw:' .. event, 'cbn:' .. event, 'qs')
-  if cb[1] then
+  if cb[1] and redis.call('HEXISTS', p, 'split') == 1 then
+    -- A Redis Cluster: its queue is in another slot; the caller pushes it
+    -- from here (`:due`, a claim that push.lua's two steps drop once).
+    redis.call('ZADD', p .. ':due', now, event)
+  elseif cb[1] then
     redis.call('LPUSH', cb[3], cb[1] .. string.format('%.6f', now) .. cb[2])
     if cb[6] then redis.call('SADD', cb[6], cb[5]) end
     fj_wake(cb[4])
