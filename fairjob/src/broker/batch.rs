@@ -284,7 +284,7 @@ impl RedisBroker {
     /// Flips batch `bid` open: its callbacks' fields stored, its data kept
     /// `keep_secs` after `success`; an empty batch fires at once. A child
     /// batch (`parent`: the parent's bid) joins its parent in the same step
-    /// (one server only: see [`Self::batch_in_script`]).
+    /// (one server only: see `batch_in_script`).
     pub async fn batch_commit(
         &self,
         bid: &str,

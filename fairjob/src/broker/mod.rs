@@ -643,7 +643,7 @@ impl RedisBroker {
         Ok(scripts::Calling::Hash)
     }
 
-    /// Loads every script (see [`Self::load`]), so that no call finds one
+    /// Loads every script (see `load`), so that no call finds one
     /// missing; a worker does it as it starts.
     pub async fn load_scripts(&self) -> Result<()> {
         for lua in scripts::all() {

@@ -274,7 +274,7 @@ pub fn includes_of(body: &str) -> Vec<&'static str> {
 
 /// A script's source as Redis gets it: its includes ([`includes_of`]), then
 /// the script itself. Only compile-time files take part (the clock include
-/// may be the testing mode's frozen one, see [`freeze_clock`]).
+/// may be the testing mode's frozen one, see `freeze_clock`).
 pub fn assemble(body: &str) -> String {
     let mut out = String::new();
     for name in includes_of(body) {

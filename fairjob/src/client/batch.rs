@@ -120,7 +120,7 @@ impl Batch {
     }
 }
 
-/// A running member's handle on its own batch ([`JobContext::batch`]).
+/// A running member's handle on its own batch ([`JobContext::batch`](crate::JobContext::batch)).
 #[derive(Clone, Debug)]
 pub struct BatchHandle {
     pub(crate) client: Client,
@@ -158,7 +158,7 @@ impl BatchHandle {
 
 impl Client {
     /// A handle on batch `bid`, to add jobs to it or read its status (a
-    /// running member's own batch is [`JobContext::batch`]). Adding to it
+    /// running member's own batch is [`JobContext::batch`](crate::JobContext::batch)). Adding to it
     /// while no member is running may race its completion: the batch may
     /// fire `complete` first, and the add is then [`Error::BatchFinished`].
     pub fn batch(&self, bid: impl Into<String>) -> BatchHandle {

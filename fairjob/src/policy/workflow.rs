@@ -169,17 +169,19 @@ pub fn validate(steps: &[(String, Vec<String>)]) -> Result<(), String> {
     }
 }
 
+/// A step as [`Graph::new`] takes it: name, jid, dependencies, policy,
+/// per-dependency policies.
+pub type StepDecl = (
+    String,
+    String,
+    Vec<String>,
+    OnDependencyFailure,
+    BTreeMap<String, OnDependencyFailure>,
+);
+
 impl Graph {
     /// The graph of validated steps: (name, jid, dependencies, policy, edge policies).
-    pub fn new(
-        steps: &[(
-            String,
-            String,
-            Vec<String>,
-            OnDependencyFailure,
-            BTreeMap<String, OnDependencyFailure>,
-        )],
-    ) -> Graph {
+    pub fn new(steps: &[StepDecl]) -> Graph {
         let mut g = Graph::default();
         for (name, jid, deps, policy, edges) in steps {
             g.by_jid.insert(jid.clone(), name.clone());
