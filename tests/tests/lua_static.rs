@@ -679,6 +679,7 @@ const BATCH_SCRIPTS: &[&str] = &[
     "batch_end.lua",
     "batch_add.lua",
     "workflow_stage.lua",
+    "workflow_work.lua",
 ];
 
 #[test]

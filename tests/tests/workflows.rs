@@ -336,7 +336,6 @@ async fn the_lua_twin_agrees() {
                     policy: policy.as_str().into(),
                     queue: "wf-twin".into(),
                     sharded: false,
-                    dependents: graph.steps[name].dependents.iter().cloned().collect(),
                     deps: deps.clone(),
                     edges: edges
                         .iter()
@@ -345,6 +344,8 @@ async fn the_lua_twin_agrees() {
                 },
             )
             .collect();
+        let mut steps = steps;
+        steps.sort_by(|a, b| a.name.cmp(&b.name));
         assert!(
             broker
                 .workflow_stage(&wid, "", "", &steps, 1.0)

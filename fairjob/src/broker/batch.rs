@@ -11,7 +11,9 @@
 use redis::Value;
 
 use super::RedisBroker;
-use super::scripts::{BATCH_ADD, BATCH_COMMIT, BATCH_END, BATCH_STAGE, WORKFLOW_STAGE};
+use super::scripts::{
+    BATCH_ADD, BATCH_COMMIT, BATCH_END, BATCH_STAGE, WORKFLOW_STAGE, WORKFLOW_WORK,
+};
 use crate::error::Result;
 use crate::policy::batch::{Event, Outcome};
 use crate::wire::encoding::encode;
@@ -79,8 +81,6 @@ pub struct StagedStep {
     pub queue: String,
     /// Whether its queue is tenant-sharded.
     pub sharded: bool,
-    /// The steps that depend on it, sorted.
-    pub dependents: Vec<String>,
     /// Its dependencies.
     pub deps: Vec<String>,
     /// Per-dependency policies.
@@ -127,7 +127,8 @@ impl RedisBroker {
     }
 
     /// Stages steps of workflow `bid` before its commit, in one call (see
-    /// `workflow_stage.lua`). False when it is no longer staging.
+    /// `workflow_stage.lua`; the caller gives the steps in name order). False
+    /// when it is no longer staging.
     pub async fn workflow_stage(
         &self,
         bid: &str,
@@ -144,7 +145,6 @@ impl RedisBroker {
             .arg(tenant)
             .arg(self.keys.queues());
         for s in steps {
-            let dependents: Vec<String> = s.dependents.iter().map(|d| encode(d)).collect();
             inv.arg(&s.jid)
                 .arg(encode(&s.name))
                 .arg(&s.name)
@@ -154,7 +154,6 @@ impl RedisBroker {
                 .arg(self.keys.queue(&s.queue))
                 .arg(self.wake_key(&s.queue, s.sharded))
                 .arg(&s.queue)
-                .arg(dependents.join(","))
                 .arg(s.deps.len());
             for d in &s.deps {
                 inv.arg(encode(d));
@@ -166,6 +165,35 @@ impl RedisBroker {
         }
         let done: i64 = self.invoke(&inv).await?;
         Ok(done == 1)
+    }
+
+    /// Tells workflow `bid`'s steps what a member's exit left for later
+    /// (more dependents than one script call's budget): `workflow_work.lua`
+    /// until nothing is left. Returns the events fired meanwhile. A process
+    /// that dies before the end leaves the rest to the next step's end in the
+    /// workflow (each end works through what is left first).
+    pub async fn workflow_drain(&self, bid: &str, clock_offset: i64) -> Result<Vec<Event>> {
+        let mut fired = Vec::new();
+        loop {
+            let mut inv = WORKFLOW_WORK.call();
+            inv.key(self.keys.batch(bid));
+            inv.arg(clock_offset);
+            let v: Value = self.invoke(&inv).await?;
+            let Value::Array(mut items) = v else {
+                return Ok(fired);
+            };
+            let left = match items.first() {
+                Some(Value::Int(n)) => *n,
+                _ => 0,
+            };
+            if !items.is_empty() {
+                items.remove(0);
+            }
+            fired.extend(events(Value::Array(items)));
+            if left <= 0 {
+                return Ok(fired);
+            }
+        }
     }
 
     /// A workflow's steps: (name, state), and a step's failed dependencies

@@ -371,8 +371,13 @@ impl RedisBroker {
             self.member_end_args(&mut inv, m, &action);
         }
         let done: i64 = self.invoke(&inv).await?;
+        if done == 3
+            && let Some(m) = batch
+        {
+            self.workflow_drain(&m.bid, clock_offset).await?;
+        }
         Ok(match done {
-            1 => FinishReply::Done,
+            1 | 3 => FinishReply::Done,
             2 => FinishReply::OwnerAlive,
             _ => FinishReply::Fenced,
         })
@@ -505,6 +510,11 @@ impl RedisBroker {
         if let Some(u) = release.filter(|_| in_step.is_none()) {
             self.unique_release(&self.unique_key(u), Some(&u.jid))
                 .await?;
+        }
+        if done == 3
+            && let Some(m) = batch
+        {
+            self.workflow_drain(&m.bid, clock_offset).await?;
         }
         Ok(FinishReply::Done)
     }

@@ -376,6 +376,7 @@ script!(BATCH_COMMIT, "batch_commit.lua");
 script!(BATCH_END, "batch_end.lua");
 script!(BATCH_ADD, "batch_add.lua");
 script!(WORKFLOW_STAGE, "workflow_stage.lua");
+script!(WORKFLOW_WORK, "workflow_work.lua");
 
 /// Each script's name and SHA1 as Redis knows it (what `SLOWLOG`, `MONITOR`
 /// and `SCRIPT EXISTS` show for an `EVALSHA`), to tell which fairjob script a
@@ -391,7 +392,7 @@ pub(crate) fn all() -> impl Iterator<Item = &'static Lua> {
     ALL.iter().map(|(_, s)| &***s)
 }
 
-static ALL: [(&str, &LazyLock<Lua>); 42] = [
+static ALL: [(&str, &LazyLock<Lua>); 43] = [
     ("push", &PUSH),
     ("fetch", &FETCH),
     ("shard_fetch", &SHARD_FETCH),
@@ -434,6 +435,7 @@ static ALL: [(&str, &LazyLock<Lua>); 42] = [
     ("batch_end", &BATCH_END),
     ("batch_add", &BATCH_ADD),
     ("workflow_stage", &WORKFLOW_STAGE),
+    ("workflow_work", &WORKFLOW_WORK),
 ];
 
 /// All script sources (the include files under `lib/` among them), for the
@@ -538,6 +540,10 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
     (
         "workflow_stage.lua",
         include_str!("scripts/workflow_stage.lua"),
+    ),
+    (
+        "workflow_work.lua",
+        include_str!("scripts/workflow_work.lua"),
     ),
 ];
 

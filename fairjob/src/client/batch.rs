@@ -7,7 +7,7 @@
 
 use super::push::count_reroute;
 use super::{Client, IntoPush, PushJob};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::broker::{Added, Committed, PushSpec, Pushed, Src, StagedStep};
 use crate::error::{Error, Result};
@@ -291,7 +291,7 @@ impl Workflow {
     }
 }
 
-/// Steps per `workflow_stage.lua` call.
+/// Steps and edges per `workflow_stage.lua` call.
 const STEP_CHUNK: usize = 100;
 
 /// A member ready to stage: its jid, its payload as stored, its push.
@@ -363,14 +363,34 @@ impl Client {
         let mut chunk: Vec<(String, String)> = Vec::new();
         let mut bytes = 0;
         let mut staged_any = false;
-        for part in staged_steps.chunks(STEP_CHUNK) {
+        // In name order (each step's dependents list comes out sorted), in
+        // calls of about STEP_CHUNK steps and edges.
+        let mut staged_steps = staged_steps;
+        staged_steps.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut from = 0;
+        while from < staged_steps.len() {
+            let mut to = from;
+            let mut weight = 0;
+            while to < staged_steps.len()
+                && (to == from || weight + 1 + staged_steps[to].deps.len() <= STEP_CHUNK)
+            {
+                weight += 1 + staged_steps[to].deps.len();
+                to += 1;
+            }
             let staged = broker
-                .workflow_stage(&bid, &batch.description, &tenant, part, now)
+                .workflow_stage(
+                    &bid,
+                    &batch.description,
+                    &tenant,
+                    &staged_steps[from..to],
+                    now,
+                )
                 .await?;
             if !staged {
                 return Err(Error::Batch(format!("batch {bid} was committed already")));
             }
             staged_any = true;
+            from = to;
         }
         for m in members.iter().filter(|_| !workflow) {
             bytes += m.json.len();
@@ -435,15 +455,6 @@ impl Client {
         tenant: &mut Option<String>,
         members: &mut Vec<Member>,
     ) -> Result<Vec<StagedStep>> {
-        let mut dependents: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for s in &steps {
-            for d in &s.deps {
-                dependents
-                    .entry(d.clone())
-                    .or_default()
-                    .insert(s.name.clone());
-            }
-        }
         let mut out = Vec::with_capacity(steps.len());
         for step in steps {
             let mut job = step.job?;
@@ -475,11 +486,6 @@ impl Client {
                 policy: step.policy.as_str().to_owned(),
                 sharded: self.is_sharded(&queue) || sharded_type == Some(queue.as_str()),
                 queue,
-                dependents: dependents
-                    .remove(&step.name)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .collect(),
                 deps: step.deps,
                 edges: step
                     .edges

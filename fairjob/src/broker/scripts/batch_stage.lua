@@ -15,8 +15,11 @@ if not state then
   redis.call('HSET', p, 'state', 'staging', 'created_at', ARGV[1], 'total', 0,
     'desc', ARGV[3], 'tenant', ARGV[4])
 end
+local jids, payloads = {}, {}
 for i = 5, #ARGV, 2 do
-  fj_batch_add(p, ARGV[i], ARGV[i + 1], tonumber(ARGV[1]))
+  jids[#jids + 1] = ARGV[i]
+  payloads[#payloads + 1] = ARGV[i + 1]
 end
+fj_batch_add_many(p, jids, payloads, tonumber(ARGV[1]))
 fj_batch_expire(p, tonumber(ARGV[2]))
 return 1

@@ -30,7 +30,8 @@
 --   ARGV[18] = its outcome (ok|retry|dead|discarded), ARGV[19] = its failure:
 --   the member leaves the batch's sets and an event it completes fires, in
 --   the same step.
--- Returns 1, or 0 when fenced (a fenced completion releases no slot: the
+-- Returns 1 (3: done, and the member's workflow has dependents left to
+-- tell: see workflow_work.lua), or 0 when fenced (a fenced completion releases no slot: the
 -- recovery that took the job released it).
 
 local kept = ARGV[15] ~= nil and ARGV[15] ~= ''
@@ -68,8 +69,10 @@ if kept and (action == 'ack' or action == 'dead') then
   redis.call('RPUSH', KEYS[nkeys + 1], state .. ' ' .. ARGV[15])
   redis.call('SREM', KEYS[nkeys + 2], ARGV[15])
 end
+local more = false
 if ARGV[16] ~= nil and ARGV[16] ~= '' then
   fj_batch_end(ARGV[16], ARGV[17], ARGV[18], redis_now(ARGV[5]), ARGV[19])
+  more = fj_batch_more(ARGV[16])
 end
 if ARGV[12] ~= nil and ARGV[12] ~= '' then
   unique_release({ prefix = ARGV[12] }, ARGV[13], ARGV[14])
@@ -78,4 +81,5 @@ if ARGV[6] ~= '' then
   local lk = { limit = KEYS[5], holders = KEYS[6], reserved = KEYS[7], waiters = KEYS[8] }
   slot_release(lk, KEYS[9], ARGV[1], ARGV[6], ARGV[7], ARGV[8], { prefix = ARGV[9] }, { prefix = ARGV[10] })
 end
+if more then return 3 end
 return 1

@@ -22,7 +22,7 @@
 --   batch's hash, ARGV[12] = its jid, ARGV[13] = its outcome
 --   (ok|retry|dead|discarded), ARGV[14] = its failure, ARGV[15] = the clock
 --   offset: as finish.lua's ARGV[16..19] (one server only).
--- Returns 1, or 0 when fenced.
+-- Returns 1 (3: as finish.lua's), or 0 when fenced.
 
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
 local sk = shard_keys(2, ARGV[4])
@@ -39,10 +39,13 @@ if ARGV[9] ~= nil and ARGV[9] ~= '' then
   redis.call('RPUSH', KEYS[16], ARGV[9] .. ' ' .. ARGV[10])
   redis.call('SREM', KEYS[17], ARGV[10])
 end
+local more = false
 if ARGV[11] ~= nil and ARGV[11] ~= '' then
   fj_batch_end(ARGV[11], ARGV[12], ARGV[13], redis_now(ARGV[15]), ARGV[14])
+  more = fj_batch_more(ARGV[11])
 end
 if wake then
   fj_wake(KEYS[2 + SHARD_NKEYS])
 end
+if more then return 3 end
 return 1

@@ -10,9 +10,10 @@
 -- ARGV[1] = now (seconds), ARGV[2] = staging ttl seconds, ARGV[3] =
 -- description, ARGV[4] = tenant, ARGV[5] = the `queues` set, then per step:
 -- jid, encoded name, name, payload, held ('1'/'0'), policy, queue list,
--- wake list, queue name, dependents (encoded, comma-separated), the number
--- of dependencies then each (encoded), the number of per-edge policies then
--- each (encoded dependency, policy).
+-- wake list, queue name, the number of dependencies then each (encoded), the
+-- number of per-edge policies then each (encoded dependency, policy). Steps
+-- come in name order, so each step's list of dependents (`an:`, `a:<e>:<i>`,
+-- appended as its dependents are staged) is sorted by name.
 -- Returns 1, or 0 when the batch is no longer staging.
 local p = KEYS[1]
 local now = tonumber(ARGV[1])
@@ -28,13 +29,15 @@ while i <= #ARGV do
   local jid, e, name, payload, held = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   redis.call('HSET', w, 'jid:' .. e, jid, 'n:' .. e, name, 'name:' .. jid, e,
     's:' .. e, held == '1' and 'held' or 'queued', 'p:' .. e, ARGV[i + 5],
-    'q:' .. e, ARGV[i + 6], 'w:' .. e, ARGV[i + 7], 'qn:' .. e, ARGV[i + 8],
-    'a:' .. e, ARGV[i + 9])
-  i = i + 10
+    'q:' .. e, ARGV[i + 6], 'w:' .. e, ARGV[i + 7], 'qn:' .. e, ARGV[i + 8])
+  i = i + 9
   local nd = tonumber(ARGV[i]); i = i + 1
   redis.call('HSET', w, 'wn:' .. e, nd)
   for _ = 1, nd do
-    redis.call('HSET', w, 'we:' .. e .. ':' .. ARGV[i], '1'); i = i + 1
+    local d = ARGV[i]; i = i + 1
+    redis.call('HSET', w, 'we:' .. e .. ':' .. d, '1')
+    local at = redis.call('HINCRBY', w, 'an:' .. d, 1)
+    redis.call('HSET', w, 'a:' .. d .. ':' .. at, e)
   end
   local ne = tonumber(ARGV[i]); i = i + 1
   for _ = 1, ne do

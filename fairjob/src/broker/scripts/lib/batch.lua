@@ -35,7 +35,7 @@ local FJ_BATCH_KEEP_DEAD = 180 * 86400
 
 local function fj_batch_keys(p)
   return { p, p .. ':pending', p .. ':jids', p .. ':failed', p .. ':staged', p .. ':payloads',
-    p .. ':wf', p .. ':results', p .. ':due' }
+    p .. ':wf', p .. ':results', p .. ':due', p .. ':wq' }
 end
 
 local function fj_batch_expire(p, secs)
@@ -99,20 +99,17 @@ end
 -- name), `s:<e>` its state (held|queued|retrying|done|failed|cancelled),
 -- `p:<e>` its policy for a failed dependency (cancel|continue|ignore) and
 -- `pe:<e>:<dep e>` per-edge overrides, `q:<e>` / `w:<e>` / `qn:<e>` its
--- queue's list, wake list and name, `a:<e>` the steps that depend on it
--- (encoded, comma-separated, sorted by name), `wn:<e>` how many
+-- queue's list, wake list and name, `an:<e>` and `a:<e>:<i>` the steps that
+-- depend on it (encoded, sorted by name), `wn:<e>` how many
 -- dependencies it still waits for and `we:<e>:<dep e>` each of them, `fd:<e>`
 -- the failed dependencies it continued past (encoded, comma-separated). A
 -- held step's payload waits in `:payloads`, split at its enqueued_at value
 -- by a newline: it holds no queue position and no worker.
 
-local function fj_wf_split(list)
-  local out = {}
-  if list and list ~= '' then
-    for e in string.gmatch(list, '[^,]+') do out[#out + 1] = e end
-  end
-  return out
-end
+-- Dependents processed per script call at most: a step with 10,000
+-- dependents is released in calls of this many (`:wq`, below), so no call
+-- runs long.
+local FJ_WF_BUDGET = 50
 
 -- Releases held step `e` into its queue and wakes a worker.
 local function fj_wf_release(p, e, now)
@@ -140,52 +137,85 @@ local function fj_wf_met(p, e, dep, now)
   if redis.call('HINCRBY', w, 'wn:' .. e, -1) <= 0 then fj_wf_release(p, e, now) end
 end
 
--- Step `e` failed for good: its held dependents follow their edges'
--- policies, breadth first; a cancelled step leaves the pending set with its
--- failure recorded.
-local function fj_wf_failed(p, e, now)
+-- Held step `d` sees its dependency `f` failed for good: its edge's policy.
+local function fj_wf_dep_failed(p, d, f, now)
   local w = p .. ':wf'
-  local todo = { e }
-  local i = 1
-  while i <= #todo do
-    local f = todo[i]; i = i + 1
-    for _, d in ipairs(fj_wf_split(redis.call('HGET', w, 'a:' .. f))) do
-      if redis.call('HGET', w, 's:' .. d) == 'held' then
-        local pol = redis.call('HGET', w, 'pe:' .. d .. ':' .. f) or redis.call('HGET', w, 'p:' .. d) or 'cancel'
-        if pol == 'continue' or pol == 'ignore' then
-          if pol == 'continue' then
-            local had = redis.call('HGET', w, 'fd:' .. d)
-            redis.call('HSET', w, 'fd:' .. d, (had and had .. ',' or '') .. f)
-          end
-          fj_wf_met(p, d, f, now)
-        else
-          redis.call('HSET', w, 's:' .. d, 'cancelled')
-          local jid = redis.call('HGET', w, 'jid:' .. d)
-          redis.call('SREM', p .. ':pending', jid)
-          redis.call('HSET', p .. ':failed', jid, 'cancelled: dependency `' .. redis.call('HGET', w, 'n:' .. f) .. '` failed')
-          redis.call('HDEL', p .. ':payloads', jid)
-          todo[#todo + 1] = d
-        end
-      end
+  if redis.call('HGET', w, 's:' .. d) ~= 'held' then return end
+  local pol = redis.call('HGET', w, 'pe:' .. d .. ':' .. f) or redis.call('HGET', w, 'p:' .. d) or 'cancel'
+  if pol == 'continue' or pol == 'ignore' then
+    if pol == 'continue' then
+      local had = redis.call('HGET', w, 'fd:' .. d)
+      redis.call('HSET', w, 'fd:' .. d, (had and had .. ',' or '') .. f)
     end
+    fj_wf_met(p, d, f, now)
+  else
+    redis.call('HSET', w, 's:' .. d, 'cancelled')
+    local jid = redis.call('HGET', w, 'jid:' .. d)
+    redis.call('SREM', p .. ':pending', jid)
+    redis.call('HSET', p .. ':failed', jid, 'cancelled: dependency `' .. redis.call('HGET', w, 'n:' .. f) .. '` failed')
+    redis.call('HDEL', p .. ':payloads', jid)
+    -- Its own dependents see a failed dependency in turn.
+    redis.call('RPUSH', p .. ':wq', 'fail:' .. d)
   end
 end
 
--- Step `jid`'s end (a workflow's member): its state, and what it releases
--- or cancels.
+-- Works through `:wq`, the steps whose dependents are still to be told
+-- (`ok:<e>`: it succeeded; `fail:<e>`: it failed for good), in order, at
+-- most FJ_WF_BUDGET dependents per call; `ai:<e>` is how far a step's list
+-- (`an:<e>` entries `a:<e>:<i>`, sorted by name) was told. Returns the
+-- items left.
+local function fj_wf_work(p, now)
+  local w = p .. ':wf'
+  local budget = FJ_WF_BUDGET
+  while budget > 0 do
+    local item = redis.call('LINDEX', p .. ':wq', 0)
+    if not item then break end
+    local kind, e = string.match(item, '^(%a+):(.*)$')
+    local n = tonumber(redis.call('HGET', w, 'an:' .. e) or '0')
+    local i = tonumber(redis.call('HGET', w, 'ai:' .. e) or '0')
+    local last = math.min(n, i + budget)
+    if last > i then
+      local fields = {}
+      for k = i + 1, last do fields[#fields + 1] = 'a:' .. e .. ':' .. k end
+      local deps = redis.call('HMGET', w, unpack(fields))
+      for _, d in ipairs(deps) do
+        if d then
+          if kind == 'ok' then fj_wf_met(p, d, e, now) else fj_wf_dep_failed(p, d, e, now) end
+        end
+      end
+      budget = budget - (last - i)
+    end
+    if last >= n then
+      redis.call('LPOP', p .. ':wq')
+      redis.call('HDEL', w, 'ai:' .. e)
+    else
+      redis.call('HSET', w, 'ai:' .. e, last)
+    end
+  end
+  return redis.call('LLEN', p .. ':wq')
+end
+
+-- Step `jid`'s end (a workflow's member): its state, and its dependents to
+-- tell (now, within the budget; the rest by later calls, see fj_wf_work).
 local function fj_wf_end(p, jid, outcome, now)
   local w = p .. ':wf'
   local e = redis.call('HGET', w, 'name:' .. jid)
   if not e then return end
   if outcome == 'ok' then
+    if redis.call('HGET', w, 's:' .. e) == 'done' then return end
     redis.call('HSET', w, 's:' .. e, 'done')
-    for _, d in ipairs(fj_wf_split(redis.call('HGET', w, 'a:' .. e))) do fj_wf_met(p, d, e, now) end
+    redis.call('RPUSH', p .. ':wq', 'ok:' .. e)
   elseif outcome == 'dead' or outcome == 'discarded' then
+    if redis.call('HGET', w, 's:' .. e) == 'failed' then return end
     redis.call('HSET', w, 's:' .. e, 'failed')
-    fj_wf_failed(p, e, now)
+    redis.call('RPUSH', p .. ':wq', 'fail:' .. e)
   elseif outcome == 'retry' then
     redis.call('HSET', w, 's:' .. e, 'retrying')
+    return
+  else
+    return
   end
+  fj_wf_work(p, now)
 end
 
 -- A member's end: outcome 'ok' (succeeded), 'retry' (failed, waits in
@@ -244,4 +274,34 @@ local function fj_batch_adopt(p, c, kid)
   redis.call('HINCRBY', p, 'kids', 1)
   redis.call('HSET', c, 'parent', p, 'kid', kid)
   return 'ok'
+end
+
+-- Registers many new members at once (a staging chunk): `jids` and their
+-- `payloads`, staged at `now`; the batch is staging (checked by the caller).
+-- A few commands per chunk, not per member.
+local function fj_batch_add_many(p, jids, payloads, now)
+  local added = 0
+  local scored, pairs_flat = {}, {}
+  for i, jid in ipairs(jids) do
+    scored[#scored + 1] = now
+    scored[#scored + 1] = jid
+    pairs_flat[#pairs_flat + 1] = jid
+    pairs_flat[#pairs_flat + 1] = payloads[i]
+  end
+  for i = 1, #jids, 1000 do
+    local j = math.min(#jids, i + 999)
+    added = added + redis.call('SADD', p .. ':pending', unpack(jids, i, j))
+    redis.call('SADD', p .. ':jids', unpack(jids, i, j))
+  end
+  for i = 1, #scored, 1000 do
+    redis.call('ZADD', p .. ':staged', unpack(scored, i, math.min(#scored, i + 999)))
+  end
+  fj_hset(p .. ':payloads', pairs_flat)
+  if added > 0 then redis.call('HINCRBY', p, 'total', added) end
+end
+
+-- Whether a workflow's dependents are left to tell after a call's budget
+-- (the caller then calls workflow_work.lua until none is).
+local function fj_batch_more(p)
+  return redis.call('LLEN', p .. ':wq') > 0
 end
