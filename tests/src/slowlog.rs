@@ -64,7 +64,9 @@ impl SlowLog {
         SlowLog::start_keeping(url, 0, max_len).await
     }
 
-    async fn start_keeping(
+    /// Logs every command slower than `threshold_us` from now on, keeping
+    /// the last `max_len`.
+    pub async fn start_keeping(
         url: &str,
         threshold_us: u64,
         max_len: u64,
