@@ -18,8 +18,8 @@ use crate::wire::{Payload, UniqueSpec, fields, new_jid, now_f64};
 
 /// Members per `batch_stage.lua` call, and at most this many bytes of
 /// payloads: a call stays well under a millisecond.
-const STAGE_CHUNK: usize = 250;
-const STAGE_BYTES: usize = 256 * 1024;
+const STAGE_CHUNK: usize = 100;
+const STAGE_BYTES: usize = 128 * 1024;
 /// Members per `push` when the staged members are pushed.
 const RELEASE_CHUNK: usize = 500;
 /// A batch whose committer has not pushed every member after this long is
@@ -292,7 +292,7 @@ impl Workflow {
 }
 
 /// Steps and edges per `workflow_stage.lua` call.
-const STEP_CHUNK: usize = 100;
+const STEP_CHUNK: usize = 50;
 
 /// A member ready to stage: its jid, its payload as stored, its push.
 struct Member {

@@ -109,7 +109,7 @@ end
 -- Dependents processed per script call at most: a step with 10,000
 -- dependents is released in calls of this many (`:wq`, below), so no call
 -- runs long.
-local FJ_WF_BUDGET = 50
+local FJ_WF_BUDGET = 25
 
 -- Releases held step `e` into its queue and wakes a worker.
 local function fj_wf_release(p, e, now)
