@@ -135,16 +135,10 @@ impl JobContext {
     /// continued past (`on_dependency_failure = continue`).
     pub async fn failed_dependencies(&self) -> Result<Vec<String>> {
         let (bid, step) = self.step_of("read its failed dependencies")?;
-        let steps = self
-            .client()
+        self.client()
             .broker()
-            .workflow_steps(&bid, usize::MAX)
-            .await?;
-        Ok(steps
-            .into_iter()
-            .find(|(n, _, _)| *n == step)
-            .map(|(_, _, failed)| failed)
-            .unwrap_or_default())
+            .workflow_failed_deps(&bid, &step)
+            .await
     }
 
     fn step_of(&self, what: &str) -> Result<(String, String)> {

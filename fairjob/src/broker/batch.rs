@@ -47,6 +47,17 @@ pub enum Added {
     Gone,
 }
 
+/// A batch's staged members, as a sweep finds them (`batch_staged`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Staged {
+    /// Open: up to the asked number of staged members and their payloads.
+    Open(Vec<(String, String)>),
+    /// Still staging: its creator may yet commit it.
+    Staging,
+    /// Gone (expired, or never staged).
+    Gone,
+}
+
 /// A batch's stored facts, raw (`batch_status`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BatchRow {
@@ -85,6 +96,15 @@ pub struct StagedStep {
     pub deps: Vec<String>,
     /// Per-dependency policies.
     pub edges: Vec<(String, String)>,
+}
+
+/// A comma-separated list of encoded names, decoded.
+fn decode_list(list: Option<String>) -> Vec<String> {
+    list.unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .filter_map(crate::wire::encoding::decode)
+        .collect()
 }
 
 fn events(v: Value) -> Vec<Event> {
@@ -142,8 +162,7 @@ impl RedisBroker {
         inv.arg(format!("{now:.6}"))
             .arg(STAGING_TTL_SECS)
             .arg(description)
-            .arg(tenant)
-            .arg(self.keys.queues());
+            .arg(tenant);
         for s in steps {
             inv.arg(&s.jid)
                 .arg(encode(&s.name))
@@ -225,25 +244,26 @@ impl RedisBroker {
                 break;
             }
         }
-        let mut out = Vec::new();
-        for (field, name) in fields.into_iter().take(n) {
-            let e = &field[2..];
-            let (state, failed): (Option<String>, Option<String>) = self
-                .query(
-                    redis::cmd("HMGET")
-                        .arg(&w)
-                        .arg(format!("s:{e}"))
-                        .arg(format!("fd:{e}")),
-                )
-                .await?;
-            let failed = failed
-                .unwrap_or_default()
-                .split(',')
-                .filter(|s| !s.is_empty())
-                .filter_map(crate::wire::encoding::decode)
-                .collect();
-            out.push((name, state.unwrap_or_default(), failed));
+        fields.truncate(n);
+        if fields.is_empty() {
+            return Ok(Vec::new());
         }
+        // Each step's state and failed dependencies, in one HMGET.
+        let mut get = redis::cmd("HMGET");
+        get.arg(&w);
+        for (field, _) in &fields {
+            let e = &field[2..];
+            get.arg(format!("s:{e}")).arg(format!("fd:{e}"));
+        }
+        let values: Vec<Option<String>> = self.query(&get).await?;
+        let mut values = values.into_iter();
+        let mut out: Vec<_> = fields
+            .into_iter()
+            .map(|(_, name)| {
+                let state = values.next().flatten().unwrap_or_default();
+                (name, state, decode_list(values.next().flatten()))
+            })
+            .collect();
         out.sort();
         Ok(out)
     }
@@ -259,8 +279,7 @@ impl RedisBroker {
         .await
     }
 
-    /// Step `name`'s recorded result in workflow `bid`, and the name of the
-    /// step a jid is.
+    /// Step `name`'s recorded result in workflow `bid`.
     pub async fn workflow_result(&self, bid: &str, name: &str) -> Result<Option<String>> {
         self.query(
             redis::cmd("HGET")
@@ -270,16 +289,17 @@ impl RedisBroker {
         .await
     }
 
-    /// The name of the step that `jid` is in workflow `bid`.
-    pub async fn workflow_step_of(&self, bid: &str, jid: &str) -> Result<Option<String>> {
-        let e: Option<String> = self
+    /// The dependencies step `name` of workflow `bid` continued past when
+    /// they failed (`on_dependency_failure = continue`).
+    pub async fn workflow_failed_deps(&self, bid: &str, name: &str) -> Result<Vec<String>> {
+        let failed: Option<String> = self
             .query(
                 redis::cmd("HGET")
                     .arg(format!("{}:wf", self.keys.batch(bid)))
-                    .arg(format!("name:{jid}")),
+                    .arg(format!("fd:{}", encode(name))),
             )
             .await?;
-        Ok(e.and_then(|e| crate::wire::encoding::decode(&e)))
+        Ok(decode_list(failed))
     }
 
     /// Lists batch `bid` (created at `now`; a batch listed already keeps
@@ -289,23 +309,21 @@ impl RedisBroker {
     pub async fn batch_listed(&self, bid: &str, now: f64) -> Result<()> {
         let mut listing = redis::cmd("ZADD");
         listing.arg(self.keys.batches()).arg("NX").arg(now).arg(bid);
-        let mut pipe = redis::pipe();
-        pipe.add_command(listing.clone())
-            .ignore()
-            .zadd(self.keys.batches_releasing(), bid, now)
-            .ignore();
+        let mut releasing = redis::cmd("ZADD");
+        releasing
+            .arg(self.keys.batches_releasing())
+            .arg(now)
+            .arg(bid);
         if self.is_cluster() {
             // Two slots: one command each.
             self.query::<()>(&listing).await?;
-            return self
-                .query(
-                    redis::cmd("ZADD")
-                        .arg(self.keys.batches_releasing())
-                        .arg(now)
-                        .arg(bid),
-                )
-                .await;
+            return self.query(&releasing).await;
         }
+        let mut pipe = redis::pipe();
+        pipe.add_command(listing)
+            .ignore()
+            .add_command(releasing)
+            .ignore();
         self.pipe(&pipe).await
     }
 
@@ -401,13 +419,16 @@ impl RedisBroker {
         .await
     }
 
-    /// Up to `n` staged members of batch `bid` and their payloads (`None`
-    /// when the batch is still staging or gone: nothing to push).
-    pub async fn batch_staged(&self, bid: &str, n: usize) -> Result<Option<Vec<(String, String)>>> {
+    /// Up to `n` staged members of batch `bid` and their payloads, when it
+    /// is open (a batch still staging has nothing to push yet; a gone one,
+    /// nothing at all).
+    pub async fn batch_staged(&self, bid: &str, n: usize) -> Result<Staged> {
         let b = self.keys.batch(bid);
         let state: Option<String> = self.query(redis::cmd("HGET").arg(&b).arg("state")).await?;
-        if state.as_deref() != Some("open") {
-            return Ok(None);
+        match state.as_deref() {
+            None => return Ok(Staged::Gone),
+            Some("open") => {}
+            Some(_) => return Ok(Staged::Staging),
         }
         let jids: Vec<String> = self
             .query(
@@ -418,12 +439,12 @@ impl RedisBroker {
             )
             .await?;
         if jids.is_empty() {
-            return Ok(Some(Vec::new()));
+            return Ok(Staged::Open(Vec::new()));
         }
         let payloads: Vec<Option<String>> = self
             .query(redis::cmd("HMGET").arg(format!("{b}:payloads")).arg(&jids))
             .await?;
-        Ok(Some(
+        Ok(Staged::Open(
             jids.into_iter()
                 .zip(payloads)
                 .filter_map(|(j, p)| p.map(|p| (j, p)))
@@ -446,28 +467,15 @@ impl RedisBroker {
         format!("{}:due", self.keys.batch(bid))
     }
 
-    /// A fired callback of batch `bid` waiting in its due set: its payload
-    /// before and after its enqueued_at value (`None` when it is not due).
-    pub async fn batch_callback(&self, bid: &str, event: &str) -> Result<Option<(String, String)>> {
-        let due: Option<f64> = self
-            .query(
-                redis::cmd("ZSCORE")
-                    .arg(self.batch_due_record(bid))
-                    .arg(event),
-            )
-            .await?;
-        if due.is_none() {
-            return Ok(None);
-        }
-        let (head, tail): (Option<String>, Option<String>) = self
-            .query(
-                redis::cmd("HMGET")
-                    .arg(self.keys.batch(bid))
-                    .arg(format!("cb:{event}"))
-                    .arg(format!("cbt:{event}")),
-            )
-            .await?;
-        Ok(head.zip(tail))
+    /// Batch `bid`'s stored callback for `event`: its payload split at its
+    /// enqueued_at value by a newline (`None`: it has none).
+    pub async fn batch_callback(&self, bid: &str, event: &str) -> Result<Option<String>> {
+        self.query(
+            redis::cmd("HGET")
+                .arg(self.keys.batch(bid))
+                .arg(format!("cb:{event}")),
+        )
+        .await
     }
 
     /// Whether a member's end is written by its exit's script (one server);

@@ -288,11 +288,33 @@ impl RedisBroker {
             }
             return Ok(reply);
         }
-        if token.is_sharded() || self.is_cluster() {
-            return self
-                .finish_split(identity, token, action, clock_offset, holds, only_if_dead)
-                .await;
+        let (reply, workflow_left) = if token.is_sharded() || self.is_cluster() {
+            self.finish_split(identity, token, action, clock_offset, holds, only_if_dead)
+                .await?
+        } else {
+            self.finish_one(identity, token, action, clock_offset, holds, only_if_dead)
+                .await?
+        };
+        if workflow_left && let Some(m) = holds.batch {
+            // The exit told a workflow's steps what one call's budget
+            // allows; the rest now.
+            self.workflow_drain(&m.bid, clock_offset).await?;
         }
+        Ok(reply)
+    }
+
+    /// [`Self::finish_guarded`] on one server for a plain queue's job: one
+    /// HDEL in the common case, else one `finish.lua`. Also says whether the
+    /// exit left a workflow's steps to tell (see `workflow_drain`).
+    async fn finish_one(
+        &self,
+        identity: &str,
+        token: &Token,
+        action: Finish<'_>,
+        clock_offset: i64,
+        holds: Holds<'_>,
+        only_if_dead: bool,
+    ) -> Result<(FinishReply, bool)> {
         let Holds {
             slot,
             unique: release,
@@ -316,9 +338,9 @@ impl RedisBroker {
                 .await?;
             if removed == 0 {
                 self.count("fenced", 1).await?;
-                return Ok(FinishReply::Fenced);
+                return Ok((FinishReply::Fenced, false));
             }
-            return Ok(FinishReply::Done);
+            return Ok((FinishReply::Done, false));
         }
         let mut inv = FINISH.call();
         inv.key(self.keys.inflight(identity))
@@ -371,16 +393,12 @@ impl RedisBroker {
             self.member_end_args(&mut inv, m, &action);
         }
         let done: i64 = self.invoke(&inv).await?;
-        if done == 3
-            && let Some(m) = batch
-        {
-            self.workflow_drain(&m.bid, clock_offset).await?;
-        }
-        Ok(match done {
+        let reply = match done {
             1 | 3 => FinishReply::Done,
             2 => FinishReply::OwnerAlive,
             _ => FinishReply::Fenced,
-        })
+        };
+        Ok((reply, done == 3))
     }
 
     /// [`Self::finish_guarded`] for a job of a tenant-sharded queue, and for
@@ -391,7 +409,8 @@ impl RedisBroker {
     /// separate steps, ordered so that a crash between them repeats a job
     /// rather than losing it: the retry/dead entry is written first and taken
     /// back if the job turns out fenced. A kept job's end (`kept`, one server
-    /// only) is recorded by shard_finish.lua, the commit point.
+    /// only) is recorded by shard_finish.lua, the commit point. Also says
+    /// whether the exit left a workflow's steps to tell.
     async fn finish_split(
         &self,
         identity: &str,
@@ -400,7 +419,7 @@ impl RedisBroker {
         clock_offset: i64,
         holds: Holds<'_>,
         only_if_dead: bool,
-    ) -> Result<FinishReply> {
+    ) -> Result<(FinishReply, bool)> {
         let Holds {
             slot,
             unique: release,
@@ -418,7 +437,7 @@ impl RedisBroker {
                 .query(redis::cmd("EXISTS").arg(self.keys.lease(identity)))
                 .await?;
             if alive {
-                return Ok(FinishReply::OwnerAlive);
+                return Ok((FinishReply::OwnerAlive, false));
             }
         }
         let written = match &action {
@@ -502,7 +521,7 @@ impl RedisBroker {
                 self.zset_remove(set, payload).await?;
             }
             self.count("fenced", 1).await?;
-            return Ok(FinishReply::Fenced);
+            return Ok((FinishReply::Fenced, false));
         }
         if let Some(hold) = slot {
             self.release_slot(identity, token, hold).await?;
@@ -511,12 +530,7 @@ impl RedisBroker {
             self.unique_release(&self.unique_key(u), Some(&u.jid))
                 .await?;
         }
-        if done == 3
-            && let Some(m) = batch
-        {
-            self.workflow_drain(&m.bid, clock_offset).await?;
-        }
-        Ok(FinishReply::Done)
+        Ok((FinishReply::Done, done == 3))
     }
 
     /// A job parked by a limiter (slot or rate) leaves this worker's

@@ -98,9 +98,9 @@
 //! | `batch_staged_record`, `batch_staged`, `batches_releasing`, `batch_released`, `batch_unlist_releasing` | the staged set members are pushed from (`push` with a `Src`); a page of staged members and payloads; batches a sweep should look at; forgets pushed payloads | —, `HGET`+`ZRANGE`+`HMGET`, `ZRANGE BYSCORE`, `HDEL`+`ZCARD`+`ZREM`, `ZREM` | rows |
 //! | `workflow_stage` | stages a workflow's steps: members, their facts in the workflow's hash, roots in the staged set, the others held with their payloads | `workflow_stage.lua` | `bool` |
 //! | `workflow_drain` | after an exit that left a workflow's dependents to tell (more than one call's budget of 25), tells them, a budget per call | `workflow_work.lua` | events |
-//! | `workflow_steps`, `workflow_step_of`, `workflow_record`, `workflow_result` | a workflow's steps and states (bounded `HSCAN` steps); the step a jid is; a step's recorded result, written and read | `HSCAN`+`HMGET`, `HGET`, `HSET`, `HGET` | rows, `Option<String>` |
+//! | `workflow_steps`, `workflow_failed_deps`, `workflow_record`, `workflow_result` | a workflow's steps and states (bounded `HSCAN` steps, one `HMGET`); the failed dependencies a step continued past; a step's recorded result, written and read | `HSCAN`+`HMGET`, `HGET`, `HSET`, `HGET` | rows, `Option<String>` |
 //! | `batch_in_script`, `batch_end` | whether a member's end is written by its exit's script (one server); the end as a step of its own (a cluster) | —, `batch_end.lua` | `bool`, events |
-//! | `batch_due_record`, `batch_callback` | a cluster's fired callbacks wait in the batch's due set until the caller pushes them (`push` with a `Src` and `once`) | —, `ZSCORE`+`HMGET` | key, payload parts |
+//! | `batch_due_record`, `batch_callback` | a cluster's fired callbacks wait in the batch's due set until the caller pushes them (`push` with a `Src` and `once`) | —, `HGET` (the push checks it is still due) | key, payload |
 //! | `batch_status`, `batches_newest`, `batches_unlist` | a batch's fields, set sizes, some failures; the newest batches; drops expired ones from the list | `HGETALL`, `SCARD`, `HLEN`, `HSCAN`, `ZCARD`; `ZRANGE REV`; `ZREM` | `BatchRow`, rows |
 //! | **a relay's bookkeeping** (`relay.rs`; fairjob-postgres' pump) | | | |
 //! | `relay_epoch`, `relay_epoch_read` | the relay's epoch token (written once; gone or changed = Redis lost data) | `SET NX`+`GET`, `GET` | `String` |
@@ -180,7 +180,7 @@ use std::time::{Duration, Instant};
 use redis::{FromRedisValue, Value};
 
 pub use actions::{Acted, JobSet, MAX_BULK, ProcessSignal, SetAction};
-pub use batch::{Added, BatchRow, Committed, STAGING_TTL_SECS, StagedStep};
+pub use batch::{Added, BatchRow, Committed, STAGING_TTL_SECS, Staged, StagedStep};
 pub use conn::{Conn, ConnectOptions, Node, Waiter, redacted};
 pub use cron::{ClaimSpec, CronClaim};
 pub(crate) use fetch::PlainQueue;

@@ -9,7 +9,7 @@ use super::push::count_reroute;
 use super::{Client, IntoPush, PushJob};
 use std::collections::BTreeMap;
 
-use crate::broker::{Added, Committed, PushSpec, Pushed, Src, StagedStep};
+use crate::broker::{Added, Committed, PushSpec, Pushed, Src, Staged, StagedStep};
 use crate::error::{Error, Result};
 pub use crate::inspect::BatchStatus;
 use crate::policy::batch::Event;
@@ -299,6 +299,9 @@ struct Member {
     jid: String,
     json: String,
     class: String,
+    /// Its tenant and queue (before rerouting), as its payload says.
+    tenant: Option<String>,
+    queue: String,
     spec: PushSpec,
 }
 
@@ -340,9 +343,7 @@ impl Client {
                 continue;
             };
             if tenant.is_none() {
-                tenant = Payload::parse_slice(m.json.as_bytes())
-                    .ok()
-                    .and_then(|p| p.tenant());
+                tenant.clone_from(&m.tenant);
             }
             members.push(m);
         }
@@ -351,7 +352,12 @@ impl Client {
             .steps(&bid, steps, now, &mut tenant, &mut members)
             .await?;
         let tenant = tenant.unwrap_or_default();
-        let mut callbacks = Vec::new();
+        // The `queues` set a fired callback's queue joins, and on a Redis
+        // Cluster `split`: a fired callback waits for the caller to push it.
+        let mut callbacks = vec![("qs".to_owned(), self.broker().keys().queues())];
+        if !self.broker().batch_in_script() {
+            callbacks.push(("split".to_owned(), "1".to_owned()));
+        }
         for (event, job) in batch.callbacks {
             callbacks.extend(
                 self.callback_fields(&bid, batch.parent.as_deref(), event, job?, &tenant)
@@ -418,8 +424,10 @@ impl Client {
             )
             .await?
         {
-            Committed::Opened(fired) => self.push_due_callbacks(&bid, &fired).await?,
-            Committed::AlreadyOpen => {}
+            Committed::Opened(fired) if !broker.batch_in_script() => {
+                self.push_due_callbacks(&bid, &fired).await?
+            }
+            Committed::Opened(_) | Committed::AlreadyOpen => {}
             Committed::ParentGone => {
                 return Err(Error::NoSuchBatch {
                     bid: batch.parent.unwrap_or_default(),
@@ -466,18 +474,18 @@ impl Client {
                     step.name
                 )));
             };
-            let mut p = Payload::parse_slice(m.json.as_bytes())?;
             if tenant.is_none() {
-                *tenant = p.tenant();
+                tenant.clone_from(&m.tenant);
             }
-            let queue = p.queue();
+            let queue = m.queue.clone();
             let held = !step.deps.is_empty();
             let payload = if held {
+                let mut p = Payload::parse_slice(m.json.as_bytes())?;
                 p.set("enqueued_at", 0.0);
                 let (before, _, after) = p.split_at("enqueued_at");
                 format!("{before}\n{after}")
             } else {
-                p.to_json()
+                m.json.clone()
             };
             out.push(StagedStep {
                 jid: m.jid.clone(),
@@ -536,11 +544,14 @@ impl Client {
         job.payload_mut().set(fields::BID, bid);
         let jid = job.jid();
         let json = job.payload().to_json();
+        let (tenant, queue) = (job.tenant(), job.queue());
         let (spec, _, _) = self.prepare(job, now, None)?;
         Ok(Some(Member {
             jid,
             json,
             class,
+            tenant,
+            queue,
             spec,
         }))
     }
@@ -588,31 +599,27 @@ impl Client {
         let sharded = self.is_sharded(&queue) || sharded_type == Some(queue.as_str());
         let broker = self.broker();
         let e = event.as_str();
-        let split = (!broker.batch_in_script()).then(|| ("split".to_owned(), "1".to_owned()));
-        Ok(split
-            .into_iter()
-            .chain(vec![
-                (format!("cb:{e}"), before),
-                (format!("cbt:{e}"), after),
-                (format!("cbq:{e}"), broker.keys().queue(&queue)),
-                (format!("cbw:{e}"), broker.wake_key(&queue, sharded)),
-                (format!("cbn:{e}"), queue),
-                ("qs".to_owned(), broker.keys().queues()),
-            ])
-            .collect())
+        Ok(vec![
+            (format!("cb:{e}"), format!("{before}\n{after}")),
+            (format!("cbq:{e}"), broker.keys().queue(&queue)),
+            (format!("cbw:{e}"), broker.wake_key(&queue, sharded)),
+            (format!("cbn:{e}"), queue),
+        ])
     }
 
     /// Pushes batch `bid`'s fired callbacks that wait in its `:due` set (a
     /// Redis Cluster, where the script that fires one cannot reach its
-    /// queue), each once: the push marks it in its queue's slot, then drops
-    /// it from `:due`.
+    /// queue), each once: the push (with the `:due` entry as its `Src`)
+    /// skips one no longer due, marks it in its queue's slot, then drops it
+    /// from `:due`.
     pub(crate) async fn push_due_callbacks(&self, bid: &str, fired: &[Event]) -> Result<()> {
         let broker = self.broker();
         for event in fired {
             let e = event.as_str();
-            let Some((head, tail)) = broker.batch_callback(bid, e).await? else {
+            let Some(stored) = broker.batch_callback(bid, e).await? else {
                 continue;
             };
+            let (head, tail) = stored.split_once('\n').unwrap_or((&stored, ""));
             let payload = Payload::parse(format!("{head}{:.6}{tail}", now_f64()).into_bytes())?;
             let jid = payload.jid();
             let src = Src {
@@ -703,12 +710,14 @@ impl Client {
             .await?;
         let mut pushed = 0;
         for bid in bids {
-            let Some(staged) = broker.batch_staged(&bid, RELEASE_CHUNK).await? else {
-                // Still staging (its creator may yet commit) or gone.
-                if broker.batch_status(&bid).await?.is_none() {
+            let staged = match broker.batch_staged(&bid, RELEASE_CHUNK).await? {
+                Staged::Open(staged) => staged,
+                // Its creator may yet commit it.
+                Staged::Staging => continue,
+                Staged::Gone => {
                     broker.batch_unlist_releasing(&bid).await?;
+                    continue;
                 }
-                continue;
             };
             let now = now_f64();
             let mut members = Vec::new();
@@ -722,11 +731,14 @@ impl Client {
                 };
                 let class = payload.class();
                 let json = payload.to_json();
+                let (tenant, queue) = (payload.tenant(), payload.queue());
                 let (spec, _, _) = self.prepare(PushJob::new(payload), now, None)?;
                 members.push(Member {
                     jid,
                     json,
                     class,
+                    tenant,
+                    queue,
                     spec,
                 });
             }

@@ -8,7 +8,7 @@
 -- then every key expires after ARGV[2] seconds.
 -- KEYS[1] = the batch's hash.
 -- ARGV[1] = now (seconds), ARGV[2] = staging ttl seconds, ARGV[3] =
--- description, ARGV[4] = tenant, ARGV[5] = the `queues` set, then per step:
+-- description, ARGV[4] = tenant, then per step:
 -- jid, encoded name, name, payload, held ('1'/'0'), policy, queue list,
 -- wake list, queue name, the number of dependencies then each (encoded), the
 -- number of per-edge policies then each (encoded dependency, policy). Steps
@@ -21,10 +21,11 @@ local state = redis.call('HGET', p, 'state')
 if state and state ~= 'staging' then return 0 end
 if not state then
   redis.call('HSET', p, 'state', 'staging', 'created_at', ARGV[1], 'total', 0,
-    'desc', ARGV[3], 'tenant', ARGV[4], 'wf', '1', 'qs', ARGV[5])
+    'desc', ARGV[3], 'tenant', ARGV[4], 'wf', '1')
 end
 local w = p .. ':wf'
-local i = 6
+local roots, root_payloads, held_jids, held_payloads = {}, {}, {}, {}
+local i = 5
 while i <= #ARGV do
   local jid, e, name, payload, held = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   redis.call('HSET', w, 'jid:' .. e, jid, 'n:' .. e, name, 'name:' .. jid, e,
@@ -44,12 +45,14 @@ while i <= #ARGV do
     redis.call('HSET', w, 'pe:' .. e .. ':' .. ARGV[i], ARGV[i + 1]); i = i + 2
   end
   if held == '1' then
-    if redis.call('SADD', p .. ':pending', jid) == 1 then redis.call('HINCRBY', p, 'total', 1) end
-    redis.call('SADD', p .. ':jids', jid)
-    redis.call('HSET', p .. ':payloads', jid, payload)
+    held_jids[#held_jids + 1] = jid
+    held_payloads[#held_payloads + 1] = payload
   else
-    fj_batch_add(p, jid, payload, now)
+    roots[#roots + 1] = jid
+    root_payloads[#root_payloads + 1] = payload
   end
 end
+fj_batch_join(p, held_jids, held_payloads)
+fj_batch_add_many(p, roots, root_payloads, now)
 fj_batch_expire(p, tonumber(ARGV[2]))
 return 1

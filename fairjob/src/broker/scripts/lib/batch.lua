@@ -12,8 +12,8 @@
 -- around its `enqueued_at` value) on its queue and wakes a worker.
 --
 -- The hash: `state` ('staging' until the commit flips it 'open'), `total`,
--- `created_at`, `complete_at` / `success_at` / `death_at`, per event `cb:`,
--- `cbt:` (the callback's payload before and after its enqueued_at), `cbq:`
+-- `created_at`, `complete_at` / `success_at` / `death_at`, per event `cb:`
+-- (the callback's payload, split at its enqueued_at value by a newline), `cbq:`
 -- (its queue's list), `cbw:` (its wake list), `cbn:` (its queue's name), `qs`
 -- (the `queues` set), `keep` (seconds the data stays after `success`) and,
 -- on a Redis Cluster, `split` (a fired callback waits in `:due` for the
@@ -52,21 +52,30 @@ local function fj_batch_kid(p, kid, outcome, now)
   return fj_batch_settle(p, now)
 end
 
+-- Pushes a stored payload `v` (split at its enqueued_at value by a
+-- newline, the time spliced in now) to queue `name` (its list `list`, wake
+-- list `wake`) and registers the queue in `qs`.
+local function fj_batch_push(v, now, list, wake, name, qs)
+  local cut = string.find(v, '\n', 1, true)
+  if cut then v = string.sub(v, 1, cut - 1) .. string.format('%.6f', now) .. string.sub(v, cut + 1) end
+  redis.call('LPUSH', list, v)
+  if qs then redis.call('SADD', qs, name) end
+  fj_wake(wake)
+end
+
 -- Fires `event` once (true the first time): its time, and its callback
 -- pushed to its queue; a child without a callback for `complete` or
 -- `success` reports to its parent at once.
 local function fj_batch_fire(p, event, now)
   if redis.call('HSETNX', p, event .. '_at', string.format('%.6f', now)) == 0 then return false end
-  local cb = redis.call('HMGET', p, 'cb:' .. event, 'cbt:' .. event, 'cbq:' .. event,
-    'cbw:' .. event, 'cbn:' .. event, 'qs')
+  local cb = redis.call('HMGET', p, 'cb:' .. event, 'cbq:' .. event, 'cbw:' .. event,
+    'cbn:' .. event, 'qs')
   if cb[1] and redis.call('HEXISTS', p, 'split') == 1 then
     -- A Redis Cluster: its queue is in another slot; the caller pushes it
     -- from here (`:due`, a claim that push.lua's two steps drop once).
     redis.call('ZADD', p .. ':due', now, event)
   elseif cb[1] then
-    redis.call('LPUSH', cb[3], cb[1] .. string.format('%.6f', now) .. cb[2])
-    if cb[6] then redis.call('SADD', cb[6], cb[5]) end
-    fj_wake(cb[4])
+    fj_batch_push(cb[1], now, cb[2], cb[3], cb[4], cb[5])
   elseif event ~= 'death' then
     local up = redis.call('HMGET', p, 'parent', 'kid')
     if up[1] then
@@ -118,12 +127,7 @@ local function fj_wf_release(p, e, now)
   redis.call('HSET', w, 's:' .. e, 'queued')
   local v = redis.call('HGET', p .. ':payloads', f[1])
   if not v then return end
-  local cut = string.find(v, '\n', 1, true)
-  if cut then v = string.sub(v, 1, cut - 1) .. string.format('%.6f', now) .. string.sub(v, cut + 1) end
-  redis.call('LPUSH', f[2], v)
-  local qs = redis.call('HGET', p, 'qs')
-  if qs then redis.call('SADD', qs, f[4]) end
-  fj_wake(f[3])
+  fj_batch_push(v, now, f[2], f[3], f[4], redis.call('HGET', p, 'qs'))
   redis.call('HDEL', p .. ':payloads', f[1])
 end
 
@@ -250,16 +254,13 @@ end
 -- Registers a new member `jid` (staged with `payload` until it is pushed).
 -- 'gone' when the batch is unknown or expired, 'finished' when it has fired
 -- `complete` (a reopened batch cannot take more), else 'ok'.
+local fj_batch_add_many
+
 local function fj_batch_add(p, jid, payload, now)
   local state = redis.call('HGET', p, 'state')
   if not state then return 'gone' end
   if redis.call('HEXISTS', p, 'complete_at') == 1 then return 'finished' end
-  if redis.call('SADD', p .. ':pending', jid) == 1 then
-    redis.call('HINCRBY', p, 'total', 1)
-  end
-  redis.call('SADD', p .. ':jids', jid)
-  redis.call('ZADD', p .. ':staged', now, jid)
-  redis.call('HSET', p .. ':payloads', jid, payload)
+  fj_batch_add_many(p, { jid }, { payload }, now)
   return 'ok'
 end
 
@@ -276,15 +277,13 @@ local function fj_batch_adopt(p, c, kid)
   return 'ok'
 end
 
--- Registers many new members at once (a staging chunk): `jids` and their
--- `payloads`, staged at `now`; the batch is staging (checked by the caller).
--- A few commands per chunk, not per member.
-local function fj_batch_add_many(p, jids, payloads, now)
+-- Makes `jids` members (pending, unsucceeded, counted in `total` once) and
+-- keeps their `payloads` (stored as given). A few commands per call, not
+-- per member.
+local function fj_batch_join(p, jids, payloads)
   local added = 0
-  local scored, pairs_flat = {}, {}
+  local pairs_flat = {}
   for i, jid in ipairs(jids) do
-    scored[#scored + 1] = now
-    scored[#scored + 1] = jid
     pairs_flat[#pairs_flat + 1] = jid
     pairs_flat[#pairs_flat + 1] = payloads[i]
   end
@@ -293,11 +292,23 @@ local function fj_batch_add_many(p, jids, payloads, now)
     added = added + redis.call('SADD', p .. ':pending', unpack(jids, i, j))
     redis.call('SADD', p .. ':jids', unpack(jids, i, j))
   end
+  fj_hset(p .. ':payloads', pairs_flat)
+  if added > 0 then redis.call('HINCRBY', p, 'total', added) end
+end
+
+-- Registers many new members at once (a staging chunk, or one added by a
+-- member), each staged at `now` to be pushed; the caller checked the
+-- batch's state.
+fj_batch_add_many = function(p, jids, payloads, now)
+  fj_batch_join(p, jids, payloads)
+  local scored = {}
+  for _, jid in ipairs(jids) do
+    scored[#scored + 1] = now
+    scored[#scored + 1] = jid
+  end
   for i = 1, #scored, 1000 do
     redis.call('ZADD', p .. ':staged', unpack(scored, i, math.min(#scored, i + 999)))
   end
-  fj_hset(p .. ':payloads', pairs_flat)
-  if added > 0 then redis.call('HINCRBY', p, 'total', added) end
 end
 
 -- Whether a workflow's dependents are left to tell after a call's budget
