@@ -17,6 +17,27 @@ use serde::{Deserialize, Serialize};
 
 pub mod web;
 
+/// What a runnable example starts with: logs (`FAIRJOB_LOG`, warnings by
+/// default) and a Redis: `$REDIS_URL`, or a private `redis-server` on a free
+/// port, kept running while the returned server lives.
+pub fn example_redis() -> anyhow::Result<(String, Option<fairjob::testing::RedisServer>)> {
+    use anyhow::Context;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FAIRJOB_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    Ok(match std::env::var("REDIS_URL") {
+        Ok(url) => (url, None),
+        Err(_) => {
+            let server = fairjob::testing::RedisServer::start(&[])
+                .context("starting a private redis-server")?;
+            (server.url(), Some(server))
+        }
+    })
+}
+
 /// Pushes its argument onto `fairjob-examples:echo`, so anyone can see a job
 /// cross from a client (Rust or Ruby) to a worker.
 #[derive(Debug, Clone, Serialize, Deserialize, Job)]

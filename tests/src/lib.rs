@@ -104,6 +104,15 @@ pub async fn query<T: redis::FromRedisValue>(
     Ok(cmd.query_async(&mut b.connection()).await?)
 }
 
+/// The lines `RecordJob` and its kin recorded, through a client (e.g. on a
+/// Redis Cluster, where [`Redis::records`] has no handle).
+pub async fn client_records(c: &fairjob::Client) -> Vec<String> {
+    let key = format!("{}{}", c.broker().keys().prefix(), crate::jobs::RECORD);
+    query(c.broker(), redis::cmd("LRANGE").arg(key).arg(0).arg(-1))
+        .await
+        .expect("the record list reads")
+}
+
 /// Runs a pipeline on the broker's connection.
 pub async fn pipe<T: redis::FromRedisValue>(
     b: &fairjob::broker::RedisBroker,

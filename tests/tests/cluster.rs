@@ -54,13 +54,6 @@ impl Perform for ClusterSlotJob {
     }
 }
 
-async fn records(c: &Client) -> Vec<String> {
-    let key = format!("{}record", c.broker().keys().prefix());
-    fairjob_tests::query(c.broker(), redis::cmd("LRANGE").arg(key).arg(0).arg(-1))
-        .await
-        .unwrap()
-}
-
 /// Keys per primary (DBSIZE on each).
 fn keys_per_primary(cluster: &RedisCluster) -> BTreeMap<u16, u64> {
     cluster
@@ -227,7 +220,7 @@ async fn the_whole_path_runs_on_three_primaries() {
     let want = expected.len() + TENANTS.len() * 4 + 6;
     eventually!(
         within Duration::from_secs(30),
-        records(&c).await.len() >= want,
+        fairjob_tests::client_records(&c).await.len() >= want,
         "every job runs"
     );
     let dead_key = k.dead();
@@ -239,7 +232,7 @@ async fn the_whole_path_runs_on_three_primaries() {
         "the malformed entry and the exhausted job are dead"
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let got = records(&c).await;
+    let got = fairjob_tests::client_records(&c).await;
     assert_eq!(got.len(), want, "nothing ran twice: {got:?}");
     let got_set: BTreeSet<String> = got.iter().cloned().collect();
     for e in &expected {

@@ -13,13 +13,6 @@ use fairjob::{Batch, Client, Job, QueueSpec, Worker, Workflow};
 use fairjob_tests::jobs::{RecordJob, ShardJob};
 use fairjob_tests::{eventually, namespace, spawn};
 
-async fn records(c: &Client) -> Vec<String> {
-    let key = format!("{}record", c.broker().keys().prefix());
-    fairjob_tests::query(c.broker(), redis::cmd("LRANGE").arg(key).arg(0).arg(-1))
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_fires_each_callback_once_on_a_cluster() {
     let cluster = RedisCluster::start(3, 0, &[]).expect("cluster starts");
@@ -62,7 +55,7 @@ async fn a_batch_fires_each_callback_once_on_a_cluster() {
         "the batch succeeds"
     );
     eventually!(
-        records(&c)
+        fairjob_tests::client_records(&c)
             .await
             .iter()
             .filter(|r| r.contains(" success "))
@@ -71,7 +64,7 @@ async fn a_batch_fires_each_callback_once_on_a_cluster() {
         "the success callback runs"
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let r = records(&c).await;
+    let r = fairjob_tests::client_records(&c).await;
     assert_eq!(
         r.iter().filter(|l| l.contains(" complete ")).count(),
         1,

@@ -16,7 +16,6 @@ use std::time::Duration;
 use anyhow::Context;
 use fairjob::Worker;
 use fairjob::prelude::*;
-use fairjob::testing::RedisServer;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
@@ -97,19 +96,7 @@ impl Perform for Pipeline {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FAIRJOB_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
-    let (url, _server) = match std::env::var("REDIS_URL") {
-        Ok(url) => (url, None),
-        Err(_) => {
-            let server = RedisServer::start(&[]).context("starting a private redis-server")?;
-            (server.url(), Some(server))
-        }
-    };
+    let (url, _server) = fairjob_examples::example_redis()?;
     let namespace = format!("batch-import-{}", std::process::id());
     let client = Client::builder(&url).namespace(&namespace).build().await?;
 

@@ -19,25 +19,14 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use fairjob::Worker;
 use fairjob::prelude::*;
-use fairjob::testing::RedisServer;
 use fairjob_examples::{EchoJob, REPORTS_DONE, ReportJob, STARTED};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FAIRJOB_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
-    let (url, _server) = match std::env::var("REDIS_URL") {
-        Ok(url) => (url, None),
-        Err(_) => {
-            let server = RedisServer::start(&[]).context("starting a private redis-server")?;
-            println!("started a private redis-server on port {}", server.port());
-            (server.url(), Some(server))
-        }
-    };
+    let (url, _server) = fairjob_examples::example_redis()?;
+    if let Some(server) = &_server {
+        println!("started a private redis-server on port {}", server.port());
+    }
     let namespace = format!("demo-{}", std::process::id());
     let client = Client::builder(&url).namespace(&namespace).build().await?;
     if std::env::args().skip(1).any(|a| a == "--web") {

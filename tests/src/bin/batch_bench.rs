@@ -247,6 +247,20 @@ async fn work(url: &str, ns: &str, queue: &str, jobs: u64, concurrency: usize) -
     }
 }
 
+/// The SLOWLOG's calls over `slow_us` during each phase, as one table.
+fn print_slow_calls(slow_us: u64, phases: &[(&str, &BTreeMap<String, Vec<u64>>)]) {
+    println!(
+        "| during | script or command | calls logged | median µs | p99 µs | slowest µs | over 1 ms |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for (during, times) in phases {
+        let names: Vec<&str> = times.keys().map(String::as_str).collect();
+        for l in summarize(times, &names, 1000).lines() {
+            println!("| {during} (calls over {slow_us} µs only) {l}");
+        }
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -494,18 +508,13 @@ async fn main() {
         commit_2.as_secs_f64(),
         run2.per_s
     );
-    println!(
-        "| during | script or command | calls logged | median µs | p99 µs | slowest µs | over 1 ms |"
+    print_slow_calls(
+        slow_us,
+        &[
+            ("the commit", &commit_times),
+            ("its completion", &end_times),
+        ],
     );
-    println!("|---|---|---:|---:|---:|---:|---:|");
-    let names: Vec<&str> = commit_times.keys().map(String::as_str).collect();
-    for l in summarize(&commit_times, &names, 1000).lines() {
-        println!("| the commit (calls over {slow_us} µs only) {l}");
-    }
-    let names: Vec<&str> = end_times.keys().map(String::as_str).collect();
-    for l in summarize(&end_times, &names, 1000).lines() {
-        println!("| its completion (calls over {slow_us} µs only) {l}");
-    }
 
     // 4. A workflow: a root and `steps` steps held on it; its memory
     // without SLOWLOG, then a second one committed and run with it.
@@ -551,16 +560,8 @@ async fn main() {
         wrun.per_s
     );
     println!("keys after the workflow's commit (MEMORY USAGE, bytes): {wsizes:?}");
-    println!(
-        "| during | script or command | calls logged | median µs | p99 µs | slowest µs | over 1 ms |"
+    print_slow_calls(
+        slow_us,
+        &[("the commit", &wcommit_times), ("its run", &wend_times)],
     );
-    println!("|---|---|---:|---:|---:|---:|---:|");
-    let names: Vec<&str> = wcommit_times.keys().map(String::as_str).collect();
-    for l in summarize(&wcommit_times, &names, 1000).lines() {
-        println!("| the commit (calls over {slow_us} µs only) {l}");
-    }
-    let names: Vec<&str> = wend_times.keys().map(String::as_str).collect();
-    for l in summarize(&wend_times, &names, 1000).lines() {
-        println!("| its run (calls over {slow_us} µs only) {l}");
-    }
 }
