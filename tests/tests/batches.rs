@@ -462,6 +462,54 @@ async fn an_empty_batch_fires_at_commit_and_bad_batches_write_nothing() {
     assert_eq!(seen("never", |s| s.members_done), 0);
 }
 
+/// The batches' listing drops batches whose data expired: the views among
+/// the newest, the reaper pass's `batches_prune` among the oldest, a bounded
+/// number per pass; a live batch stays listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_batches_leave_the_listing_oldest_first_and_live_ones_stay() {
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let broker = c.broker();
+    let mut bids = Vec::new();
+    for i in 0..6 {
+        bids.push(
+            Batch::new()
+                .description(format!("b{i}"))
+                .commit(&c)
+                .await
+                .unwrap(),
+        );
+    }
+    let listed = || async { redis.zcard(broker.keys().batches()).await };
+    assert_eq!(listed().await, 6);
+    // The data of the three oldest and of the newest expire.
+    for bid in [&bids[0], &bids[1], &bids[2], &bids[5]] {
+        let _: () = redis
+            .query(redis::cmd("DEL").arg(broker.keys().batch(bid)))
+            .await;
+    }
+    // Two oldest looked at: both gone.
+    assert_eq!(broker.batches_prune(2).await.unwrap(), 2);
+    assert_eq!(listed().await, 4);
+    // The four left: b2 and b5 gone, b3 and b4 live.
+    assert_eq!(broker.batches_prune(4).await.unwrap(), 2);
+    assert_eq!(listed().await, 2);
+    let left: Vec<String> = redis
+        .query(
+            redis::cmd("ZRANGE")
+                .arg(broker.keys().batches())
+                .arg(0)
+                .arg(-1),
+        )
+        .await;
+    assert_eq!(left, vec![bids[3].clone(), bids[4].clone()]);
+    assert_eq!(
+        broker.batches_prune(100).await.unwrap(),
+        0,
+        "live batches stay"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_committer_that_dies_before_the_flip_leaves_nothing_and_after_it_a_sweep_pushes_the_rest()
 {
