@@ -50,7 +50,9 @@ mod status;
 pub mod testing;
 mod worker;
 
-pub use enqueue::{CHANNEL, EnqueueTx, KeepExt, KeepUntilDone, notify_pumps, perform_bulk_tx};
+pub use enqueue::{
+    CHANNEL, EnqueueTx, InTransaction, KeepExt, KeepUntilDone, notify_pumps, perform_bulk_tx,
+};
 pub use error::{Error, Result};
 pub use pump::{CheckStats, HANG_AFTER_DRAIN_READ_ENV, HANG_AFTER_PUSH_ENV, Pump, PumpStats};
 pub use schema::{SCHEMA_VERSION, check_schema, migrate};

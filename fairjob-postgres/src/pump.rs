@@ -70,7 +70,8 @@
 //! missing ones that are still not done pending again.
 //!
 //! Not covered: a job that ended in the interval between its end and the
-//! drain of its completion (at most one check interval) when Redis loses
+//! drain of its completion (at most one check interval, plus the batch in
+//! flight when the check is due) when Redis loses
 //! data then runs again (at least once, never lost); a job an operator
 //! deletes from Redis's `retry` or `schedule` set stays `published` in
 //! PostgreSQL until Redis next loses data, and is then republished.
@@ -284,7 +285,8 @@ impl Pump {
                 }
             };
             wait = next_wait(claimed, self.batch, wait, self.poll, self.max_idle);
-            let sleep_for = wait.min(self.check_every);
+            let sleep_for =
+                sleep_before_check(wait, last_check.map(|t| t.elapsed()), self.check_every);
             let notified = async {
                 match listener.as_mut() {
                     Some(l) => l.recv().await.is_ok(),
@@ -904,6 +906,18 @@ fn next_wait(
     }
 }
 
+/// How long the loop sleeps: the poll's `wait`, but never past the next
+/// check (`since_check` after the last one), so completions are drained
+/// every check interval — late by at most the batch in flight when it is due.
+fn sleep_before_check(
+    wait: Duration,
+    since_check: Option<Duration>,
+    check_every: Duration,
+) -> Duration {
+    let until_check = since_check.map_or(Duration::ZERO, |s| check_every.saturating_sub(s));
+    wait.min(until_check)
+}
+
 /// The stored push of a row.
 fn decode(row: &Claimed) -> Result<PushJob, fairjob::Error> {
     let payload = Payload::parse(row.payload.clone().into_bytes())
@@ -974,6 +988,19 @@ mod tests {
         assert_eq!(seen, [200, 400, 800, 1600, 2000, 2000, 2000]);
         // A max below the poll interval means: poll at the interval.
         assert_eq!(next_wait(0, 500, poll, poll, Duration::ZERO), poll);
+    }
+
+    #[test]
+    fn the_loop_never_sleeps_past_the_next_check() {
+        let s = Duration::from_millis;
+        let every = s(1000);
+        // Idle back-off of 2 s, 300 ms after a check: wake for the check at 1 s.
+        assert_eq!(sleep_before_check(s(2000), Some(s(300)), every), s(700));
+        // A batch ran past the check's time: no sleep, the check comes first.
+        assert_eq!(sleep_before_check(s(100), Some(s(1200)), every), s(0));
+        // A short poll wins.
+        assert_eq!(sleep_before_check(s(100), Some(s(0)), every), s(100));
+        assert_eq!(sleep_before_check(s(100), None, every), s(0));
     }
 
     #[test]

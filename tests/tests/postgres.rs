@@ -46,8 +46,9 @@ async fn rollback_never_runs_commit_runs() {
     tx.rollback().await.unwrap();
 
     let mut tx = pool.begin().await.unwrap();
+    // The transaction itself works as well as its connection (`&mut *tx`).
     let jid = EchoJob("committed".into())
-        .perform_async_tx(&mut *tx)
+        .perform_async_tx(&mut tx)
         .await
         .unwrap();
     assert_eq!(jid.len(), 24, "the jid is known before the commit");
@@ -319,10 +320,12 @@ async fn the_cli_migrates_and_a_killed_pump_process_loses_nothing() {
 async fn a_worker_with_postgres_pumps_committed_jobs() {
     let (pg, pool, redis) = setup().await;
     // The worker runs another queue: the job stays where its pump put it.
+    // `--postgres` alone takes DATABASE_URL's URL, as `pump` does.
     let mut worker = redis
         .worker_process()
         .queues(["elsewhere"])
-        .flag("--postgres", pg.url())
+        .arg("--postgres")
+        .env("DATABASE_URL", pg.url())
         .start();
     let mut tx = pool.begin().await.unwrap();
     let jid = EchoJob("from a transaction".into())

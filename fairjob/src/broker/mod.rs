@@ -83,6 +83,7 @@
 //! | **processes and leases** (`process.rs`) | | | |
 //! | `register_worker`, `forget_worker`, `leave_processes` | fairjob's worker record; Sidekiq's `processes` | `SADD`/`SREM`/`DEL` | `()` |
 //! | `renew_lease`, `try_reaper_lock`, `sampler_lease` | the process lease; the reaper's and the sampler's locks | `lease.lua`, `SET NX PX`, `sampler_lease.lua` | `bool` |
+//! | `data_marker_missing` | writes the data marker every worker writes at start; whether it was missing (Redis lost its data) | `SET NX` | `bool` |
 //! | `beat` | Sidekiq's process and work hashes, stats; returns a remote signal | pipeline (`HSET`, `EXPIRE`, `RPOP`) | `Option<String>` |
 //! | `publish_classes` | the classes a worker runs (for views without job types) | `HSET` | `()` |
 //! | `workers_alive`, `inflight_entries`, `inflight_tokens`, `inflight_payload`, `slot_records`, `in_progress`, `sampler` | the reaper's and reconciler's reads | `SMEMBERS`, `EXISTS`, `HGETALL`, `HGET`, `HLEN` | rows |
