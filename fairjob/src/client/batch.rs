@@ -4,8 +4,9 @@
 //! as a push would (middleware, tenant, size, queue names) before it writes
 //! anything, stages them in chunks, lists the batch, flips it open, then
 //! pushes the staged members from the batch's staged set, each once. A
-//! commit repeated with the same bid (after a crash) stages nothing twice,
-//! flips nothing twice and pushes each member once.
+//! commit repeated with the same bid (a [`PreparedBatch`] committed again
+//! after a crash) stages nothing twice, flips nothing twice and pushes each
+//! member once.
 
 use super::push::count_reroute;
 use super::{Client, IntoPush, PushJob};
@@ -17,6 +18,9 @@ pub use crate::inspect::BatchStatus;
 use crate::policy::batch::Event;
 use crate::policy::workflow::{OnDependencyFailure, validate};
 use crate::wire::{Payload, UniqueSpec, fields, new_jid, now_f64};
+
+mod prepared;
+pub use prepared::PreparedBatch;
 
 /// Members per `batch_stage.lua` call, and at most this many bytes of
 /// payloads: a call stays well under a millisecond.
