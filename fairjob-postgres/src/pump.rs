@@ -49,10 +49,11 @@
 //! only the members still staged (a worker's sweep may push them first,
 //! each once); killed before the `DELETE`, the next commit changes
 //! nothing. A batch that cannot be committed (see [`crate::BatchTx`]) keeps
-//! its row as failed, as a job does. Batch rows not started within a
-//! quarter of the lease are handed back to the next batch; one commit must
-//! fit in half the lease (15 s by default; 100,000 members take a few
-//! seconds). Members are published as outbox jobs, never kept until done.
+//! its row as failed, as a job does. Once a step has run a quarter of the
+//! lease, its batch rows not started are handed back to the next step (the
+//! first is always started); one commit must fit in half the lease (15 s by
+//! default; 100,000 members take a few seconds). Members are published as
+//! outbox jobs, never kept until done.
 //!
 //! # Postgres stays the truth (kept jobs)
 //!
@@ -828,18 +829,21 @@ impl Pump {
     /// row (one by one: a batch committed is never committed again by this
     /// pump). A pump killed at any point leaves the row claimed; the next
     /// pump repeats the commit, which stages, flips and pushes nothing
-    /// twice. Rows not started after a quarter of the lease are handed back
-    /// (a step is abandoned after half of it).
+    /// twice. Once the step has run a quarter of the lease, the rows not
+    /// started are handed back (a step is abandoned after half of it); the
+    /// first is always started, so batches make progress whatever the lease.
     async fn publish_batches(
         &self,
         rows: Vec<Claimed>,
         started: Instant,
         stats: &mut PumpStats,
     ) -> Result<()> {
-        let mut rows = rows.into_iter();
-        while let Some(row) = rows.next() {
-            if started.elapsed() > self.lease / 4 {
-                let ids: Vec<i64> = std::iter::once(row.id).chain(rows.map(|r| r.id)).collect();
+        let mut rows = rows.into_iter().enumerate();
+        while let Some((i, row)) = rows.next() {
+            if i > 0 && started.elapsed() > self.lease / 4 {
+                let ids: Vec<i64> = std::iter::once(row.id)
+                    .chain(rows.map(|(_, r)| r.id))
+                    .collect();
                 sqlx::query("UPDATE fairjob.outbox SET claimed_until = NULL WHERE id = ANY($1)")
                     .bind(&ids)
                     .execute(&self.pool)
