@@ -3,7 +3,9 @@
 //! Redis and a real worker: a rollback leaves no trace, a commit runs every
 //! member and fires each callback once, a workflow runs in order, a pump
 //! stopped mid-staging, or killed after the flip, and two pumps at once
-//! publish a batch once, and the schema upgrade from version 2.
+//! publish a batch once, a batch the pumping client refuses is kept as
+//! failed until fixed, batch rows past a quarter of the lease are handed
+//! back, and the schema upgrade from version 2.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -663,6 +665,111 @@ async fn two_pumps_publish_every_batch_once_among_jobs() {
     .await;
     for (tag, bid) in tags.iter().zip(&bids) {
         assert_ran_once(tag, bid, 150);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_the_pumping_client_refuses_is_kept_as_failed_until_fixed() {
+    let (_pg, pool, redis) = setup().await;
+    let strict = fairjob::Client::builder(redis.url())
+        .namespace(redis.ns())
+        .max_payload_bytes(1000)
+        .build()
+        .await
+        .unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    // Under commit_tx's 1 MiB, over this client's 1000 bytes.
+    let bid = batch_of("refused_later", 2)
+        .push(Row {
+            tag: "x".repeat(2000),
+            n: 2,
+        })
+        .commit_tx(&mut *tx)
+        .await
+        .unwrap();
+    let other = batch_of("goes_on", 2).commit_tx(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let pump = Pump::new(pool.clone(), strict);
+    let stats = pump.pump_once().await.unwrap();
+    assert_eq!((stats.batches, stats.failed), (1, 1), "{stats:?}");
+    assert!(
+        redis
+            .client()
+            .await
+            .batch_status(&other)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        batch_state(&redis, &bid).await,
+        None,
+        "nothing of it is written: its members are prepared before anything is"
+    );
+    let error: String = sqlx::query_scalar(
+        "SELECT error FROM fairjob.outbox WHERE jid = $1 AND failed_at IS NOT NULL",
+    )
+    .bind(&bid)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(error.contains("maximum of 1000 bytes"), "{error}");
+    assert_eq!(
+        pump.pump_once().await.unwrap().claimed,
+        0,
+        "a failed row is not retried by itself"
+    );
+
+    // The statement the error names hands it back; a client that allows it
+    // commits it.
+    let fix = error
+        .split('`')
+        .find(|part| part.starts_with("UPDATE fairjob.outbox"))
+        .unwrap_or_else(|| panic!("the error names the statement: {error}"))
+        .to_owned();
+    sqlx::query(sqlx::AssertSqlSafe(fix))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let stats = Pump::new(pool.clone(), redis.client().await)
+        .pump_once()
+        .await
+        .unwrap();
+    assert_eq!((stats.batches, stats.failed), (1, 0));
+    let status = redis.client().await.batch_status(&bid).await.unwrap();
+    assert_eq!(status.map(|s| s.total), Some(3));
+    assert_eq!(outbox_rows(&pool).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_rows_not_started_within_a_quarter_of_the_lease_are_handed_back() {
+    let (_pg, pool, redis) = setup().await;
+    let mut tx = pool.begin().await.unwrap();
+    for i in 0..3 {
+        batch_of(&format!("lease{i}"), 50)
+            .commit_tx(&mut *tx)
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+    // A lease so short that every step is past its quarter after one batch.
+    let pump = Pump::new(pool.clone(), redis.client().await).lease(Duration::from_millis(1));
+    for left in [2, 1, 0] {
+        let stats = pump.pump_once().await.unwrap();
+        assert_eq!(
+            (stats.claimed, stats.batches),
+            (left + 1, 1),
+            "one batch per step, the first always"
+        );
+        assert_eq!(outbox_rows(&pool).await, left as i64);
+        let claimed: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM fairjob.outbox WHERE claimed_until IS NOT NULL",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(claimed, 0, "the others' claims are ended at once");
     }
 }
 
