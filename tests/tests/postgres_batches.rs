@@ -5,7 +5,8 @@
 //! stopped mid-staging, or killed after the flip, and two pumps at once
 //! publish a batch once, a batch the pumping client refuses is kept as
 //! failed until fixed, batch rows past a quarter of the lease are handed
-//! back, and the schema upgrade from version 2.
+//! back, on a Redis Cluster a repeated commit pushes the callbacks a crash
+//! left due once, and the schema upgrade from version 2.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -771,6 +772,92 @@ async fn batch_rows_not_started_within_a_quarter_of_the_lease_are_handed_back() 
         .unwrap();
         assert_eq!(claimed, 0, "the others' claims are ended at once");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_a_repeated_commit_pushes_the_callbacks_a_crash_left_due_once() {
+    let pg = PostgresServer::start().expect("start a private PostgreSQL (initdb, pg_ctl)");
+    let pool = PgPool::connect(&pg.url()).await.unwrap();
+    migrate(&pool).await.unwrap();
+    let cluster = fairjob::testing::RedisCluster::start(3, 0, &[]).expect("cluster starts");
+    let c = fairjob::Client::builder(cluster.url())
+        .namespace(fairjob_tests::namespace())
+        .build()
+        .await
+        .unwrap();
+    assert!(c.broker().is_cluster());
+    // An empty batch fires `complete` and `success` at its flip; on a
+    // cluster they wait in its due set for the committer to push them.
+    let mut tx = pool.begin().await.unwrap();
+    let bid = Batch::new()
+        .on_complete(Callback { tag: "due".into() })
+        .on_success(Callback { tag: "due".into() })
+        .commit_tx(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    // The row as it is before the pump: what a pump killed before its
+    // DELETE leaves.
+    sqlx::query("CREATE TABLE kept AS SELECT * FROM fairjob.outbox")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let pump = Pump::new(pool.clone(), c.clone());
+    assert_eq!(pump.pump_once().await.unwrap().batches, 1);
+    let queue = c.broker().keys().queue("pgb_callbacks");
+    let queued = || async {
+        let list: Vec<String> =
+            fairjob_tests::query(c.broker(), redis::cmd("LRANGE").arg(&queue).arg(0).arg(-1))
+                .await
+                .unwrap();
+        let mut events: Vec<String> = list
+            .iter()
+            .map(|p| {
+                let v: serde_json::Value = serde_json::from_str(p).unwrap();
+                v[fairjob::wire::fields::BATCH_EVENT]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        events.sort();
+        events
+    };
+    assert_eq!(queued().await, ["complete", "success"]);
+
+    // The state of a committer killed after the flip and before its push:
+    // the callbacks due, not queued. The repeated commit pushes them.
+    let due = c.broker().batch_due_record(&bid);
+    let _: i64 = fairjob_tests::query(c.broker(), redis::cmd("DEL").arg(&queue))
+        .await
+        .unwrap();
+    let _: i64 = fairjob_tests::query(
+        c.broker(),
+        redis::cmd("ZADD")
+            .arg(&due)
+            .arg(1)
+            .arg("complete")
+            .arg(1)
+            .arg("success"),
+    )
+    .await
+    .unwrap();
+    for _ in 0..2 {
+        sqlx::query("INSERT INTO fairjob.outbox SELECT * FROM kept")
+            .execute(&pool)
+            .await
+            .unwrap();
+        assert_eq!(pump.pump_once().await.unwrap().batches, 1);
+        assert_eq!(
+            queued().await,
+            ["complete", "success"],
+            "each callback pushed once, however often the commit repeats"
+        );
+    }
+    let left: usize = fairjob_tests::query(c.broker(), redis::cmd("ZCARD").arg(&due))
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "nothing left due");
 }
 
 /// Takes a migrated database back to schema version 2, keeping its rows.
