@@ -220,7 +220,7 @@ async fn insert<'c>(
 /// An insert's error, named for what fixes it when the table, a column or
 /// the schema is missing (`42P01`, `42703`, `3F000`): the schema is older
 /// than this crate's.
-fn schema_not_ready(e: sqlx::Error) -> Error {
+pub(crate) fn schema_not_ready(e: sqlx::Error) -> Error {
     let missing = e
         .as_database_error()
         .and_then(|d| d.code())

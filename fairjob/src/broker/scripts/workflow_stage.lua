@@ -13,7 +13,9 @@
 -- wake list, queue name, the number of dependencies then each (encoded), the
 -- number of per-edge policies then each (encoded dependency, policy). Steps
 -- come in name order, so each step's list of dependents (`an:`, `a:<e>:<i>`,
--- appended as its dependents are staged) is sorted by name.
+-- appended as its dependents are staged) is sorted by name. A step staged
+-- already (a commit repeated after a crash, with the same bid) is skipped, so
+-- its dependents are listed once.
 -- Returns 1, or 0 when the batch is no longer staging.
 local p = KEYS[1]
 local now = tonumber(ARGV[1])
@@ -28,26 +30,32 @@ local roots, root_payloads, held_jids, held_payloads = {}, {}, {}, {}
 local i = 5
 while i <= #ARGV do
   local jid, e, name, payload, held = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  redis.call('HSET', w, 'jid:' .. e, jid, 'n:' .. e, name, 'name:' .. jid, e,
-    's:' .. e, held == '1' and 'held' or 'queued', 'p:' .. e, ARGV[i + 5],
-    'q:' .. e, ARGV[i + 6], 'w:' .. e, ARGV[i + 7], 'qn:' .. e, ARGV[i + 8])
+  local fresh = redis.call('HSETNX', w, 'jid:' .. e, jid) == 1
+  if fresh then
+    redis.call('HSET', w, 'n:' .. e, name, 'name:' .. jid, e,
+      's:' .. e, held == '1' and 'held' or 'queued', 'p:' .. e, ARGV[i + 5],
+      'q:' .. e, ARGV[i + 6], 'w:' .. e, ARGV[i + 7], 'qn:' .. e, ARGV[i + 8])
+  end
   i = i + 9
   local nd = tonumber(ARGV[i]); i = i + 1
-  redis.call('HSET', w, 'wn:' .. e, nd)
+  if fresh then redis.call('HSET', w, 'wn:' .. e, nd) end
   for _ = 1, nd do
     local d = ARGV[i]; i = i + 1
-    redis.call('HSET', w, 'we:' .. e .. ':' .. d, '1')
-    local at = redis.call('HINCRBY', w, 'an:' .. d, 1)
-    redis.call('HSET', w, 'a:' .. d .. ':' .. at, e)
+    if fresh then
+      redis.call('HSET', w, 'we:' .. e .. ':' .. d, '1')
+      local at = redis.call('HINCRBY', w, 'an:' .. d, 1)
+      redis.call('HSET', w, 'a:' .. d .. ':' .. at, e)
+    end
   end
   local ne = tonumber(ARGV[i]); i = i + 1
   for _ = 1, ne do
-    redis.call('HSET', w, 'pe:' .. e .. ':' .. ARGV[i], ARGV[i + 1]); i = i + 2
+    if fresh then redis.call('HSET', w, 'pe:' .. e .. ':' .. ARGV[i], ARGV[i + 1]) end
+    i = i + 2
   end
-  if held == '1' then
+  if fresh and held == '1' then
     held_jids[#held_jids + 1] = jid
     held_payloads[#held_payloads + 1] = payload
-  else
+  elseif fresh then
     roots[#roots + 1] = jid
     root_payloads[#root_payloads + 1] = payload
   end
