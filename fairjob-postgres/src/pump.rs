@@ -2,27 +2,40 @@
 //!
 //! # One batch
 //!
-//! 1. **Fair read and claim.** Tenants with pending rows are taken in order
-//!    starting after the last tenant served (a round robin; a loose index scan
-//!    over `(tenant, id)`), at most `batch` of them; the batch takes every
-//!    tenant's oldest row, then every tenant's second, … until it is full (a
-//!    lone tenant fills it), and the rows are claimed for `lease` with
-//!    `UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED) RETURNING`, so
-//!    several pumps take disjoint rows. One tenant's 200,000 rows therefore
-//!    delay another tenant's job by at most one batch.
-//! 2. **Stage.** The jids not yet staged are added to Redis's staged record
-//!    (`ZADD NX`), then marked `staged` in Postgres.
+//! 1. **Fair read and claim**, in one transaction per batch. Tenants with
+//!    pending rows are taken in order starting after the last tenant served
+//!    (a round robin; a loose index scan over `(tenant, id)`), at most
+//!    `batch` of them; each gets an equal share of the batch (what tenants
+//!    with fewer rows leave goes to the others, in up to three rounds), and
+//!    the rows are locked per tenant with `FOR UPDATE SKIP LOCKED`: several
+//!    pumps take disjoint rows and none waits on another, and a claim writes
+//!    nothing (a pump that dies releases its rows with its connection). One
+//!    tenant's 200,000 rows therefore delay another tenant's job by at most
+//!    one batch.
+//! 2. **Stage.** The jids are added to Redis's staged record (`ZADD NX`,
+//!    fenced by the relay epoch).
 //! 3. **Push.** Each job goes through the client middleware chain and reroute
 //!    rules as a direct push would ([`fairjob::Client::push_staged_many`]:
 //!    bounded script calls sent together); the push
-//!    removes its staged jid in the same script, and a push whose staged jid
-//!    is gone pushes nothing.
-//! 4. **Delete** the rows.
+//!    removes its staged jid and marks the jid in its queue's slot in the
+//!    same script, and a push whose staged jid is gone, or whose jid is
+//!    marked, pushes nothing.
+//! 4. **Delete** the rows and commit; then forget the marks.
 //!
-//! A pump killed at any point loses nothing: its claim lapses after `lease`
-//! and another pump (or itself) takes the rows again. Publishing is
-//! idempotent by jid: killed after 2, the retry pushes once; killed after 3
-//! and before 4, the retry finds the staged jids gone and pushes nothing. (On
+//! A pump killed at any point loses nothing: its transaction ends with its
+//! connection and another pump (or itself) takes the rows again at once.
+//! Publishing is idempotent by jid: killed after 2, the retry pushes once;
+//! killed after 3 and before 4's commit, the retry stages the jids again and
+//! their marks stop a second push (a mark left by a crash expires after a
+//! week). Rows an older pump marked `staged` are not staged again.
+//!
+//! **Waking up.** Between polls the pump reads the outbox's id sequence
+//! every millisecond while jobs come in ([`Pump::probe_interval`]): a new id
+//! claims at once, so a job starts a few milliseconds after its commit with
+//! no `NOTIFY` in the caller's transaction (a `NOTIFY` takes a lock at
+//! commit that serialises every committing transaction). Idle, the probe
+//! slows to 5 reads a second, plus the idle polls (one per
+//! `max_idle_interval`). (On
 //! a Redis Cluster, or to a tenant-sharded queue, the push and the removal
 //! of the staged jid are two steps, the push first: a crash between those two
 //! may push a job twice.) A job scheduled for later (`perform_in_tx`) goes to
@@ -136,6 +149,7 @@ pub struct Pump {
     batch: usize,
     poll: Duration,
     max_idle: Duration,
+    probe: Duration,
     lease: Duration,
     keep_queues: Arc<HashSet<String>>,
     check_every: Duration,
@@ -194,6 +208,7 @@ impl Pump {
             batch: 500,
             poll: Duration::from_millis(100),
             max_idle: Duration::from_secs(2),
+            probe: Duration::from_millis(1),
             lease: Duration::from_secs(30),
             keep_queues: Arc::new(HashSet::new()),
             check_every: Duration::from_secs(1),
@@ -263,6 +278,19 @@ impl Pump {
         self
     }
 
+    /// How often the pump reads the outbox's id sequence while jobs are
+    /// coming in (default 1 ms; zero turns the probe off): a new id wakes
+    /// it at once, so a committed job starts within milliseconds with no
+    /// `NOTIFY` in the caller's transaction. The probe reads one sequence
+    /// row (no table, no index); it stays at this interval for a second
+    /// after the last new id, then doubles up to 200 ms while idle: about 5
+    /// reads a second per pump at idle, on top of the idle polls. With
+    /// [`listen`](Self::listen) on, `NOTIFY` wakes the pump instead.
+    pub fn probe_interval(mut self, d: Duration) -> Self {
+        self.probe = d;
+        self
+    }
+
     /// The longest wait between polls when idle.
     pub fn max_idle_interval(mut self, d: Duration) -> Self {
         self.max_idle = d;
@@ -289,6 +317,9 @@ impl Pump {
         let mut last_check: Option<Instant> = None;
         let mut last_beat: Option<Instant> = None;
         let mut listener = None;
+        let mut probe = Probe::default();
+        let mut chase: Option<Duration> = None;
+        let mut stopped = false;
         loop {
             if last_check.is_none_or(|t| t.elapsed() >= self.check_every) {
                 last_check = Some(Instant::now());
@@ -313,8 +344,54 @@ impl Pump {
                 }
             };
             wait = next_wait(claimed, self.batch, wait, self.poll, self.max_idle);
-            let sleep_for =
+            // After the probe saw a new id and the claim found nothing (its
+            // transaction had not committed yet), claim again soon: at the
+            // probe's interval, doubling, up to the poll interval.
+            match (claimed, chase) {
+                (0, Some(c)) => {
+                    wait = c;
+                    chase = Some(c * 2).filter(|c| *c < self.poll);
+                }
+                (0, None) => {}
+                _ => chase = None,
+            }
+            let mut sleep_for =
                 sleep_before_check(wait, last_check.map(|t| t.elapsed()), self.check_every);
+            // Between polls, the probe: a new id in the outbox's sequence
+            // claims at once (and keeps the probe fast for a second).
+            if !self.probe.is_zero() && !self.listen && !sleep_for.is_zero() {
+                let until = Instant::now() + sleep_for;
+                loop {
+                    let left = until.saturating_duration_since(Instant::now());
+                    let step = probe.next_sleep(self.probe).min(left);
+                    tokio::select! {
+                        biased;
+                        () = &mut stop => {
+                            stopped = true;
+                            break;
+                        }
+                        () = tokio::time::sleep(step) => {}
+                    }
+                    if Instant::now() >= until {
+                        break;
+                    }
+                    match self.bounded(self.last_id()).await {
+                        Ok(id) if probe.moved(id) => {
+                            chase = Some(self.probe);
+                            break;
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::debug!(error = %e, "pump probe failed");
+                            break;
+                        }
+                    }
+                }
+                sleep_for = Duration::ZERO;
+                if stopped {
+                    break;
+                }
+            }
             let notified = async {
                 match listener.as_mut() {
                     Some(l) => l.recv().await.is_ok(),
@@ -631,6 +708,16 @@ impl Pump {
             .unwrap_or_default())
     }
 
+    /// The outbox's id sequence as it stands (ids taken by transactions
+    /// that have not committed yet included): one sequence row, no table.
+    async fn last_id(&self) -> Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT last_value FROM fairjob.outbox_id_seq")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
     /// One batch, starting the tenant round robin at the beginning.
     pub async fn pump_once(&self) -> Result<PumpStats> {
         self.pump_from(&mut String::new()).await
@@ -640,20 +727,36 @@ impl Pump {
     async fn pump_from(&self, cursor: &mut String) -> Result<PumpStats> {
         let epoch = self.current_epoch().await?;
         let started = Instant::now();
-        let (rows, last_tenant) = self.claim(cursor).await?;
+        // The batch's transaction: its row locks are the claim, and the
+        // rows' fate (deleted, published, failed) commits with it.
+        let mut tx = self.pool.begin().await?;
+        let (rows, last_tenant) = self.claim(&mut tx, cursor).await?;
         let mut stats = PumpStats {
             claimed: rows.len(),
             ..PumpStats::default()
         };
         if rows.is_empty() {
+            tx.commit().await?;
             return Ok(stats);
         }
         if let Some(last) = last_tenant {
             *cursor = last;
         }
-        // Batches are committed after the jobs (step 5).
+        // Batches are committed after the jobs (step 5), past this
+        // transaction: they keep a lease instead of a lock.
         let (batches, rows): (Vec<Claimed>, Vec<Claimed>) =
             rows.into_iter().partition(|r| r.kind == KIND_BATCH);
+        if !batches.is_empty() {
+            let ids: Vec<i64> = batches.iter().map(|r| r.id).collect();
+            sqlx::query(
+                "UPDATE fairjob.outbox SET claimed_until = now() + $2 * interval '1 millisecond'
+                 WHERE id = ANY($1)",
+            )
+            .bind(&ids)
+            .bind(self.lease.as_millis() as i64)
+            .execute(&mut *tx)
+            .await?;
+        }
         // Decode, and mark the jobs of kept queues.
         let mut failed: Vec<(i64, String)> = Vec::new();
         let mut jobs: Vec<(&Claimed, PushJob, bool)> = Vec::with_capacity(rows.len());
@@ -680,22 +783,13 @@ impl Pump {
         if !unstaged.is_empty() {
             let jids: Vec<String> = unstaged.iter().map(|r| r.jid.clone()).collect();
             if !self.client.stage_pushes_in_epoch(&epoch, &jids).await? {
-                // Redis lost data since the last check: release the batch and
-                // check before pushing anything.
-                let ids: Vec<i64> = rows.iter().chain(&batches).map(|r| r.id).collect();
-                sqlx::query("UPDATE fairjob.outbox SET claimed_until = NULL WHERE id = ANY($1)")
-                    .bind(&ids)
-                    .execute(&self.pool)
-                    .await?;
+                // Redis lost data since the last check: release the batch (the
+                // rollback) and check before pushing anything.
+                tx.rollback().await?;
                 *self.epoch.lock().expect("epoch lock") = None;
                 self.check().await?;
                 return Ok(PumpStats::default());
             }
-            let ids: Vec<i64> = unstaged.iter().map(|r| r.id).collect();
-            sqlx::query("UPDATE fairjob.outbox SET staged = true WHERE id = ANY($1)")
-                .bind(&ids)
-                .execute(&self.pool)
-                .await?;
         }
         // 3. Push: scheduled jobs one by one, the others in one staged batch.
         let mut gone = Vec::with_capacity(rows.len()); // outbox rows to delete
@@ -726,7 +820,10 @@ impl Pump {
                 }
             }
         }
-        let results = self.client.push_staged_many(now_jobs).await?;
+        // Each push marks its jid in its queue's slot: if this transaction
+        // never commits (a crash, a lost connection), the rows are claimed
+        // and staged again and the marks stop a second push.
+        let (results, marks) = self.client.push_staged_marked(now_jobs).await?;
         for ((row, kept), result) in now_rows.into_iter().zip(results) {
             let was_stopped = match result {
                 Ok(StagedPush::Pushed) => {
@@ -780,7 +877,7 @@ impl Pump {
         if !gone.is_empty() {
             sqlx::query("DELETE FROM fairjob.outbox WHERE id = ANY($1)")
                 .bind(&gone)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
         }
         if !published.is_empty() {
@@ -792,7 +889,7 @@ impl Pump {
             )
             .bind(&published)
             .bind(&epoch)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
         }
         if !stopped.is_empty() {
@@ -802,7 +899,7 @@ impl Pump {
                  WHERE id = ANY($1)",
             )
             .bind(&stopped)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
         }
         if !failed.is_empty() {
@@ -814,8 +911,16 @@ impl Pump {
             )
             .bind(&ids)
             .bind(&errors)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
+        }
+        tx.commit().await?;
+        // Noted: the marks have done their work (one left by a failure here
+        // expires with its queue's marks).
+        if !marks.is_empty()
+            && let Err(e) = self.client.forget_push_marks(&marks).await
+        {
+            tracing::warn!(error = %e, "could not forget a batch's push marks; they expire");
         }
         ::metrics::counter!(m::PUSHED_TOTAL).increment(stats.pushed as u64);
         ::metrics::counter!(m::FAILED_TOTAL).increment(stats.failed as u64);
@@ -897,14 +1002,26 @@ impl Pump {
         Ok(())
     }
 
-    /// Step 1, the fair claim: returns the rows and the last tenant of this
-    /// round (in the database's order).
-    async fn claim(&self, cursor: &str) -> Result<(Vec<Claimed>, Option<String>)> {
-        let batch = self.batch as i64;
-        let mut tenants = self.tenants_after(cursor, batch).await?;
-        if (tenants.len() as i64) < batch && !cursor.is_empty() {
+    /// Step 1, the fair claim, in the pump's transaction `tx`: locks the
+    /// rows (`FOR UPDATE SKIP LOCKED` per tenant, so pumps take disjoint rows
+    /// and none waits on another) and returns them with the last tenant of
+    /// this round (in the database's order). Each tenant gets an equal share
+    /// of the batch; what tenants with fewer rows leave goes to those that
+    /// filled theirs, in up to three rounds. Nothing is written: the locks
+    /// end with the transaction (a pump that dies releases its rows at once).
+    async fn claim(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        cursor: &str,
+    ) -> Result<(Vec<Claimed>, Option<String>)> {
+        let batch = self.batch;
+        let mut tenants = self.tenants_after(&mut *tx, cursor, batch as i64).await?;
+        if tenants.len() < batch && !cursor.is_empty() {
             // Wrap around: the tenants up to and including the cursor.
-            for t in self.tenants_after("", batch - tenants.len() as i64).await? {
+            for t in self
+                .tenants_after(&mut *tx, "", (batch - tenants.len()) as i64)
+                .await?
+            {
                 if !tenants.contains(&t) {
                     tenants.push(t);
                 }
@@ -913,46 +1030,39 @@ impl Pump {
         let Some(last) = tenants.last().cloned() else {
             return Ok((Vec::new(), None));
         };
-        // Each tenant's oldest rows, taken round by round (every tenant's
-        // first, then every tenant's second, …) until the batch is full: a
-        // lone tenant fills it, many share it. Reading 4 shares per tenant
-        // lets the others fill in for tenants with fewer rows.
-        let per = ((batch as usize).div_ceil(tenants.len()) * 4).min(batch as usize) as i64;
-        let rows = sqlx::query(
-            "UPDATE fairjob.outbox o SET claimed_until = now() + $4 * interval '1 millisecond'
-             WHERE o.id IN (
-               SELECT id FROM fairjob.outbox WHERE id IN (
-                 SELECT c.id FROM UNNEST($1::text[]) WITH ORDINALITY AS t(tenant, ord)
+        let mut out: Vec<Claimed> = Vec::new();
+        let mut open = tenants;
+        for _round in 0..3 {
+            let left = batch.saturating_sub(out.len());
+            if left == 0 || open.is_empty() {
+                break;
+            }
+            let share = left.div_ceil(open.len());
+            let taken: Vec<i64> = out.iter().map(|c| c.id).collect();
+            let rows = sqlx::query(
+                "SELECT c.id, c.jid, c.tenant, c.default_tenant, c.payload, c.run_at, c.staged,
+                        c.keep, c.kind
+                 FROM UNNEST($1::text[]) AS t(tenant)
                  CROSS JOIN LATERAL (
-                   SELECT id, row_number() OVER (ORDER BY id) AS rn FROM (
-                     SELECT id FROM fairjob.outbox
-                     WHERE tenant = t.tenant AND failed_at IS NULL
-                       AND published_at IS NULL AND done_at IS NULL
-                       AND (claimed_until IS NULL OR claimed_until < now())
-                     ORDER BY id LIMIT $2
-                   ) x
-                 ) c
-                 ORDER BY c.rn, t.ord
-                 LIMIT $3
-               )
-               -- Checked again on the row as locked: a row another pump
-               -- claimed since this statement's snapshot is left to it.
-               AND (claimed_until IS NULL OR claimed_until < now())
-               FOR UPDATE SKIP LOCKED
-             )
-             RETURNING o.id, o.jid, o.tenant, o.default_tenant, o.payload, o.run_at, o.staged,
-                       o.keep, o.kind",
-        )
-        .bind(&tenants)
-        .bind(per)
-        .bind(batch)
-        .bind(self.lease.as_millis() as i64)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut out = rows
-            .into_iter()
-            .map(|r| {
-                Ok(Claimed {
+                   SELECT o.id, o.jid, o.tenant, o.default_tenant, o.payload, o.run_at,
+                          o.staged, o.keep, o.kind
+                   FROM fairjob.outbox o
+                   WHERE o.tenant = t.tenant AND o.failed_at IS NULL
+                     AND o.published_at IS NULL AND o.done_at IS NULL
+                     AND (o.claimed_until IS NULL OR o.claimed_until < now())
+                     AND NOT (o.id = ANY($3))
+                   ORDER BY o.id LIMIT $2
+                   FOR UPDATE SKIP LOCKED
+                 ) c",
+            )
+            .bind(&open)
+            .bind(share as i64)
+            .bind(&taken)
+            .fetch_all(&mut *tx)
+            .await?;
+            let mut per: std::collections::HashMap<String, usize> = Default::default();
+            for r in rows {
+                let c = Claimed {
                     id: r.try_get("id")?,
                     jid: r.try_get("jid")?,
                     tenant: r.try_get("tenant")?,
@@ -962,16 +1072,27 @@ impl Pump {
                     staged: r.try_get("staged")?,
                     keep: r.try_get("keep")?,
                     kind: r.try_get("kind")?,
-                })
-            })
-            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+                };
+                *per.entry(c.tenant.clone()).or_default() += 1;
+                out.push(c);
+            }
+            // Only tenants that filled their share may have more.
+            open.retain(|t| per.get(t).copied().unwrap_or(0) >= share);
+        }
+        // Equal shares may pass the batch size by less than a row per
+        // tenant: those rows are locked, so they go too.
         out.sort_by_key(|c| c.id);
         Ok((out, Some(last)))
     }
 
     /// Up to `limit` tenants with pending rows after `cursor`, in order (a
     /// loose index scan: one index probe per tenant).
-    async fn tenants_after(&self, cursor: &str, limit: i64) -> Result<Vec<String>> {
+    async fn tenants_after(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        cursor: &str,
+        limit: i64,
+    ) -> Result<Vec<String>> {
         let first_excluded = cursor.is_empty();
         let tenants: Vec<String> = sqlx::query_scalar(
             "WITH RECURSIVE t(tenant) AS (
@@ -991,7 +1112,7 @@ impl Pump {
         .bind(cursor)
         .bind(limit)
         .bind(first_excluded)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
         Ok(tenants)
     }
@@ -1012,6 +1133,46 @@ fn next_wait(
         poll
     } else {
         (wait * 2).clamp(poll, max_idle.max(poll))
+    }
+}
+
+/// The pump's probe of the outbox's id sequence: the last id seen, and how
+/// fast to look while idle.
+#[derive(Debug, Default)]
+struct Probe {
+    seen: Option<i64>,
+    last_move: Option<Instant>,
+    idle_step: Duration,
+}
+
+/// How long the probe stays at its interval after the last new id.
+const PROBE_WARM: Duration = Duration::from_secs(1);
+/// The slowest the probe gets while idle.
+const PROBE_IDLE_MAX: Duration = Duration::from_millis(200);
+
+impl Probe {
+    /// The sleep before the next read: the interval while ids came in
+    /// within [`PROBE_WARM`], else doubling up to [`PROBE_IDLE_MAX`].
+    fn next_sleep(&mut self, interval: Duration) -> Duration {
+        if self.last_move.is_some_and(|t| t.elapsed() < PROBE_WARM) {
+            self.idle_step = interval;
+            return interval;
+        }
+        self.idle_step = (self.idle_step * 2).clamp(interval, PROBE_IDLE_MAX.max(interval));
+        self.idle_step
+    }
+
+    /// Records a read; true when the sequence moved past the last one seen
+    /// (the first read only sets the mark).
+    fn moved(&mut self, id: i64) -> bool {
+        let moved = self.seen.is_some_and(|s| id > s);
+        if moved {
+            self.last_move = Some(Instant::now());
+        }
+        if self.seen.is_none_or(|s| id > s) {
+            self.seen = Some(id);
+        }
+        moved
     }
 }
 
@@ -1115,6 +1276,21 @@ mod tests {
         assert_eq!(seen, [200, 400, 800, 1600, 2000, 2000, 2000]);
         // A max below the poll interval means: poll at the interval.
         assert_eq!(next_wait(0, 500, poll, poll, Duration::ZERO), poll);
+    }
+
+    #[test]
+    fn the_probe_claims_on_a_new_id_and_slows_down_while_idle() {
+        let ms = Duration::from_millis;
+        let mut p = Probe::default();
+        assert!(!p.moved(10), "the first read sets the mark");
+        assert!(!p.moved(10));
+        // Idle: doubling from the interval up to 200 ms.
+        let idle: Vec<u128> = (0..10).map(|_| p.next_sleep(ms(1)).as_millis()).collect();
+        assert_eq!(idle, [1, 2, 4, 8, 16, 32, 64, 128, 200, 200]);
+        assert!(p.moved(11), "a new id");
+        assert!(!p.moved(11));
+        assert_eq!(p.next_sleep(ms(1)), ms(1), "fast again after a new id");
+        assert!(!p.moved(9), "a lower read never moves it back");
     }
 
     #[test]

@@ -66,7 +66,7 @@ pub mod worker;
 pub use batch::{Batch, BatchHandle, BatchStatus, Workflow};
 pub use client::{
     Bulk, Client, ClientBuilder, ClientMiddleware, ClientNext, CronSpec, IntoPush, PushJob,
-    RelayEnd, RelayEndsRead, StagedPush, client_middleware_fn,
+    PushMarks, RelayEnd, RelayEndsRead, StagedPush, client_middleware_fn,
 };
 pub use config::{ClientConfig, PostgresConfig, WorkerConfig};
 pub use error::{Error, JobError, Result};

@@ -91,6 +91,7 @@
 //! | `promote` | claims due entries of `schedule`/`retry` under a lease | `promote.lua` | payloads |
 //! | `promoting_record` | where `promote` keeps the claims of `schedule` or `retry` | — | key |
 //! | `drop_claim`, `bury_claimed` | ends a claim; moves a bad entry to `dead` | `ZREM`, `schedule.lua` | `()` |
+//! | `forget_pushed` | forgets once marks a relay's pushes left in their queues' slots (`pushed`), after the relay noted them | `ZREM` per queue, 500 a command | `()` |
 //! | `stage_claims` | a relay's claims before its push (`push` with a `Src` in `staged` then pushes each once) | `ZADD NX` | `()` |
 //! | **batches** (`batch.rs`; a member's end is written by `finish` on one server) | | | |
 //! | `batch_stage` | stages members (pending, unsucceeded, payload in the staged set) of a batch being built; every key expires unless the commit comes | `batch_stage.lua` | `bool` |

@@ -71,6 +71,27 @@ impl RedisBroker {
         Ok(())
     }
 
+    /// Forgets once marks (queue, member) in the queues' slots
+    /// (`Keys::pushed`): the relay that asked for them has noted its pushes.
+    pub(crate) async fn forget_pushed(&self, marks: &[(String, String)]) -> Result<()> {
+        let mut by_queue: Vec<(&str, Vec<&str>)> = Vec::new();
+        for (queue, member) in marks {
+            match by_queue.iter_mut().find(|(q, _)| q == queue) {
+                Some((_, members)) => members.push(member),
+                None => by_queue.push((queue, vec![member])),
+            }
+        }
+        for (queue, members) in by_queue {
+            // One slot per queue: a command each, bounded chunks.
+            for chunk in members.chunks(500) {
+                let _: i64 = self
+                    .query(redis::cmd("ZREM").arg(self.keys.pushed(queue)).arg(chunk))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Drops a claim (a middleware stopped the job, or it was pushed).
     pub(crate) async fn drop_claim(&self, record: &str, member: &[u8]) -> Result<bool> {
         let removed: i64 = self

@@ -25,7 +25,7 @@ pub use cron::{CronSpec, Crons};
 pub use middleware::{ClientMiddleware, ClientNext, FnClientMiddleware, client_middleware_fn};
 pub use policy::ShardPolicyChange;
 pub use push::{Bulk, IntoPush, PushJob};
-pub use staged::{RelayEnd, RelayEndsRead, StagedPush};
+pub use staged::{PushMarks, RelayEnd, RelayEndsRead, StagedPush};
 
 use crate::broker::{RedisBroker, redacted};
 use crate::config::ClientConfig;

@@ -61,6 +61,33 @@ impl Client {
     /// size sent together: one result per job, in order (a job's own fault,
     /// such as its size, is its own `Err`; Redis failing fails the whole call).
     pub async fn push_staged_many(&self, jobs: Vec<PushJob>) -> Result<Vec<Result<StagedPush>>> {
+        Ok(self.push_staged_with(jobs, false).await?.0)
+    }
+
+    /// [`Client::push_staged_many`] that also marks each pushed jid in its
+    /// queue's slot in the push's own step, so a relay may stage it again
+    /// (its note that it pushed never written: a crash, a transaction rolled
+    /// back) and the push still happens once. The relay forgets the marks
+    /// with [`Client::forget_push_marks`] once it has noted the pushes (a
+    /// mark left by a crash expires after a week).
+    pub async fn push_staged_marked(
+        &self,
+        jobs: Vec<PushJob>,
+    ) -> Result<(Vec<Result<StagedPush>>, PushMarks)> {
+        self.push_staged_with(jobs, true).await
+    }
+
+    /// Forgets the marks of [`Client::push_staged_marked`].
+    pub async fn forget_push_marks(&self, marks: &PushMarks) -> Result<()> {
+        self.broker().forget_pushed(&marks.0).await
+    }
+
+    async fn push_staged_with(
+        &self,
+        jobs: Vec<PushJob>,
+        mark: bool,
+    ) -> Result<(Vec<Result<StagedPush>>, PushMarks)> {
+        let mut marks = PushMarks::default();
         let record = self.broker().keys().staged();
         let now = now_f64();
         let mut out: Vec<Result<StagedPush>> = Vec::with_capacity(jobs.len());
@@ -74,13 +101,20 @@ impl Client {
                 out.push(Ok(StagedPush::Stopped));
                 continue;
             };
+            let once = mark.then(|| jid.clone());
             let src = Src {
                 record: record.clone(),
                 member: jid,
-                once: None,
+                once: once.clone(),
             };
             match self.prepare(job, now, Some(src)) {
-                Ok((spec, _, _)) => {
+                Ok((mut spec, _, _)) => {
+                    if let Some(jid) = once {
+                        marks
+                            .0
+                            .push((spec.candidates[0].queue.clone(), jid.clone()));
+                        spec.once = Some(jid);
+                    }
                     at.push((out.len(), class));
                     specs.push(spec);
                     out.push(Ok(StagedPush::Pushed));
@@ -105,7 +139,23 @@ impl Client {
                 }
             });
         }
-        Ok(out)
+        Ok((out, marks))
+    }
+}
+
+/// The marks [`Client::push_staged_marked`] left: (queue, jid).
+#[derive(Debug, Clone, Default)]
+pub struct PushMarks(Vec<(String, String)>);
+
+impl PushMarks {
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// None left.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
