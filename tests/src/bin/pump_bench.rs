@@ -980,7 +980,7 @@ async fn peer_backlog(env: &Env, kind: PeerKind, procs: usize) -> Result<(f64, f
 async fn app_commits(env: &Env, sys: Sys, rep: usize, s: &mut Samples) -> Result<()> {
     let n = env.a.app_txs;
     // Alternate which goes first, rep by rep.
-    let order = if rep % 2 == 0 {
+    let order = if rep.is_multiple_of(2) {
         [false, true]
     } else {
         [true, false]
@@ -1307,7 +1307,7 @@ fn thousands(n: usize) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
