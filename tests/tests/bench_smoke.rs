@@ -1,7 +1,8 @@
-//! Smoke test of the benchmark binaries (`bench`, `fairness`) at tiny sizes and
-//! without Ruby or peers (nothing here builds or installs rusty-sidekiq or
-//! BullMQ): they must exit 0 and write their reports. These are benchmarks,
-//! not tests: nothing here looks at a timing.
+//! Smoke test of the benchmark binaries (`bench`, `fairness`, `pump_bench`) at
+//! tiny sizes and without Ruby or peers (nothing here builds or installs
+//! rusty-sidekiq, BullMQ, graphile-worker or pg-boss): they must exit 0 and
+//! write their reports. These are benchmarks, not tests: nothing here looks at
+//! a timing.
 
 use std::path::Path;
 use std::process::Command;
@@ -159,5 +160,49 @@ fn fairness_runs_at_tiny_sizes() {
         for m in runs.as_array().expect("runs") {
             assert_eq!(m["ran"], m["expected"], "{key}: {m}");
         }
+    }
+}
+
+/// `pump_bench --quick` with its peers asked for while the npm registry is
+/// out of reach (an empty install directory and npm cache, the registry a
+/// closed loopback port): the peers are skipped, saying why, and the run
+/// still prints the whole table with fairjob's figures.
+#[test]
+fn pump_bench_quick_skips_unreachable_peers_and_prints_the_table() {
+    let dir = temp_dir("bench-smoke-pump");
+    let run = Command::new(env!("CARGO_BIN_EXE_pump_bench"))
+        .args(["--quick", "--peers", "graphile-worker,pg-boss"])
+        .env("FAIRJOB_PG_PEERS_DIR", dir.join("peers"))
+        .env("npm_config_cache", dir.join("npm-cache"))
+        .env("npm_config_registry", "http://127.0.0.1:9/")
+        .env("npm_config_fetch_retries", "0")
+        .output()
+        .expect("pump_bench starts");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "pump_bench failed:\n{stderr}");
+    assert!(
+        stdout.contains("| measure | fairjob | graphile-worker | pg-boss |"),
+        "{stdout}"
+    );
+    for row in [
+        "| commit → start p50 / p99, one job per transaction, 200 jobs/s offered, default settings |",
+        "| jobs/s end to end (transactional enqueue of one job per transaction by 8 concurrent producers → no-op performed) |",
+        "| jobs/s through the pump from a backlog of 3,000 committed rows |",
+        "| 2 and 4 pumps against 1 |",
+        "| the application's own commits/s with fairjob enqueueing in them, against the same transactions without |",
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("{row} missing from:\n{stdout}"));
+        assert!(line.ends_with("| skipped | skipped |"), "{line}");
+        assert!(!line.contains("| — |"), "fairjob's cell is empty: {line}");
+    }
+    for peer in ["graphile-worker", "pg-boss"] {
+        assert!(
+            stdout.contains(&format!("- {peer} skipped: ")),
+            "{peer} is skipped with its reason:\n{stdout}"
+        );
     }
 }
