@@ -243,7 +243,8 @@ impl MemoryStore {
 
     /// `workflow_stage.lua`: stages steps of the workflow at `key`: each is
     /// a member; one without dependencies is staged to be pushed at the
-    /// flip, the others are held with their payloads. False when it is no
+    /// flip, the others are held with their payloads. A step staged already
+    /// (a commit repeated with the same bid) is skipped. False when it is no
     /// longer staging.
     pub(crate) fn workflow_stage(
         &self,
@@ -271,6 +272,9 @@ impl MemoryStore {
             return false;
         }
         for s in steps {
+            if b.queues.contains_key(&s.name) {
+                continue;
+            }
             let edges = s
                 .edges
                 .iter()
@@ -555,7 +559,8 @@ mod tests {
             deps: deps.iter().map(|d| d.to_string()).collect(),
             edges: Vec::new(),
         };
-        // Staged in two calls, as the client does past its chunk size.
+        // Staged in two calls, as the client does past its chunk size; the
+        // second repeated (a commit repeated after a crash): staged once.
         let first = [step("a", &[], "cancel"), step("b", &[], "cancel")];
         assert!(store.workflow_stage("w", "", "", &first, 1.0));
         let second = [
@@ -563,6 +568,9 @@ mod tests {
             step("d", &["a"], "continue"),
         ];
         assert!(store.workflow_stage("w", "", "", &second, 1.0));
+        assert!(store.workflow_stage("w", "", "", &second, 1.0));
+        assert_eq!(store.lock().batches["w"].steps.len(), 4);
+        assert_eq!(store.batch_status("w").unwrap().pending, 4);
         assert_eq!(store.batch_status("w").unwrap().staged, 2, "the roots");
         let (c, _) = store.batch_commit("w", 60, &callback("death", "cbs"), None, 0);
         assert_eq!(c, Committed::Opened(vec![]));
