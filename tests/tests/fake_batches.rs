@@ -1,7 +1,8 @@
 //! Batches and workflows in fairjob's testing mode (`Fake`), with no Redis:
 //! members, callbacks (each once), a member reopening its batch, child
 //! batches, workflows releasing held steps with their upstream results,
-//! every `on_dependency_failure` policy, an empty batch, and inline mode.
+//! every `on_dependency_failure` policy, a prepared batch committed twice,
+//! an empty batch, and inline mode.
 //! `batches.rs` and `workflows.rs` check the same guarantees against a real
 //! Redis and a worker (and there compare the fake's store with Redis).
 
@@ -535,6 +536,34 @@ async fn a_failed_dependency_cancels_continues_or_is_ignored_by_policy() {
     assert_eq!(cancelled, ["cancelled: dependency `a` failed"; 2]);
     assert_eq!(fake.drain().await.unwrap(), 0);
     assert_eq!(count(tag, Event::Success), 0);
+}
+
+#[tokio::test]
+async fn a_prepared_batch_committed_twice_runs_each_member_once() {
+    let tag = "prepared";
+    let fake = Fake::new();
+    let prepared = with_callbacks(Batch::new(), tag)
+        .description("prepared")
+        .push_bulk((1..=2).map(|n| row(tag, n)))
+        .prepare()
+        .unwrap();
+    let again = fairjob::batch::PreparedBatch::from_json(&prepared.to_json()).unwrap();
+    let bid = prepared.commit(&fake.client()).await.unwrap();
+    // A commit repeated after a crash, with the same bid: nothing twice.
+    assert_eq!(again.commit(&fake.client()).await.unwrap(), bid);
+    assert_eq!(fake.enqueued::<Row>().len(), 2);
+    assert_eq!(fake.drain().await.unwrap(), 4);
+    assert_eq!(
+        lines(tag),
+        [
+            "row 1 #1",
+            "row 2 #1",
+            "complete prepared",
+            "success prepared"
+        ]
+    );
+    let status = fake.client().batch_status(&bid).await.unwrap().unwrap();
+    assert_eq!((status.total, status.staged), (2, 0));
 }
 
 #[tokio::test]
