@@ -591,12 +591,15 @@ async fn a_committer_that_dies_before_the_flip_leaves_nothing_and_after_it_a_swe
 /// The Lua twin (`lib/batch.lua`, through `batch_stage`, `batch_commit`,
 /// `batch_end`) and `policy::batch` agree on random sequences of member ends:
 /// duplicates, retries, deaths, discards and strangers, the events each end
-/// fires and the sets after it.
+/// fires and the sets after it. The testing mode's memory store (a `Fake`'s
+/// broker) answers the same calls as Redis does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lua_twin_agrees() {
     let redis = Redis::start().await;
     let c = redis.client().await;
     let broker = c.broker();
+    let fake = fairjob::testing::Fake::new();
+    let mem = fake.client();
     let mut rng = rand::rng();
     let mut fired_kinds: HashMap<Event, usize> = HashMap::new();
     for case in 0..60 {
@@ -609,32 +612,33 @@ async fn the_lua_twin_agrees() {
         for j in &jids {
             rules::add(&mut model, j).unwrap();
         }
-        assert!(
-            broker
-                .batch_stage(&bid, "", "", &members, 1.0)
-                .await
-                .unwrap()
-        );
+        for b in [broker, mem.broker()] {
+            assert!(b.batch_stage(&bid, "", "", &members, 1.0).await.unwrap());
+        }
         // Half the cases have a child batch (one member, so it stays open).
         let mut jids = jids;
         if rng.random_bool(0.5) {
             let child = format!("{bid}-child");
             let one = vec![("x".to_owned(), "{}".to_owned())];
-            assert!(broker.batch_stage(&child, "", "", &one, 1.0).await.unwrap());
-            let opened = broker
-                .batch_commit(&child, 60, &[], Some(&bid), 0)
-                .await
-                .unwrap();
-            assert_eq!(opened, fairjob::broker::Committed::Opened(vec![]));
+            for b in [broker, mem.broker()] {
+                assert!(b.batch_stage(&child, "", "", &one, 1.0).await.unwrap());
+                let opened = b
+                    .batch_commit(&child, 60, &[], Some(&bid), 0)
+                    .await
+                    .unwrap();
+                assert_eq!(opened, fairjob::broker::Committed::Opened(vec![]));
+            }
             rules::adopt(&mut model, &rules::kid_id(&child)).unwrap();
             jids.push(rules::kid_id(&child));
         }
         let want = rules::open(&mut model, 0.0);
-        let got = match broker.batch_commit(&bid, 60, &[], None, 0).await.unwrap() {
-            fairjob::broker::Committed::Opened(e) => e,
-            other => panic!("{other:?}"),
-        };
-        assert_eq!(got, want, "case {case}: the commit");
+        for b in [broker, mem.broker()] {
+            let got = match b.batch_commit(&bid, 60, &[], None, 0).await.unwrap() {
+                fairjob::broker::Committed::Opened(e) => e,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(got, want, "case {case}: the commit");
+        }
         for step in 0..rng.random_range(0..20) {
             let jid = if rng.random_bool(0.1) || jids.is_empty() {
                 "stranger".to_owned()
@@ -659,6 +663,12 @@ async fn the_lua_twin_agrees() {
             let want = rules::end(&mut model, &jid, outcome, 0.0, err);
             let got = broker.batch_end(&bid, &jid, outcome, err, 0).await.unwrap();
             assert_eq!(got, want, "case {case} step {step}: {jid} {outcome:?}");
+            let in_memory = mem.broker().batch_end(&bid, &jid, outcome, err, 0);
+            assert_eq!(
+                in_memory.await.unwrap(),
+                want,
+                "case {case} step {step}: memory"
+            );
             for e in &got {
                 *fired_kinds.entry(*e).or_default() += 1;
             }
@@ -680,6 +690,16 @@ async fn the_lua_twin_agrees() {
                     "case {case} step {step} {e:?}"
                 );
             }
+            let mut m = mem.batch_status(&bid).await.unwrap().unwrap();
+            let mut r = s.clone();
+            for st in [&mut m, &mut r] {
+                st.failed_jids.sort();
+                // Two clocks: whether each event fired is compared, not when.
+                for at in [&mut st.complete_at, &mut st.success_at, &mut st.death_at] {
+                    *at = at.map(|_| 0.0);
+                }
+            }
+            assert_eq!(m, r, "case {case} step {step}: the memory store's status");
         }
     }
     for e in Event::ALL {

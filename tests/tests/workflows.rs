@@ -282,14 +282,59 @@ async fn bad_declarations_and_results_are_clear_errors_and_write_nothing() {
     );
 }
 
+/// A dependency that dies, is retried by hand and dies again is listed once
+/// among the failed dependencies its dependent continued past, in Redis as
+/// in the rules (and the testing mode's memory store).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependency_that_dies_twice_is_listed_once() {
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let fake = fairjob::testing::Fake::new();
+    let mem = fake.client();
+    let step = |name: &str, deps: &[&str]| fairjob::broker::StagedStep {
+        jid: format!("j-{name}"),
+        name: name.into(),
+        payload: if deps.is_empty() {
+            "{}".into()
+        } else {
+            "{\"t\":\n}".into()
+        },
+        held: !deps.is_empty(),
+        policy: OnDependencyFailure::Continue.as_str().into(),
+        queue: "wf-twice".into(),
+        sharded: false,
+        deps: deps.iter().map(|d| d.to_string()).collect(),
+        edges: Vec::new(),
+    };
+    // `b` waits for `a` and `x`: it stays held while `a` dies twice.
+    let steps = [step("a", &[]), step("b", &["a", "x"]), step("x", &[])];
+    for b in [c.broker(), mem.broker()] {
+        assert!(
+            b.workflow_stage("twice", "", "", &steps, 1.0)
+                .await
+                .unwrap()
+        );
+        b.batch_commit("twice", 60, &[], None, 0).await.unwrap();
+        for outcome in [Outcome::Dead, Outcome::Retry, Outcome::Dead] {
+            b.batch_end("twice", "j-a", outcome, "E", 0).await.unwrap();
+        }
+        assert_eq!(b.workflow_failed_deps("twice", "b").await.unwrap(), ["a"]);
+    }
+}
+
 /// The Lua twin and `policy::workflow` (inside `policy::batch`'s membership)
 /// agree on random graphs and random step ends: states, pending sets,
-/// failures and events.
+/// failures, events, and the steps each end releases into their queue, in
+/// order. The testing mode's memory store (a `Fake`'s broker) answers the
+/// same calls as Redis does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lua_twin_agrees() {
     let redis = Redis::start().await;
     let c = redis.client().await;
     let broker = c.broker();
+    let fake = fairjob::testing::Fake::new();
+    let mem = fake.client();
+    let queue = redis.keys().queue("wf-twin");
     let mut rng = rand::rng();
     let (mut released, mut cancelled) = (0, 0);
     let policies = [
@@ -297,7 +342,12 @@ async fn the_lua_twin_agrees() {
         OnDependencyFailure::Continue,
         OnDependencyFailure::Ignore,
     ];
-    for case in 0..40 {
+    // At least 40 random cases, more until they released and cancelled
+    // enough steps (40 alone fell short about one run in twenty).
+    for case in 0.. {
+        if case >= 400 || (case >= 40 && released > 5 && cancelled > 5) {
+            break;
+        }
         let wid = format!("wf-twin-{case}");
         let n = rng.random_range(1..9);
         // A random DAG: each step depends on some earlier ones.
@@ -330,7 +380,7 @@ async fn the_lua_twin_agrees() {
                     payload: if deps.is_empty() {
                         "{}".into()
                     } else {
-                        "{\"a\":\n}".into()
+                        format!("{{\"jid\":\"{jid}\",\"t\":\n}}")
                     },
                     held: !deps.is_empty(),
                     policy: policy.as_str().into(),
@@ -346,18 +396,19 @@ async fn the_lua_twin_agrees() {
             .collect();
         let mut steps = steps;
         steps.sort_by(|a, b| a.name.cmp(&b.name));
-        assert!(
-            broker
-                .workflow_stage(&wid, "", "", &steps, 1.0)
-                .await
-                .unwrap()
-        );
         let want = rules::open(&mut model, 0.0);
-        let got = match broker.batch_commit(&wid, 60, &[], None, 0).await.unwrap() {
-            fairjob::broker::Committed::Opened(e) => e,
-            other => panic!("{other:?}"),
-        };
-        assert_eq!(got, want);
+        // Sometimes staged twice, as a commit repeated after a crash does.
+        let stagings = rng.random_range(1..3);
+        for b in [broker, mem.broker()] {
+            for _ in 0..stagings {
+                assert!(b.workflow_stage(&wid, "", "", &steps, 1.0).await.unwrap());
+            }
+            let got = match b.batch_commit(&wid, 60, &[], None, 0).await.unwrap() {
+                fairjob::broker::Committed::Opened(e) => e,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(got, want);
+        }
         for stepno in 0..rng.random_range(0..16) {
             let i = rng.random_range(0..n);
             let jid = format!("j{i}");
@@ -369,9 +420,32 @@ async fn the_lua_twin_agrees() {
             ][rng.random_range(0..4)];
             let err = if outcome == Outcome::Ok { "" } else { "E" };
             let before = model.workflow.as_ref().unwrap().steps.clone();
-            let want = rules::end(&mut model, &jid, outcome, 0.0, err);
+            let ended = rules::end_member(&mut model, &jid, outcome, 0.0, err);
+            let want = ended.events;
             let got = broker.batch_end(&wid, &jid, outcome, err, 0).await.unwrap();
             assert_eq!(got, want, "case {case} step {stepno}");
+            let in_memory = mem.broker().batch_end(&wid, &jid, outcome, err, 0);
+            assert_eq!(in_memory.await.unwrap(), want, "case {case} step {stepno}");
+            // The released steps' payloads, in the order they were pushed.
+            let pushed: Vec<String> = redis
+                .query(redis::cmd("LRANGE").arg(&queue).arg(0).arg(-1))
+                .await;
+            let _: i64 = redis.query(redis::cmd("DEL").arg(&queue)).await;
+            let pushed: Vec<String> = pushed
+                .iter()
+                .rev()
+                .map(|p| {
+                    let v: serde_json::Value = serde_json::from_str(p).unwrap();
+                    v["jid"].as_str().unwrap().to_owned()
+                })
+                .collect();
+            let released_now: Vec<String> = ended
+                .steps
+                .released
+                .iter()
+                .map(|name| decl.iter().find(|d| d.0 == *name).unwrap().1.clone())
+                .collect();
+            assert_eq!(pushed, released_now, "case {case} step {stepno}: released");
             let g = model.workflow.as_ref().unwrap();
             for (name, s) in &g.steps {
                 if before[name].state == StepState::Held && s.state == StepState::Queued {
@@ -381,13 +455,14 @@ async fn the_lua_twin_agrees() {
                     cancelled += 1;
                 }
             }
-            let states: BTreeMap<String, String> = broker
-                .workflow_steps(&wid, 100)
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|(n, s, _)| (n, s))
-                .collect();
+            let mut steps = broker.workflow_steps(&wid, 100).await.unwrap();
+            let mut in_memory = mem.broker().workflow_steps(&wid, 100).await.unwrap();
+            for (_, _, failed) in steps.iter_mut().chain(in_memory.iter_mut()) {
+                failed.sort();
+            }
+            assert_eq!(in_memory, steps, "case {case} step {stepno}: memory");
+            let states: BTreeMap<String, String> =
+                steps.into_iter().map(|(n, s, _)| (n, s)).collect();
             let model_states: BTreeMap<String, String> = g
                 .steps
                 .iter()
@@ -398,6 +473,12 @@ async fn the_lua_twin_agrees() {
                 "case {case} step {stepno}: {jid} {outcome:?}"
             );
             let s = c.batch_status(&wid).await.unwrap().unwrap();
+            let m = mem.batch_status(&wid).await.unwrap().unwrap();
+            assert_eq!(
+                (m.pending, m.unsucceeded, m.failures),
+                (s.pending, s.unsucceeded, s.failures),
+                "case {case} step {stepno}: memory"
+            );
             assert_eq!(
                 (s.pending, s.unsucceeded, s.failures),
                 (

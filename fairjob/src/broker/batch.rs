@@ -6,7 +6,10 @@
 //! on one server (`finish.lua`, `shard_finish.lua` with `Holds::batch`); on a
 //! Redis Cluster the batch's keys are in another slot, and `batch_end` is a
 //! step of its own right after the exit. The rules are `policy::batch`, their
-//! Lua twin `scripts/lib/batch.lua`.
+//! Lua twin `scripts/lib/batch.lua`. In testing mode the operations a
+//! client, a running job and a member's exit use answer from the memory
+//! store (`memory/batches.rs`, the same rules); the listing, the sweep's and
+//! a cluster's operations need Redis.
 
 use redis::Value;
 
@@ -133,6 +136,10 @@ impl RedisBroker {
         members: &[(String, String)],
         now: f64,
     ) -> Result<bool> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            return Ok(store.batch_stage(&self.keys.batch(bid), description, tenant, members, now));
+        }
         let mut inv = BATCH_STAGE.call();
         inv.key(self.keys.batch(bid));
         inv.arg(format!("{now:.6}"))
@@ -157,6 +164,16 @@ impl RedisBroker {
         steps: &[StagedStep],
         now: f64,
     ) -> Result<bool> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            return Ok(store.workflow_stage(
+                &self.keys.batch(bid),
+                description,
+                tenant,
+                steps,
+                now,
+            ));
+        }
         let mut inv = WORKFLOW_STAGE.call();
         inv.key(self.keys.batch(bid));
         inv.arg(format!("{now:.6}"))
@@ -192,6 +209,11 @@ impl RedisBroker {
     /// that dies before the end leaves the rest to the next step's end in the
     /// workflow (each end works through what is left first).
     pub async fn workflow_drain(&self, bid: &str, clock_offset: i64) -> Result<Vec<Event>> {
+        #[cfg(feature = "testing")]
+        if self.memory().is_some() {
+            // The memory store tells every dependent in the end's own step.
+            return Ok(Vec::new());
+        }
         let mut fired = Vec::new();
         loop {
             let mut inv = WORKFLOW_WORK.call();
@@ -222,6 +244,10 @@ impl RedisBroker {
         bid: &str,
         n: usize,
     ) -> Result<Vec<(String, String, Vec<String>)>> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            return Ok(store.workflow_steps(&self.keys.batch(bid), n));
+        }
         let w = format!("{}:wf", self.keys.batch(bid));
         // Bounded: at most `n` names, in HSCAN steps.
         let mut fields: Vec<(String, String)> = Vec::new();
@@ -270,6 +296,11 @@ impl RedisBroker {
 
     /// Records step `name`'s result (JSON) in workflow `bid`.
     pub async fn workflow_record(&self, bid: &str, name: &str, json: &str) -> Result<()> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            store.workflow_record(&self.keys.batch(bid), name, json);
+            return Ok(());
+        }
         self.query(
             redis::cmd("HSET")
                 .arg(format!("{}:results", self.keys.batch(bid)))
@@ -281,6 +312,10 @@ impl RedisBroker {
 
     /// Step `name`'s recorded result in workflow `bid`.
     pub async fn workflow_result(&self, bid: &str, name: &str) -> Result<Option<String>> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            return Ok(store.workflow_result(&self.keys.batch(bid), name));
+        }
         self.query(
             redis::cmd("HGET")
                 .arg(format!("{}:results", self.keys.batch(bid)))
@@ -292,6 +327,10 @@ impl RedisBroker {
     /// The dependencies step `name` of workflow `bid` continued past when
     /// they failed (`on_dependency_failure = continue`).
     pub async fn workflow_failed_deps(&self, bid: &str, name: &str) -> Result<Vec<String>> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            return Ok(store.workflow_failed_deps(&self.keys.batch(bid), name));
+        }
         let failed: Option<String> = self
             .query(
                 redis::cmd("HGET")
@@ -307,6 +346,12 @@ impl RedisBroker {
     /// worker's sweep pushes the staged members of an open batch its
     /// committer left.
     pub async fn batch_listed(&self, bid: &str, now: f64) -> Result<()> {
+        #[cfg(feature = "testing")]
+        if self.memory().is_some() {
+            // Nothing to list: the listing serves the views and the sweep,
+            // which testing mode has not.
+            return Ok(());
+        }
         let mut listing = redis::cmd("ZADD");
         listing.arg(self.keys.batches()).arg("NX").arg(now).arg(bid);
         let mut releasing = redis::cmd("ZADD");
@@ -339,6 +384,19 @@ impl RedisBroker {
         parent: Option<&str>,
         clock_offset: i64,
     ) -> Result<Committed> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            let parent = parent.map(|p| (self.keys.batch(p), crate::policy::batch::kid_id(bid)));
+            let (committed, pushed) = store.batch_commit(
+                &self.keys.batch(bid),
+                keep_secs,
+                callbacks,
+                parent.as_ref().map(|(p, k)| (p.as_str(), k.as_str())),
+                clock_offset,
+            );
+            store.notify(pushed).await?;
+            return Ok(committed);
+        }
         let mut inv = BATCH_COMMIT.call();
         inv.key(self.keys.batch(bid));
         inv.arg(clock_offset).arg(keep_secs);
@@ -362,6 +420,10 @@ impl RedisBroker {
 
     /// Adds member `jid` to open batch `bid` (from a running member).
     pub async fn batch_add(&self, bid: &str, jid: &str, payload: &str, now: f64) -> Result<Added> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            return Ok(store.batch_add(&self.keys.batch(bid), jid, payload, now));
+        }
         let mut inv = BATCH_ADD.call();
         inv.key(self.keys.batch(bid));
         inv.arg(format!("{now:.6}")).arg(jid).arg(payload);
@@ -382,6 +444,11 @@ impl RedisBroker {
     /// with their push); when none is left staged, the batch leaves the
     /// releasing set.
     pub async fn batch_released(&self, bid: &str, jids: &[String]) -> Result<()> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            store.batch_released(&self.keys.batch(bid), jids);
+            return Ok(());
+        }
         let b = self.keys.batch(bid);
         if !jids.is_empty() {
             let _: i64 = self
@@ -454,6 +521,11 @@ impl RedisBroker {
 
     /// Takes a batch out of the releasing set (gone, or nothing staged).
     pub async fn batch_unlist_releasing(&self, bid: &str) -> Result<()> {
+        #[cfg(feature = "testing")]
+        if self.memory().is_some() {
+            // Nothing is listed (see `batch_listed`).
+            return Ok(());
+        }
         self.query(
             redis::cmd("ZREM")
                 .arg(self.keys.batches_releasing())
@@ -494,6 +566,13 @@ impl RedisBroker {
         failure: &str,
         clock_offset: i64,
     ) -> Result<Vec<Event>> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            let (fired, pushed) =
+                store.batch_end(&self.keys.batch(bid), jid, outcome, failure, clock_offset);
+            store.notify(pushed).await?;
+            return Ok(fired);
+        }
         let mut inv = BATCH_END.call();
         inv.key(self.keys.batch(bid));
         inv.arg(jid)
@@ -506,6 +585,10 @@ impl RedisBroker {
 
     /// A batch's stored facts; `None` when there is no such batch.
     pub async fn batch_status(&self, bid: &str) -> Result<Option<BatchRow>> {
+        #[cfg(feature = "testing")]
+        if let Some(store) = self.memory() {
+            return Ok(store.batch_status(&self.keys.batch(bid)));
+        }
         let b = self.keys.batch(bid);
         let mut pipe = redis::pipe();
         pipe.cmd("HGETALL")

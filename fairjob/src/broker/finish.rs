@@ -285,6 +285,16 @@ impl RedisBroker {
                 if let Some(u) = holds.unique {
                     store.unique_release(&self.unique_key(u), Some(&u.jid));
                 }
+                if let Some(m) = holds.batch
+                    && let Some(outcome) = m.outcome(&action)
+                {
+                    // The batch part of the exit, after the job left its
+                    // record (the store tells every dependent at once).
+                    let failure = m.failure.as_deref().unwrap_or_default();
+                    let key = self.keys.batch(&m.bid);
+                    let (_, pushed) = store.batch_end(&key, &m.jid, outcome, failure, clock_offset);
+                    store.notify(pushed).await?;
+                }
             }
             return Ok(reply);
         }

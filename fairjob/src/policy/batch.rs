@@ -185,16 +185,37 @@ pub fn open(m: &mut Membership, now: f64) -> Vec<Event> {
     settle(m, now)
 }
 
+/// What a member's end changed ([`end_member`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ended {
+    /// The events fired, in order (`death` first: it fires before a
+    /// workflow's steps are told, `complete` and `success` after).
+    pub events: Vec<Event>,
+    /// For a workflow's step: the steps its end released into their queues
+    /// and those it cancelled, in the order the scripts push and cancel them.
+    pub steps: super::workflow::Changed,
+}
+
 /// `fj_batch_end`: member `jid`'s run ended with `outcome` (`error`: its
 /// failure, kept until it succeeds). A jid that is not a member changes
 /// nothing. Returns the events fired, in order.
 pub fn end(m: &mut Membership, jid: &str, outcome: Outcome, now: f64, error: &str) -> Vec<Event> {
+    end_member(m, jid, outcome, now, error).events
+}
+
+/// [`end`], also saying which of a workflow's steps the end released and
+/// cancelled (the memory store of fairjob's testing mode pushes the
+/// released ones, as `lib/batch.lua` does).
+pub fn end_member(m: &mut Membership, jid: &str, outcome: Outcome, now: f64, error: &str) -> Ended {
     if matches!(outcome, Outcome::ChildRan | Outcome::ChildSucceeded) {
         m.pending.remove(jid);
         if outcome == Outcome::ChildSucceeded {
             m.unsucceeded.remove(jid);
         }
-        return settle(m, now);
+        return Ended {
+            events: settle(m, now),
+            steps: Default::default(),
+        };
     }
     m.pending.remove(jid);
     let member = m.unsucceeded.contains(jid);
@@ -212,16 +233,17 @@ pub fn end(m: &mut Membership, jid: &str, outcome: Outcome, now: f64, error: &st
             m.fire(Event::Death, now, &mut out);
         }
     }
+    let mut steps = super::workflow::Changed::default();
     if let Some(g) = m.workflow.as_mut() {
-        let changed = super::workflow::end(g, jid, outcome);
-        for (step, dep) in changed.cancelled {
-            let jid = g.steps[&step].jid.clone();
+        steps = super::workflow::end(g, jid, outcome);
+        for (step, dep) in &steps.cancelled {
+            let jid = g.steps[step].jid.clone();
             m.pending.remove(&jid);
-            m.failed.insert(jid, cancelled(&dep));
+            m.failed.insert(jid, cancelled(dep));
         }
     }
     out.extend(settle(m, now));
-    out
+    Ended { events: out, steps }
 }
 
 /// The failure recorded for a step cancelled because `dep` failed.
@@ -303,6 +325,47 @@ mod tests {
         );
         assert_eq!(adopt(&mut parent, "b:d"), Err(Refused::Finished));
         assert_eq!(reported(Event::Death), None);
+    }
+
+    #[test]
+    fn a_steps_end_says_which_steps_it_released_or_cancelled() {
+        use crate::policy::workflow::{Graph, OnDependencyFailure::Cancel};
+        let workflow = || {
+            let mut m = batch(&["j-a", "j-b", "j-c"]);
+            let step = |n: &str, deps: &[&str]| {
+                let deps = deps.iter().map(|d| d.to_string()).collect();
+                (
+                    n.to_owned(),
+                    format!("j-{n}"),
+                    deps,
+                    Cancel,
+                    BTreeMap::new(),
+                )
+            };
+            m.workflow = Some(Graph::new(&[
+                step("a", &[]),
+                step("b", &["a"]),
+                step("c", &["a"]),
+            ]));
+            m
+        };
+        let mut m = workflow();
+        let ended = end_member(&mut m, "j-a", Outcome::Ok, 2.0, "");
+        assert_eq!(ended.events, vec![]);
+        assert_eq!(ended.steps.released, ["b", "c"]);
+        assert!(ended.steps.cancelled.is_empty());
+        // Released once: a repeated end releases nothing.
+        assert_eq!(
+            end_member(&mut m, "j-a", Outcome::Ok, 2.0, ""),
+            Ended::default()
+        );
+        let mut m = workflow();
+        let ended = end_member(&mut m, "j-a", Outcome::Dead, 2.0, "E");
+        assert_eq!(ended.events, vec![Event::Death, Event::Complete]);
+        assert!(ended.steps.released.is_empty());
+        let gone: Vec<&str> = ended.steps.cancelled.iter().map(|c| c.0.as_str()).collect();
+        assert_eq!(gone, ["b", "c"]);
+        assert_eq!(m.failed["j-b"], cancelled("a"));
     }
 
     #[test]

@@ -22,8 +22,8 @@ use crate::job::{Job, JobContext, JobParts, Registry};
 use crate::policy::dispatch::ShardState;
 use crate::policy::gcra::Limiter;
 use crate::policy::slots::SlotState;
-use crate::wire::{Payload, UniqueUntil};
-use crate::worker::{Outcome, ServerMiddleware, perform_detached};
+use crate::wire::{Payload, UniqueUntil, fields};
+use crate::worker::{Outcome, ServerMiddleware, batch_member, perform_detached};
 use crate::{limit, rate};
 
 /// Jobs one drain may perform before it gives up (a job that enqueues itself
@@ -42,6 +42,7 @@ const MAX_PER_DRAIN: usize = 100_000;
 ///   server middleware chain, as a worker would.
 /// - [`Fake::inline`] performs each job before `perform_async` returns; a
 ///   failure comes back from the push as [`Error::JobFailed`] and is not retried.
+/// - Batches and workflows ([`crate::batch`]) run as on Redis (below).
 ///
 /// The client runs its middleware and the jobs' reroute rules as in
 /// production (the fake keeps its own windows, with `push.lua`'s semantics).
@@ -63,6 +64,91 @@ const MAX_PER_DRAIN: usize = 100_000;
 /// The fake knows every `#[derive(Job)]` type linked into the test binary,
 /// as a worker does (so two types with one class name are an error here too;
 /// the examples below are standalone doctests for that reason).
+///
+/// # Batches and workflows
+///
+/// [`Batch`](crate::Batch) and [`Workflow`](crate::Workflow) commits,
+/// reopening from a member, child batches, [`JobContext::batch_status`],
+/// [`JobContext::record`], [`JobContext::upstream`] and
+/// [`JobContext::failed_dependencies`] work on the fake, by the rules the
+/// Redis scripts run ([`crate::policy::batch`], [`crate::policy::workflow`];
+/// `tests/tests/batches.rs` and `workflows.rs` compare the fake's answers
+/// with Redis's). A commit puts the members (a workflow's steps without
+/// dependencies) in their queues; a drain performs them, and each member's
+/// end changes its batch's sets as its exit script would: a callback whose
+/// event fires (each once) is pushed to its queue and performed by the same
+/// drain, after the members; a child batch's callbacks come before its
+/// parent's; a workflow step held for its dependencies is released into its
+/// queue when they succeed (or per its `on_dependency_failure` when one
+/// fails) and performed by the same drain. A member that fails follows its
+/// retry option as any job: `complete` fires once it has run (even into
+/// `retry`), `death` when it dies, `success` once every member succeeded.
+///
+/// In inline mode a batch runs within its `commit`: its members as they
+/// are pushed, each callback and released step as it fires. A failure there
+/// is not retried and goes to its batch (its status, `complete` without
+/// `success`) and to [`Fake::failures`], not to the commit, which against
+/// Redis never sees its members run.
+///
+/// Not kept: the batches' listing (the dashboard's Batches page and
+/// `worker batches` need Redis), and batches' expiry (a batch lives as long
+/// as its fake).
+///
+/// ```standalone_crate
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use fairjob::batch::Event;
+/// use fairjob::prelude::*;
+/// use fairjob::testing::Fake;
+/// use serde::{Deserialize, Serialize};
+///
+/// static IMPORTED: AtomicU32 = AtomicU32::new(0);
+///
+/// #[derive(Serialize, Deserialize, Job)]
+/// struct ImportRow {
+///     row: u32,
+/// }
+///
+/// impl Perform for ImportRow {
+///     async fn perform(self, _cx: &JobContext) -> Result<(), JobError> {
+///         IMPORTED.fetch_add(1, Ordering::SeqCst);
+///         Ok(())
+///     }
+/// }
+///
+/// /// The batch's `success` callback: every row is in.
+/// #[derive(Serialize, Deserialize, Job)]
+/// struct ImportDone {
+///     import_id: u64,
+/// }
+///
+/// impl Perform for ImportDone {
+///     async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+///         assert_eq!(cx.batch_event(), Some(Event::Success));
+///         let status = cx.batch_status().await?.expect("the batch that fired");
+///         assert_eq!((status.total, status.unsucceeded), (3, 0));
+///         Ok(())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let fake = Fake::new();
+/// let bid = Batch::new()
+///     .on_success(ImportDone { import_id: 7 })
+///     .push_bulk((1..=3).map(|row| ImportRow { row }))
+///     .commit(&fake.client())
+///     .await
+///     .unwrap();
+/// assert_eq!(fake.enqueued::<ImportRow>().len(), 3);
+/// assert!(fake.enqueued::<ImportDone>().is_empty()); // not fired yet
+///
+/// assert_eq!(fake.drain().await.unwrap(), 4); // the rows, then the callback
+/// assert_eq!(IMPORTED.load(Ordering::SeqCst), 3);
+/// let status = fake.client().batch_status(&bid).await.unwrap().unwrap();
+/// assert!(status.success_at.is_some());
+/// assert_eq!(fake.drain().await.unwrap(), 0); // fired once
+/// # }
+/// ```
 ///
 /// ```standalone_crate
 /// use fairjob::prelude::*;
@@ -358,7 +444,9 @@ impl Fake {
     /// (Sidekiq's inline mode), through the server middleware chain. A job
     /// that fails makes the push return [`Error::JobFailed`] and is not
     /// retried. Jobs scheduled for later wait for [`Fake::advance`] and
-    /// [`Fake::drain`].
+    /// [`Fake::drain`]. A batch (or workflow) runs within its `commit`,
+    /// callbacks and released steps included; its jobs' failures go to the
+    /// batch, not to the commit (see [`Fake`]).
     ///
     /// ```standalone_crate
     /// # use fairjob::prelude::*;
@@ -778,8 +866,12 @@ impl Shared {
                 )),
             ),
         };
+        // A batch member (or a child batch's callback): its end leaves its
+        // batch's sets in the same call, as the worker's exit does.
+        let member = batch_member(cx.payload(), Some(&result));
         let holds = Holds {
             slot: slot.as_ref(),
+            batch: member.as_ref(),
             ..Holds::default()
         };
         self.client
@@ -833,8 +925,20 @@ impl PushObserver for InlineObserver {
                 let Some(slot) = fake.admit(&job).await? else {
                     continue;
                 };
-                if let Err(e) = fake.perform(job, slot).await {
-                    first_failure.get_or_insert(e);
+                // A batch's job (a member, a step, a callback) fails into
+                // its batch (its status, its events) and `failures`, not
+                // into the push: a commit against Redis never sees its
+                // members fail, and a callback or a released step is pushed
+                // by another job's end.
+                let in_batch = parse(&job.entry).is_ok_and(|p| {
+                    p.get_str(fields::BID).is_some() || p.get_str(fields::BATCH_CALLBACK).is_some()
+                });
+                match fake.perform(job, slot).await {
+                    Err(Error::JobFailed { .. }) if in_batch => {}
+                    Err(e) => {
+                        first_failure.get_or_insert(e);
+                    }
+                    Ok(()) => {}
                 }
             }
             first_failure.map_or(Ok(()), Err)

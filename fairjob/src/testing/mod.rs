@@ -11,8 +11,9 @@
 //!   resolution and reroute rules, as in production) are recorded in memory;
 //!   [`Fake::enqueued`] shows them typed, [`Fake::drain`] performs them through
 //!   the server middleware chain, [`Fake::advance`] moves its virtual clock.
-//!   [`Fake::inline`] performs each job at push time. Per instance: tests on
-//!   parallel threads never see each other's jobs.
+//!   [`Fake::inline`] performs each job at push time. Batches and workflows
+//!   run on it too (callbacks, child batches, held steps). Per instance:
+//!   tests on parallel threads never see each other's jobs.
 //! - [`perform`]: one job's `perform` with a chosen tenant, attempt and jid.
 //! - [`RedisServer`]: a private `redis-server` on a free loopback port, for
 //!   integration tests against a real Redis: what the fake does not simulate

@@ -62,6 +62,8 @@ use rand::Rng;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "testing")]
+pub(crate) use batch::member as batch_member;
 pub use builder::{StopSignal, WorkerBuilder};
 pub use handle::WorkerHandle;
 pub use heartbeat::rss_kb;

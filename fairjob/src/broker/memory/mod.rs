@@ -19,12 +19,17 @@
 //! limit is a [`SlotState`](crate::policy::slots::SlotState) or a
 //! [`Limiter`](crate::policy::gcra::Limiter) (`limits.rs`); the broker's
 //! operations choose this store in testing mode (`tests/tests/twins.rs`
-//! compares it with Redis).
+//! compares it with Redis). Batches and workflows keep a
+//! [`Membership`](crate::policy::batch::Membership) each (`batches.rs`): a
+//! member's end goes through the rules in its exit, and fired callbacks and
+//! released steps are pushed to their queues (`tests/tests/batches.rs` and
+//! `workflows.rs` compare it with Redis).
 //!
 //! Layer 2, like the rest of the broker: it moves payload strings and knows
 //! nothing of job types. Whoever runs jobs in testing mode (the `testing`
 //! module) watches pushes through a [`PushObserver`].
 
+mod batches;
 mod limits;
 mod shards;
 
@@ -128,6 +133,8 @@ struct State {
     slots: HashMap<String, crate::policy::slots::SlotState>,
     /// Rate limiters by full key.
     limiters: HashMap<String, crate::policy::gcra::Limiter>,
+    /// Batches and workflows by their hash's key.
+    batches: HashMap<String, batches::MemBatch>,
     /// When set, the virtual clock stands still here (plus `ahead`).
     frozen: Option<Duration>,
 }
@@ -318,15 +325,25 @@ impl MemoryStore {
         self.lock().ahead += by;
     }
 
-    /// Records a batch of pushes as `push.lua` would make them (a promoting
-    /// source is never gone here), then tells the observer.
+    /// Records a batch of pushes as `push.lua` would make them, then tells
+    /// the observer. A push from a batch's staged set takes its member out
+    /// of it, and is skipped when it is no longer there (pushed already);
+    /// no other promoting source is kept here, so none is ever gone.
     pub(crate) async fn push(&self, jobs: &[PushSpec], clock_offset: i64) -> Result<Vec<Pushed>> {
         let now = self.lock().now(clock_offset);
         let (pushed, seqs) = self.record_pushes(jobs, now);
-        if let Some(observer) = self.observer.get() {
-            observer.pushed(seqs).await?;
-        }
+        self.notify(seqs).await?;
         Ok(pushed)
+    }
+
+    /// Tells the observer that `seqs` were recorded as waiting in their
+    /// queues (a push, or what a batch's script pushes itself: a fired
+    /// callback, a released workflow step).
+    pub(crate) async fn notify(&self, seqs: Vec<u64>) -> Result<()> {
+        match self.observer.get() {
+            Some(observer) if !seqs.is_empty() => observer.pushed(seqs).await,
+            _ => Ok(()),
+        }
     }
 
     /// Records pushes at `now_f` (epoch seconds of the virtual clock).
@@ -336,6 +353,12 @@ impl MemoryStore {
         let mut pushed = Vec::with_capacity(jobs.len());
         let mut seqs = Vec::with_capacity(jobs.len());
         for job in jobs {
+            if let Some(src) = &job.src
+                && st.claim_staged(&src.record, &src.member) == Some(false)
+            {
+                pushed.push(Pushed::SourceGone);
+                continue;
+            }
             if let Some(u) = &job.unique {
                 let holder = st.unique_take(u, now_f);
                 if let (Some(holder), false) = (holder, job.src.is_some()) {

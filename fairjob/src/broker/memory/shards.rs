@@ -48,14 +48,15 @@ impl State {
 
     /// Puts a job back where a plain queue's next fetch finds it first
     /// (`RPUSH`), or last (`LPUSH`); on a sharded queue, into its inbox (a
-    /// released waiter) or its tenant's list (a job put back).
+    /// released waiter) or its tenant's list (a job put back). Returns its
+    /// recording number.
     pub(super) fn requeue(
         &mut self,
         queue: &str,
         payload: String,
         tenant: Option<&str>,
         front: bool,
-    ) {
+    ) -> u64 {
         let sharded = self.shards.contains_key(queue);
         match (sharded, tenant) {
             (true, Some(t)) => {
@@ -70,6 +71,7 @@ impl State {
                 let mut call = Call::new(&mut sh.state, now);
                 call.push(t, seq, front);
                 call.end();
+                seq
             }
             (true, None) => {
                 let seq = self.record(payload, Some(queue.to_owned()), None, Waiting::Queued);
@@ -79,6 +81,7 @@ impl State {
                 } else {
                     sh.inbox.push_back(seq);
                 }
+                seq
             }
             (false, _) => {
                 let seq = self.record(payload, Some(queue.to_owned()), None, Waiting::Queued);
@@ -87,6 +90,7 @@ impl State {
                     debug_assert_eq!(e.seq, seq);
                     self.jobs.insert(0, e);
                 }
+                seq
             }
         }
     }

@@ -148,8 +148,13 @@ local function fj_wf_dep_failed(p, d, f, now)
   local pol = redis.call('HGET', w, 'pe:' .. d .. ':' .. f) or redis.call('HGET', w, 'p:' .. d) or 'cancel'
   if pol == 'continue' or pol == 'ignore' then
     if pol == 'continue' then
+      -- Listed once (a dependency retried by hand may die again).
       local had = redis.call('HGET', w, 'fd:' .. d)
-      redis.call('HSET', w, 'fd:' .. d, (had and had .. ',' or '') .. f)
+      local listed = false
+      for x in string.gmatch(had or '', '[^,]+') do
+        if x == f then listed = true end
+      end
+      if not listed then redis.call('HSET', w, 'fd:' .. d, (had and had .. ',' or '') .. f) end
     end
     fj_wf_met(p, d, f, now)
   else
