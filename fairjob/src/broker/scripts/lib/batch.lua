@@ -114,17 +114,50 @@ end
 -- the failed dependencies it continued past (encoded, comma-separated). A
 -- held step's payload waits in `:payloads`, split at its enqueued_at value
 -- by a newline: it holds no queue position and no worker.
+--
+-- For the views only (no rule reads them): `steps` and `o:<k>` (the k-th
+-- step in name order: pages of steps without a scan), `dn:<e>` and
+-- `d:<e>:<i>` (its dependencies, as declared), the batch's `held` (steps
+-- held now: the metrics sampler sums it over the newest batches) and, per
+-- held step, an index key `<ix><encoded jid>` holding the bid (`ix`, the
+-- prefix broker/keys.rs built, stored in the batch's hash), so explain finds
+-- a step that is in no queue. The count and the index change only on a
+-- step's way into and out of `held` (staging; release or cancel), in the
+-- same script.
 
 -- Dependents processed per script call at most: a step with 10,000
 -- dependents is released in calls of this many (`:wq`, below), so no call
 -- runs long.
 local FJ_WF_BUDGET = 25
 
+-- Held steps `jids` of workflow `bid` (hash `p`), just staged: counted,
+-- and indexed by jid for explain. An index key lives as long as the batch
+-- can (staging, then a dead member's 180 days) and goes when its step
+-- leaves `held` (fj_wf_unhold); one whose batch expired still holding the
+-- step is ignored (and deleted) by explain.
+local function fj_wf_hold(p, bid, jids, staging_ttl)
+  if #jids == 0 then return end
+  redis.call('HINCRBY', p, 'held', #jids)
+  local ix = redis.call('HGET', p, 'ix')
+  if not ix then return end
+  for _, jid in ipairs(jids) do
+    redis.call('SET', ix .. fj_encode(jid), bid, 'EX', staging_ttl + FJ_BATCH_KEEP_DEAD)
+  end
+end
+
+-- Held step `jid` leaves `held` (released or cancelled).
+local function fj_wf_unhold(p, jid)
+  redis.call('HINCRBY', p, 'held', -1)
+  local ix = redis.call('HGET', p, 'ix')
+  if ix then redis.call('DEL', ix .. fj_encode(jid)) end
+end
+
 -- Releases held step `e` into its queue and wakes a worker.
 local function fj_wf_release(p, e, now)
   local w = p .. ':wf'
   local f = redis.call('HMGET', w, 'jid:' .. e, 'q:' .. e, 'w:' .. e, 'qn:' .. e)
   redis.call('HSET', w, 's:' .. e, 'queued')
+  fj_wf_unhold(p, f[1])
   local v = redis.call('HGET', p .. ':payloads', f[1])
   if not v then return end
   fj_batch_push(v, now, f[2], f[3], f[4], redis.call('HGET', p, 'qs'))
@@ -155,6 +188,7 @@ local function fj_wf_dep_failed(p, d, f, now)
   else
     redis.call('HSET', w, 's:' .. d, 'cancelled')
     local jid = redis.call('HGET', w, 'jid:' .. d)
+    fj_wf_unhold(p, jid)
     redis.call('SREM', p .. ':pending', jid)
     redis.call('HSET', p .. ':failed', jid, 'cancelled: dependency `' .. redis.call('HGET', w, 'n:' .. f) .. '` failed')
     redis.call('HDEL', p .. ':payloads', jid)
