@@ -508,7 +508,7 @@ impl Inspect {
             "  steps:       {} total, {} held, {} not run yet, {} not succeeded, {} failed or cancelled",
             s.total, s.held, s.pending, s.unsucceeded, s.failures
         );
-        let last = w.from + w.steps.len() as u64;
+        let last = w.from.saturating_add(w.steps.len() as u64);
         println!(
             "{:<24} {:<10} {:<26} depends on / waiting for",
             "step", "state", "jid"
@@ -553,7 +553,7 @@ impl Inspect {
         if w.steps.is_empty() {
             println!("steps: none from {} of {}", w.from, w.total);
         } else {
-            println!("steps {}-{} of {}", w.from + 1, last, w.total);
+            println!("steps {}-{} of {}", w.from.saturating_add(1), last, w.total);
         }
         if let Some(next) = w.next {
             println!("more: --from {next}");

@@ -1093,6 +1093,31 @@ async fn a_workflows_steps_and_explain_of_its_members_over_http() {
         .collect();
     assert_eq!(names, ["extract", "merge"]);
     assert_eq!((p["prev"].clone(), p["next"].clone()), (json!(0), json!(4)));
+    let far = api(
+        &mut http,
+        &base,
+        &format!("/workflows/{}?from={}", enc(&wid), u64::MAX),
+    );
+    assert_eq!(
+        (far["steps"].clone(), far["next"].clone()),
+        (json!([]), Value::Null)
+    );
+    let far = get(
+        &mut http,
+        &base,
+        &format!("/workflows/{}?from={}", enc(&wid), u64::MAX),
+    );
+    assert_page(&far, "/workflows/{wid}?from=max");
+    assert!(far.body.contains("Steps none shown of 6"));
+    assert_eq!(
+        get(
+            &mut http,
+            &base,
+            &format!("/workflows/{}?from=x", enc(&wid))
+        )
+        .status,
+        400
+    );
 
     // The page: text escaped, never markup; its pager.
     let page = get(&mut http, &base, &format!("/workflows/{}", enc(&wid)));

@@ -241,8 +241,8 @@ pub(crate) async fn workflow(
     } else {
         format!(
             "{}–{} of {}",
-            format_count(view.from + 1),
-            format_count(view.from + view.steps.len() as u64),
+            format_count(view.from.saturating_add(1)),
+            format_count(view.from.saturating_add(view.steps.len() as u64)),
             format_count(view.total)
         )
     };

@@ -138,7 +138,7 @@
 //! | `window_counts`, `window_scores_at`, `window_keys_step` | reroute windows | `ZCOUNT`, `ZRANGE BYSCORE`, `SCAN` | counts, scores |
 //! | `list_len`, `list_from_tail`, `tenant_lists_step`, `walk_total` | lists, for explain's bounded walk | `LLEN`, `LRANGE`, `SSCAN` | entries |
 //! | `cron_due_at`, `cron_earliest`, `cron_entry`, `cron_entries`, `cron_state_row` | schedules, next fire times, state | `ZRANGE BYSCORE`, `HGET`, `HSCAN`, `HGETALL`+`ZSCORE` | rows, `CronStateRow` |
-//! | `workflow_page`, `workflow_step`, `workflow_held_bid` | a page of a workflow's steps in name order (state, jid, first dependencies, those a held step waits for); one step by jid, with a held step's payload; a held step's bid from its index key (written and deleted by the workflow scripts) | `HMGET`s (places, fields, dependencies, waits); `HGET`; `GET` | `StepPage`, `Option<(StepRow, …)>`, `Option<String>` |
+//! | `workflow_page`, `workflow_step`, `workflow_held_bid` | a page of a workflow's steps in name order (state, jid, first dependencies, those a held step waits for); one step by jid, with a held step's payload; a held step's bid from its index key (written and deleted by the workflow scripts) | `LLEN`+`LRANGE` (the list of steps), `HMGET` (fields), `HMGET` (waits); `HGET`; `GET` | `StepPage`, `Option<(StepRow, …)>`, `Option<String>` |
 //! | `unique_locks`, `unique_rejection` | a page of live unique locks; a remembered refusal of a jid | `SCAN MATCH`, `HGET`+`PTTL`; `LRANGE` | `UniqueLockPage`, `Option<Rejection>` |
 //! | `classes`, `key_len`, `key_ttl` | published classes; any key's size and TTL | `HSCAN`, `TYPE`+`*LEN`, `TTL` | rows |
 //!

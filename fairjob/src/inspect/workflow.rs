@@ -5,12 +5,13 @@
 //! dependencies.
 //!
 //! Bounded: the batch's status read ([`Inspector::batch`]) and a page of at
-//! most [`MAX_STEP_ROWS`] steps read by their places in name order (the
-//! workflow's hash keeps `o:<k>` → step, written at staging), a few `HMGET`s
-//! in all ([`RedisBroker::workflow_page`]); a step shows its first
-//! [`STEP_DEPS`] dependencies and which of those it still waits for, with
-//! how many it waits for in all. A 10,000-step workflow is read a page at
-//! a time, never whole.
+//! most [`MAX_STEP_ROWS`] steps: a range of the workflow's list of steps in
+//! name order (written at staging), then one `HMGET` of those steps' fields
+//! and one of what the held ones still wait for
+//! ([`RedisBroker::workflow_page`]); a step shows its first [`STEP_DEPS`]
+//! dependencies and which of those it still waits for, with how many it
+//! waits for in all. A 10,000-step workflow is read a page at a time, never
+//! whole.
 //!
 //! **Running.** Redis keeps a step `queued` from its release until its end
 //! (the exit writes done, failed or retrying); the view calls a queued or
@@ -42,8 +43,9 @@ pub const MAX_STEP_ROWS: usize = 500;
 /// it still waits for).
 pub const STEP_DEPS: usize = 20;
 
-/// Dependencies explain reads of one held step (to name those it waits for).
-pub const EXPLAIN_STEP_DEPS: usize = 1_000;
+/// Dependencies explain reads of one held step (to name those it waits
+/// for): all those Redis keeps for the views, a step's first 100.
+pub const EXPLAIN_STEP_DEPS: usize = 100;
 
 /// A step's state as the view shows it: Redis's state, with *running* told
 /// from *queued* by the workers' heartbeats (see the module doc).

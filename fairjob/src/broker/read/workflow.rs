@@ -1,8 +1,8 @@
 //! A workflow's steps as Redis keeps them, for the views
-//! (`inspect::workflow`, explain): a page in name order through the places
-//! `workflow_stage.lua` writes (`o:<k>` in the workflow's hash), one step by
-//! jid, and the held steps' index (jid → bid). A few `HMGET`s per page; no
-//! scan of the workflow's hash.
+//! (`inspect::workflow`, explain): a page in name order through the list of
+//! steps `workflow_stage.lua` writes (`:steps`, an `LRANGE` of the page), one
+//! step by jid, and the held steps' index (jid → bid). Three round trips per
+//! page; no scan of the workflow's hash.
 
 use super::RedisBroker;
 use crate::broker::batch::decode_list;
@@ -11,9 +11,9 @@ use crate::error::Result;
 impl RedisBroker {
     /// A page of workflow `bid`'s steps in name order: from the `from`-th
     /// (0-based) at most `n`, each with its first `deps` dependencies (see
-    /// [`StepRow`]). Bounded: one `HMGET` of the page's places, one of its
-    /// steps' fields, one of their first dependencies and one of which of
-    /// those a held step still waits for; no scan.
+    /// [`StepRow`]). Bounded: the list's length and the page's range of it,
+    /// one `HMGET` of the page's steps' fields and one of which of their
+    /// first dependencies a held step still waits for; no scan.
     pub async fn workflow_page(
         &self,
         bid: &str,
@@ -21,23 +21,19 @@ impl RedisBroker {
         n: usize,
         deps: usize,
     ) -> Result<StepPage> {
-        let w = format!("{}:wf", self.keys.batch(bid));
-        let mut get = redis::cmd("HMGET");
-        get.arg(&w).arg("steps");
-        for k in from + 1..=from + n as u64 {
-            get.arg(format!("o:{k}"));
-        }
-        let places: Vec<Option<String>> = self.query(&get).await?;
-        let mut places = places.into_iter();
-        let total = places
-            .next()
-            .flatten()
-            .and_then(|t| t.parse().ok())
-            .unwrap_or(0);
-        let steps: Vec<String> = places.flatten().collect();
+        let b = self.keys.batch(bid);
+        let from = from.min(i64::MAX as u64 - n as u64);
+        let mut pipe = redis::pipe();
+        pipe.cmd("LLEN")
+            .arg(format!("{b}:steps"))
+            .cmd("LRANGE")
+            .arg(format!("{b}:steps"))
+            .arg(from)
+            .arg(from + n.max(1) as u64 - 1);
+        let (total, steps): (u64, Vec<String>) = self.pipe(&pipe).await?;
         Ok(StepPage {
             total,
-            rows: self.step_rows(&w, &steps, deps).await?,
+            rows: self.step_rows(&format!("{b}:wf"), &steps, deps).await?,
         })
     }
 
@@ -83,78 +79,66 @@ impl RedisBroker {
         let mut get = redis::cmd("HMGET");
         get.arg(w);
         for e in steps {
-            for f in ["jid", "n", "s", "dn", "wn", "fd"] {
+            for f in ["jid", "n", "s", "d", "dn", "wn", "fd"] {
                 get.arg(format!("{f}:{e}"));
             }
         }
         let values: Vec<Option<String>> = self.query(&get).await?;
         let mut values = values.into_iter();
         let mut rows = Vec::with_capacity(steps.len());
-        let mut listed = Vec::with_capacity(steps.len());
+        // Per row: its step and its first dependencies, encoded.
+        let mut asked: Vec<(&String, Vec<String>)> = Vec::with_capacity(steps.len());
         for e in steps {
             let mut next = || values.next().flatten();
-            let (jid, name, state, dn, wn, fd) = (next(), next(), next(), next(), next(), next());
+            let (jid, name, state, declared, dn, wn, fd) =
+                (next(), next(), next(), next(), next(), next(), next());
             let Some(state) = state else { continue };
-            let count = |v: Option<String>| v.and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
-            let deps_total = count(dn).max(0) as u64;
+            let count = |v: Option<String>| v.and_then(|v| v.parse::<i64>().ok());
+            let kept: Vec<String> = declared
+                .unwrap_or_default()
+                .split(',')
+                .filter(|d| !d.is_empty())
+                .map(str::to_owned)
+                .collect();
+            let deps_total = count(dn).map_or(kept.len() as u64, |n| n.max(0) as u64);
+            let first: Vec<String> = kept.into_iter().take(deps).collect();
             rows.push(StepRow {
                 name: name.unwrap_or_else(|| crate::wire::encoding::decode(e).unwrap_or_default()),
                 jid: jid.unwrap_or_default(),
                 state,
-                deps: Vec::new(),
+                deps: first
+                    .iter()
+                    .filter_map(|d| crate::wire::encoding::decode(d))
+                    .collect(),
                 deps_total,
                 waiting: Vec::new(),
-                waiting_total: count(wn).max(0) as u64,
+                waiting_total: count(wn).unwrap_or(0).max(0) as u64,
                 failed_deps: decode_list(fd),
             });
-            listed.push((e, deps_total.min(deps as u64)));
-        }
-        // Their first dependencies, in one HMGET.
-        let mut get = redis::cmd("HMGET");
-        get.arg(w);
-        let mut asked = 0;
-        for (e, n) in &listed {
-            for i in 1..=*n {
-                get.arg(format!("d:{e}:{i}"));
-                asked += 1;
-            }
-        }
-        if asked == 0 {
-            return Ok(rows);
-        }
-        let names: Vec<Option<String>> = self.query(&get).await?;
-        let mut names = names.into_iter();
-        let mut encoded: Vec<Vec<String>> = Vec::with_capacity(rows.len());
-        for (row, (_, n)) in rows.iter_mut().zip(&listed) {
-            let these: Vec<String> = (0..*n).filter_map(|_| names.next().flatten()).collect();
-            row.deps = these
-                .iter()
-                .filter_map(|d| crate::wire::encoding::decode(d))
-                .collect();
-            encoded.push(these);
+            asked.push((e, first));
         }
         // Which of them each held step still waits for, in one HMGET.
         let mut get = redis::cmd("HMGET");
         get.arg(w);
-        let mut asked = 0;
-        for ((row, (e, _)), these) in rows.iter().zip(&listed).zip(&encoded) {
+        let mut any = false;
+        for (row, (e, first)) in rows.iter().zip(&asked) {
             if row.state == "held" {
-                for d in these {
+                for d in first {
                     get.arg(format!("we:{e}:{d}"));
-                    asked += 1;
+                    any = true;
                 }
             }
         }
-        if asked == 0 {
+        if !any {
             return Ok(rows);
         }
         let waits: Vec<Option<String>> = self.query(&get).await?;
         let mut waits = waits.into_iter();
-        for (row, these) in rows.iter_mut().zip(&encoded) {
+        for (row, (_, first)) in rows.iter_mut().zip(&asked) {
             if row.state != "held" {
                 continue;
             }
-            row.waiting = these
+            row.waiting = first
                 .iter()
                 .zip(waits.by_ref())
                 .filter(|(_, w)| w.is_some())
@@ -175,7 +159,8 @@ pub struct StepRow {
     /// Its stored state (`held`, `queued`, `retrying`, `done`, `failed`,
     /// `cancelled`).
     pub state: String,
-    /// Its first dependencies (as many as asked), in declaration order.
+    /// Its first dependencies (as many as asked, of the first 100 Redis
+    /// keeps), in declaration order.
     pub deps: Vec<String>,
     /// How many dependencies it has.
     pub deps_total: u64,

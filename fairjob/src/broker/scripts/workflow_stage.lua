@@ -6,10 +6,9 @@
 -- step with some is held (its payload split at its enqueued_at value).
 -- Nothing is runnable before batch_commit.lua flips the batch open; until
 -- then every key expires after ARGV[2] seconds. For the views, each step
--- also gets its place in name order (`o:<k>`, `steps`) and its list of
--- dependencies (`d:<e>:<i>`, `dn:<e>`); a held step is counted in the
--- batch's `held` and indexed by jid for explain (see lib/batch.lua
--- `fj_wf_hold`).
+-- also gets its place in name order (the list `:steps`) and its declared
+-- dependencies (`d:<e>`, `dn:<e>`); a held step is counted in the batch's
+-- `held` and indexed by jid for explain (see lib/batch.lua `fj_wf_hold`).
 -- KEYS[1] = the batch's hash.
 -- ARGV[1] = now (seconds), ARGV[2] = staging ttl seconds, ARGV[3] =
 -- description, ARGV[4] = tenant, ARGV[5] = the batch's id, ARGV[6] = the
@@ -30,23 +29,30 @@ if not state then
     'desc', ARGV[3], 'tenant', ARGV[4], 'wf', '1', 'ix', ARGV[6])
 end
 local w = p .. ':wf'
-local roots, root_payloads, held_jids, held_payloads = {}, {}, {}, {}
+local roots, root_payloads, held_jids, held_payloads, order = {}, {}, {}, {}, {}
 local i = 7
 while i <= #ARGV do
   local jid, e, name, payload, held = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  local k = redis.call('HINCRBY', w, 'steps', 1)
+  order[#order + 1] = e
   redis.call('HSET', w, 'jid:' .. e, jid, 'n:' .. e, name, 'name:' .. jid, e,
     's:' .. e, held == '1' and 'held' or 'queued', 'p:' .. e, ARGV[i + 5],
-    'q:' .. e, ARGV[i + 6], 'w:' .. e, ARGV[i + 7], 'qn:' .. e, ARGV[i + 8], 'o:' .. k, e)
+    'q:' .. e, ARGV[i + 6], 'w:' .. e, ARGV[i + 7], 'qn:' .. e, ARGV[i + 8])
   i = i + 9
   local nd = tonumber(ARGV[i]); i = i + 1
-  redis.call('HSET', w, 'wn:' .. e, nd, 'dn:' .. e, nd)
-  for at = 1, nd do
+  local kept = {}
+  for _ = 1, nd do
     local d = ARGV[i]; i = i + 1
-    redis.call('HSET', w, 'we:' .. e .. ':' .. d, '1', 'd:' .. e .. ':' .. at, d)
+    if #kept < FJ_WF_DEPS_KEPT then kept[#kept + 1] = d end
+    redis.call('HSET', w, 'we:' .. e .. ':' .. d, '1')
     local at = redis.call('HINCRBY', w, 'an:' .. d, 1)
     redis.call('HSET', w, 'a:' .. d .. ':' .. at, e)
   end
+  if nd > 0 then
+    redis.call('HSET', w, 'wn:' .. e, nd, 'd:' .. e, table.concat(kept, ','))
+  else
+    redis.call('HSET', w, 'wn:' .. e, 0)
+  end
+  if nd > #kept then redis.call('HSET', w, 'dn:' .. e, nd) end
   local ne = tonumber(ARGV[i]); i = i + 1
   for _ = 1, ne do
     redis.call('HSET', w, 'pe:' .. e .. ':' .. ARGV[i], ARGV[i + 1]); i = i + 2
@@ -58,6 +64,10 @@ while i <= #ARGV do
     roots[#roots + 1] = jid
     root_payloads[#root_payloads + 1] = payload
   end
+end
+-- The steps in name order, for pages of them (after those staged before).
+for n = 1, #order, 1000 do
+  redis.call('RPUSH', p .. ':steps', unpack(order, n, math.min(#order, n + 999)))
 end
 fj_batch_join(p, held_jids, held_payloads)
 fj_wf_hold(p, ARGV[5], held_jids, tonumber(ARGV[2]))
