@@ -253,6 +253,37 @@ async fn explain_names_a_members_batch_and_what_a_held_step_waits_for() {
         e.reasons
     );
 
+    // A fan-in of 150: a page shows its first 20 dependencies, explain names
+    // 20 of those it waits for, and both say how many there are.
+    let roots: Vec<String> = (0..150).map(|i| format!("r{i:03}")).collect();
+    let mut w = Workflow::new();
+    for r in &roots {
+        w = w.add(r, quick().queue("views-idle3"));
+    }
+    let fan_wid = w
+        .add_after("fan", quick(), &roots)
+        .commit(&c)
+        .await
+        .unwrap();
+    let v = view(&c, &fan_wid, 0, 2).await;
+    let fan = step(&v, "fan");
+    assert_eq!((fan.dependencies.len(), fan.dependencies_total), (20, 150));
+    assert_eq!((fan.waiting_for.len(), fan.waiting_total), (20, 150));
+    assert_eq!(fan.waiting_for[19], "r019");
+    let e = inspector
+        .explain(&fan.jid, None, None, None, &[])
+        .await
+        .unwrap();
+    match &e.reasons[0] {
+        Reason::WorkflowHeld {
+            waiting_for,
+            waiting,
+            dependencies,
+            ..
+        } => assert_eq!((waiting_for.len(), *waiting, *dependencies), (20, 150, 150)),
+        other => panic!("{other:?}"),
+    }
+
     // An index key whose batch expired (holding its step) is ignored and
     // dropped.
     let stale = redis.keys().workflow_held("no-such-step");
