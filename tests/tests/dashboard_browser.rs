@@ -127,8 +127,8 @@ async fn chromium_loads_every_page_and_retries_a_dead_job() {
         .commit(&c)
         .await
         .unwrap();
-    // A workflow: `load` runs 20 s, `then` waits for it; `bad` fails for
-    // good and `skipped` is cancelled.
+    // A workflow: `load` runs (10 min), `then` waits for it; `bad` fails
+    // for good and `skipped` is cancelled.
     let wid = fairjob::Workflow::new()
         .description(format!("{SCRIPT} nightly export"))
         .set_tenant(SCRIPT)
@@ -137,7 +137,8 @@ async fn chromium_loads_every_page_and_retries_a_dead_job() {
             ShardJob {
                 tenant: "ünïcødé".into(),
                 n: 99,
-                ms: 20_000,
+                // Running for the whole test, however slow the machine.
+                ms: 600_000,
             },
         )
         .add_after("then", RecordJob("then".into()), ["load"])
