@@ -8,27 +8,37 @@ use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fairjob::{IntoPush, PushJob};
-use sqlx::PgExecutor;
+use sqlx::{PgConnection, PgExecutor, Postgres, Transaction};
 
 use crate::error::{Error, Result};
 
-/// Enqueue inside the caller's transaction: pass `&mut *tx` (any sqlx
-/// Postgres executor works: `&mut PgConnection`, or `&PgPool` outside a
-/// transaction). One `INSERT`; the jid is returned before the commit;
+/// Enqueue inside the caller's transaction: pass `&mut *tx` (or `&mut tx`;
+/// see [`InTransaction`]). A pool is refused at compile time: a job
+/// enqueued through a pool is committed at once, outside the transaction,
+/// and would run even if the transaction rolled back.
+/// One `INSERT`; the jid is returned before the commit;
 /// nothing is visible to a pump before the commit, nothing ever after a
 /// rollback. The caller's transaction is never committed, rolled back or
 /// retried here, and no `NOTIFY` is sent from it.
+///
+/// ```compile_fail,E0277
+/// # use fairjob_postgres::EnqueueTx;
+/// # async fn f(pool: sqlx::PgPool, job: fairjob::PushJob) {
+/// // A pool is not a transaction: this does not compile.
+/// job.perform_async_tx(&pool).await;
+/// # }
+/// ```
 pub trait EnqueueTx: IntoPush + Send + Sized {
     /// Enqueues now (the pump pushes it once the transaction commits); returns the jid.
     fn perform_async_tx<'c>(
         self,
-        conn: impl PgExecutor<'c> + 'c,
+        conn: impl InTransaction<'c> + 'c,
     ) -> impl Future<Output = Result<String>> + Send + 'c
     where
         Self: 'c,
     {
         async move {
-            Ok(insert(conn, vec![(self.into_push()?, None)])
+            Ok(insert(conn.connection(), vec![(self.into_push()?, None)])
                 .await?
                 .remove(0))
         }
@@ -38,7 +48,7 @@ pub trait EnqueueTx: IntoPush + Send + Sized {
     /// returns the jid.
     fn perform_in_tx<'c>(
         self,
-        conn: impl PgExecutor<'c> + 'c,
+        conn: impl InTransaction<'c> + 'c,
         delay: Duration,
     ) -> impl Future<Output = Result<String>> + Send + 'c
     where
@@ -46,28 +56,61 @@ pub trait EnqueueTx: IntoPush + Send + Sized {
     {
         async move {
             let at = (!delay.is_zero()).then(|| epoch(SystemTime::now()) + delay.as_secs_f64());
-            Ok(insert(conn, vec![(self.into_push()?, at)]).await?.remove(0))
+            Ok(insert(conn.connection(), vec![(self.into_push()?, at)])
+                .await?
+                .remove(0))
         }
     }
 
     /// Enqueues to run at `at`; returns the jid.
     fn perform_at_tx<'c>(
         self,
-        conn: impl PgExecutor<'c> + 'c,
+        conn: impl InTransaction<'c> + 'c,
         at: SystemTime,
     ) -> impl Future<Output = Result<String>> + Send + 'c
     where
         Self: 'c,
     {
         async move {
-            Ok(insert(conn, vec![(self.into_push()?, Some(epoch(at)))])
-                .await?
-                .remove(0))
+            Ok(insert(
+                conn.connection(),
+                vec![(self.into_push()?, Some(epoch(at)))],
+            )
+            .await?
+            .remove(0))
         }
     }
 }
 
 impl<T: IntoPush + Send> EnqueueTx for T {}
+
+/// What the `_tx` functions write through: the caller's transaction,
+/// `&mut *tx` (its `&mut PgConnection`) or `&mut tx` (the
+/// `sqlx::Transaction`). A pool (`&PgPool`) is not one: each statement on a
+/// pool commits on its own, so a job enqueued through it would run even
+/// when the application's transaction rolls back. Sealed.
+pub trait InTransaction<'c>: sealed::Sealed + Send {
+    /// The connection the transaction runs on.
+    fn connection(self) -> &'c mut PgConnection;
+}
+
+impl<'c> InTransaction<'c> for &'c mut PgConnection {
+    fn connection(self) -> &'c mut PgConnection {
+        self
+    }
+}
+
+impl<'c, 't> InTransaction<'c> for &'c mut Transaction<'t, Postgres> {
+    fn connection(self) -> &'c mut PgConnection {
+        self
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for &mut sqlx::PgConnection {}
+    impl Sealed for &mut sqlx::Transaction<'_, sqlx::Postgres> {}
+}
 
 /// A job kept in PostgreSQL until it ends ("Postgres stays the truth"):
 /// `job.keep_until_done().perform_async_tx(&mut *tx)`. Its row stays after
@@ -108,17 +151,17 @@ pub trait KeepExt: IntoPush + Sized {
 
 impl<T: IntoPush> KeepExt for T {}
 
-/// Enqueues many jobs in the caller's transaction with one `INSERT`; returns
-/// their jids in order.
+/// Enqueues many jobs in the caller's transaction (`&mut *tx`) with one
+/// `INSERT`; returns their jids in order.
 pub async fn perform_bulk_tx<'c, I: IntoPush>(
-    conn: impl PgExecutor<'c>,
+    conn: impl InTransaction<'c> + 'c,
     jobs: impl IntoIterator<Item = I>,
 ) -> Result<Vec<String>> {
     let pushes = jobs
         .into_iter()
         .map(|j| Ok((j.into_push()?, None)))
         .collect::<Result<Vec<_>>>()?;
-    insert(conn, pushes).await
+    insert(conn.connection(), pushes).await
 }
 
 fn epoch(t: SystemTime) -> f64 {
@@ -177,7 +220,7 @@ async fn insert<'c>(
 /// An insert's error, named for what fixes it when the table, a column or
 /// the schema is missing (`42P01`, `42703`, `3F000`): the schema is older
 /// than this crate's.
-fn schema_not_ready(e: sqlx::Error) -> Error {
+pub(crate) fn schema_not_ready(e: sqlx::Error) -> Error {
     let missing = e
         .as_database_error()
         .and_then(|d| d.code())

@@ -9,7 +9,11 @@ pub const LAG_SECONDS: &str = "fairjob_postgres_lag_seconds";
 pub const PUMPS_ALIVE: &str = "fairjob_postgres_pumps_alive";
 /// Counter: jobs this process's pumps pushed into Redis.
 pub const PUSHED_TOTAL: &str = "fairjob_postgres_pushed_total";
-/// Counter: rows kept as failed (a job that cannot be pushed).
+/// Counter: batches and workflows (committed in a transaction) this
+/// process's pumps committed into Redis.
+pub const BATCHES_TOTAL: &str = "fairjob_postgres_batches_total";
+/// Counter: rows kept as failed (a job that cannot be pushed, a batch that
+/// cannot be committed).
 pub const FAILED_TOTAL: &str = "fairjob_postgres_failed_total";
 /// Counter: kept jobs' ends written back to PostgreSQL (label `state`: done, dead).
 pub const COMPLETIONS_TOTAL: &str = "fairjob_postgres_completions_total";

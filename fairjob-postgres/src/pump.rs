@@ -32,6 +32,29 @@
 //! A job that cannot be pushed (too large, undecodable, a bad queue name)
 //! keeps its row with `failed_at` and `error` set, and is not retried.
 //!
+//! # Batches and workflows
+//!
+//! A batch or workflow committed with [`crate::BatchTx::commit_tx`] is one
+//! row of kind `batch` (its bid as `jid`, the batch's tenant as `tenant`),
+//! claimed in the same fair order as jobs. 5. After the batch's jobs, each
+//! claimed batch is committed into Redis by
+//! [`PreparedBatch::commit`](fairjob::batch::PreparedBatch::commit), the
+//! steps of `Batch::commit` with the stored bid (stage the members in
+//! chunks, list, flip open, push the staged members), and its row is
+//! deleted. Nothing is runnable before the flip, and everything is after
+//! it. The commit is idempotent by bid, so a pump killed anywhere loses
+//! nothing and doubles nothing: killed while staging, the next pump stages
+//! again (a member or step staged already is not staged twice); killed
+//! after the flip, the next pump's flip finds the batch open and pushes
+//! only the members still staged (a worker's sweep may push them first,
+//! each once); killed before the `DELETE`, the next commit changes
+//! nothing. A batch that cannot be committed (see [`crate::BatchTx`]) keeps
+//! its row as failed, as a job does. Once a step has run a quarter of the
+//! lease, its batch rows not started are handed back to the next step (the
+//! first is always started); one commit must fit in half the lease (15 s by
+//! default; 100,000 members take a few seconds). Members are published as
+//! outbox jobs, never kept until done.
+//!
 //! # Postgres stays the truth (kept jobs)
 //!
 //! A job enqueued with [`crate::KeepExt::keep_until_done`], or to one of
@@ -70,7 +93,8 @@
 //! missing ones that are still not done pending again.
 //!
 //! Not covered: a job that ended in the interval between its end and the
-//! drain of its completion (at most one check interval) when Redis loses
+//! drain of its completion (at most one check interval, plus the batch in
+//! flight when the check is due) when Redis loses
 //! data then runs again (at least once, never lost); a job an operator
 //! deletes from Redis's `retry` or `schedule` set stays `published` in
 //! PostgreSQL until Redis next loses data, and is then republished.
@@ -79,9 +103,11 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use fairjob::batch::PreparedBatch;
 use fairjob::{Client, Payload, PushJob, StagedPush};
 use sqlx::{PgPool, Row};
 
+use crate::batch::KIND_BATCH;
 use crate::enqueue::{CHANNEL, is_kept, mark_kept};
 use crate::error::Result;
 use crate::metrics as m;
@@ -152,6 +178,9 @@ pub struct PumpStats {
     pub failed: usize,
     /// Kept rows marked published (they stay until their job ends).
     pub kept: usize,
+    /// Batches and workflows committed into Redis now (a commit repeated
+    /// after a crash included).
+    pub batches: usize,
 }
 
 impl Pump {
@@ -284,7 +313,8 @@ impl Pump {
                 }
             };
             wait = next_wait(claimed, self.batch, wait, self.poll, self.max_idle);
-            let sleep_for = wait.min(self.check_every);
+            let sleep_for =
+                sleep_before_check(wait, last_check.map(|t| t.elapsed()), self.check_every);
             let notified = async {
                 match listener.as_mut() {
                     Some(l) => l.recv().await.is_ok(),
@@ -609,6 +639,7 @@ impl Pump {
     /// One batch; `cursor` is the last tenant served (the round robin's position).
     async fn pump_from(&self, cursor: &mut String) -> Result<PumpStats> {
         let epoch = self.current_epoch().await?;
+        let started = Instant::now();
         let (rows, last_tenant) = self.claim(cursor).await?;
         let mut stats = PumpStats {
             claimed: rows.len(),
@@ -620,6 +651,9 @@ impl Pump {
         if let Some(last) = last_tenant {
             *cursor = last;
         }
+        // Batches are committed after the jobs (step 5).
+        let (batches, rows): (Vec<Claimed>, Vec<Claimed>) =
+            rows.into_iter().partition(|r| r.kind == KIND_BATCH);
         // Decode, and mark the jobs of kept queues.
         let mut failed: Vec<(i64, String)> = Vec::new();
         let mut jobs: Vec<(&Claimed, PushJob, bool)> = Vec::with_capacity(rows.len());
@@ -648,7 +682,7 @@ impl Pump {
             if !self.client.stage_pushes_in_epoch(&epoch, &jids).await? {
                 // Redis lost data since the last check: release the batch and
                 // check before pushing anything.
-                let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+                let ids: Vec<i64> = rows.iter().chain(&batches).map(|r| r.id).collect();
                 sqlx::query("UPDATE fairjob.outbox SET claimed_until = NULL WHERE id = ANY($1)")
                     .bind(&ids)
                     .execute(&self.pool)
@@ -727,7 +761,7 @@ impl Pump {
                 .collect();
             self.client.mark_relay_live(&jids).await?;
         }
-        if std::env::var_os(HANG_AFTER_PUSH_ENV).is_some() {
+        if !rows.is_empty() && std::env::var_os(HANG_AFTER_PUSH_ENV).is_some() {
             tracing::warn!(
                 "{HANG_AFTER_PUSH_ENV} is set: hanging between the Redis push and the PostgreSQL update"
             );
@@ -785,7 +819,82 @@ impl Pump {
         }
         ::metrics::counter!(m::PUSHED_TOTAL).increment(stats.pushed as u64);
         ::metrics::counter!(m::FAILED_TOTAL).increment(stats.failed as u64);
+        // 5. Batches and workflows, each committed whole.
+        if !batches.is_empty() {
+            self.publish_batches(batches, started, &mut stats).await?;
+        }
         Ok(stats)
+    }
+
+    /// Step 5: commits each claimed batch row into Redis through the same
+    /// steps as `Batch::commit`, with the bid stored in it, then deletes the
+    /// row (one by one: a batch committed is never committed again by this
+    /// pump). A pump killed at any point leaves the row claimed; the next
+    /// pump repeats the commit, which stages, flips and pushes nothing
+    /// twice. Once the step has run a quarter of the lease, the rows not
+    /// started are handed back (a step is abandoned after half of it); the
+    /// first is always started, so batches make progress whatever the lease.
+    async fn publish_batches(
+        &self,
+        rows: Vec<Claimed>,
+        started: Instant,
+        stats: &mut PumpStats,
+    ) -> Result<()> {
+        let mut rows = rows.into_iter().enumerate();
+        while let Some((i, row)) = rows.next() {
+            if i > 0 && started.elapsed() > self.lease / 4 {
+                let ids: Vec<i64> = std::iter::once(row.id)
+                    .chain(rows.map(|(_, r)| r.id))
+                    .collect();
+                sqlx::query("UPDATE fairjob.outbox SET claimed_until = NULL WHERE id = ANY($1)")
+                    .bind(&ids)
+                    .execute(&self.pool)
+                    .await?;
+                break;
+            }
+            let committed = match PreparedBatch::from_json(&row.payload) {
+                Ok(batch) => batch.commit(&self.client).await,
+                Err(e) => Err(e),
+            };
+            match committed {
+                Ok(bid) => {
+                    tracing::debug!(bid = %bid, tenant = %row.tenant, "batch committed from the outbox");
+                    if std::env::var_os(HANG_AFTER_PUSH_ENV).is_some() {
+                        tracing::warn!(
+                            "{HANG_AFTER_PUSH_ENV} is set: hanging between the batch's commit in Redis and the PostgreSQL update"
+                        );
+                        std::future::pending::<()>().await;
+                    }
+                    sqlx::query("DELETE FROM fairjob.outbox WHERE id = $1")
+                        .bind(row.id)
+                        .execute(&self.pool)
+                        .await?;
+                    stats.batches += 1;
+                    ::metrics::counter!(m::BATCHES_TOTAL).increment(1);
+                }
+                Err(e) if is_bad_batch(&e) => {
+                    let error = failure(&e, &row.jid);
+                    tracing::error!(
+                        bid = %row.jid,
+                        tenant = %row.tenant,
+                        %error,
+                        "batch cannot be committed; kept as failed in fairjob.outbox"
+                    );
+                    sqlx::query(
+                        "UPDATE fairjob.outbox SET failed_at = now(), error = $2, claimed_until = NULL
+                         WHERE id = $1",
+                    )
+                    .bind(row.id)
+                    .bind(&error)
+                    .execute(&self.pool)
+                    .await?;
+                    stats.failed += 1;
+                    ::metrics::counter!(m::FAILED_TOTAL).increment(1);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     /// Step 1, the fair claim: returns the rows and the last tenant of this
@@ -831,7 +940,8 @@ impl Pump {
                AND (claimed_until IS NULL OR claimed_until < now())
                FOR UPDATE SKIP LOCKED
              )
-             RETURNING o.id, o.jid, o.tenant, o.default_tenant, o.payload, o.run_at, o.staged, o.keep",
+             RETURNING o.id, o.jid, o.tenant, o.default_tenant, o.payload, o.run_at, o.staged,
+                       o.keep, o.kind",
         )
         .bind(&tenants)
         .bind(per)
@@ -851,6 +961,7 @@ impl Pump {
                     run_at: r.try_get("run_at")?,
                     staged: r.try_get("staged")?,
                     keep: r.try_get("keep")?,
+                    kind: r.try_get("kind")?,
                 })
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
@@ -904,6 +1015,18 @@ fn next_wait(
     }
 }
 
+/// How long the loop sleeps: the poll's `wait`, but never past the next
+/// check (`since_check` after the last one), so completions are drained
+/// every check interval — late by at most the batch in flight when it is due.
+fn sleep_before_check(
+    wait: Duration,
+    since_check: Option<Duration>,
+    check_every: Duration,
+) -> Duration {
+    let until_check = since_check.map_or(Duration::ZERO, |s| check_every.saturating_sub(s));
+    wait.min(until_check)
+}
+
 /// The stored push of a row.
 fn decode(row: &Claimed) -> Result<PushJob, fairjob::Error> {
     let payload = Payload::parse(row.payload.clone().into_bytes())
@@ -936,6 +1059,22 @@ fn is_bad_job(e: &fairjob::Error) -> bool {
     )
 }
 
+/// A batch's own fault: a member's (see [`is_bad_job`]), a stored batch
+/// that does not decode, one the client refuses (a workflow or child batch
+/// on a Redis Cluster, a middleware stopping a step, a unique member), or
+/// a parent batch gone or finished. Not retried.
+fn is_bad_batch(e: &fairjob::Error) -> bool {
+    is_bad_job(e)
+        || matches!(
+            e,
+            fairjob::Error::Malformed(_)
+                | fairjob::Error::Batch(_)
+                | fairjob::Error::Workflow(_)
+                | fairjob::Error::NoSuchBatch { .. }
+                | fairjob::Error::BatchFinished { .. }
+        )
+}
+
 /// A claimed row.
 #[derive(Debug)]
 struct Claimed {
@@ -947,6 +1086,8 @@ struct Claimed {
     run_at: Option<f64>,
     staged: bool,
     keep: bool,
+    /// `job`, or `batch` (the payload is a prepared batch).
+    kind: String,
 }
 
 /// `host:pid:random`.
@@ -974,6 +1115,19 @@ mod tests {
         assert_eq!(seen, [200, 400, 800, 1600, 2000, 2000, 2000]);
         // A max below the poll interval means: poll at the interval.
         assert_eq!(next_wait(0, 500, poll, poll, Duration::ZERO), poll);
+    }
+
+    #[test]
+    fn the_loop_never_sleeps_past_the_next_check() {
+        let s = Duration::from_millis;
+        let every = s(1000);
+        // Idle back-off of 2 s, 300 ms after a check: wake for the check at 1 s.
+        assert_eq!(sleep_before_check(s(2000), Some(s(300)), every), s(700));
+        // A batch ran past the check's time: no sleep, the check comes first.
+        assert_eq!(sleep_before_check(s(100), Some(s(1200)), every), s(0));
+        // A short poll wins.
+        assert_eq!(sleep_before_check(s(100), Some(s(0)), every), s(100));
+        assert_eq!(sleep_before_check(s(100), None, every), s(0));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use sqlx::PgPool;
 use crate::error::{Error, Result};
 
 /// The schema version this crate writes and reads.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// Migrations, in order; migration `i` brings the schema to version `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -77,6 +77,13 @@ CREATE TABLE fairjob.pumps (
     started_at timestamptz NOT NULL DEFAULT now(),
     seen_at timestamptz NOT NULL DEFAULT now()
 );
+"#,
+    r#"
+-- Batches and workflows committed in a transaction (BatchTx): one row per
+-- batch, `jid` its bid, `payload` the prepared batch (fairjob's
+-- PreparedBatch JSON), claimed and ordered by tenant as jobs are.
+ALTER TABLE fairjob.outbox
+    ADD COLUMN kind text NOT NULL DEFAULT 'job' CHECK (kind IN ('job', 'batch'));
 "#,
 ];
 

@@ -360,8 +360,8 @@ enum Command {
         /// The job's jid
         jid: String,
         /// Also look for the jid in fairjob-postgres' table (committed and
-        /// not yet in Redis, kept, or failed)
-        #[arg(long, value_name = "URL")]
+        /// not yet in Redis, kept, or failed); without a URL, `DATABASE_URL`'s
+        #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
         postgres: Option<String>,
         /// Its tenant, if known (narrows the walk of sharded queues)
         #[arg(long)]
@@ -655,7 +655,7 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
             postgres: Some(url),
             json: false,
             ..
-        } => crate::postgres::explain(url, jid).await?,
+        } => crate::postgres::explain(&database_url(url)?, jid).await?,
         _ => {}
     }
     let inspect = crate::inspect::Inspect::connect(&config).await;
@@ -929,6 +929,19 @@ async fn run_worker(
     Ok(())
 }
 
+/// A PostgreSQL URL given with `--postgres`: `--postgres` alone (an empty
+/// value) takes `DATABASE_URL`'s, as `pump` and `postgres migrate` do when
+/// they are given none.
+fn database_url(flag: &str) -> Result<String> {
+    if !flag.is_empty() {
+        return Ok(flag.to_owned());
+    }
+    match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.is_empty() => Ok(url),
+        _ => bail!("--postgres without a URL reads DATABASE_URL, which is not set"),
+    }
+}
+
 fn load_config(global: &Global, r: &RunArgs) -> Result<WorkerConfig> {
     let mut c = match &global.config {
         Some(path) => {
@@ -941,6 +954,9 @@ fn load_config(global: &Global, r: &RunArgs) -> Result<WorkerConfig> {
     };
     global.settings.apply(&mut c);
     r.settings.apply(&mut c);
+    if let Some(url) = &c.postgres.url {
+        c.postgres.url = Some(database_url(url)?);
+    }
     if !r.queues.is_empty() {
         c.queues = r.queues.clone();
         c.tiers.clear();

@@ -63,7 +63,9 @@
 //! The rules are [`crate::policy::batch`]; their Lua twin is
 //! `broker/scripts/lib/batch.lua`.
 
-pub use crate::client::batch::{Batch, BatchHandle, BatchStatus, Workflow, callback_jid};
+pub use crate::client::batch::{
+    Batch, BatchHandle, BatchStatus, PreparedBatch, Workflow, callback_jid,
+};
 use crate::error::{Error, Result};
 use crate::job::JobContext;
 pub use crate::policy::batch::Event;

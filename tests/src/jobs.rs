@@ -120,6 +120,19 @@ impl LedgerJob {
 }
 
 fn ledger(kind: &str, jid: &str) {
+    ledger_line(&format!("{kind} {jid} {}\n", std::process::id()));
+}
+
+/// [`ledger`] with the time (unix ms) as a fourth field.
+fn ledger_timed(kind: &str, id: &str) {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    ledger_line(&format!("{kind} {id} {} {ms}\n", std::process::id()));
+}
+
+fn ledger_line(line: &str) {
     if let Some(dir) = std::env::var_os("FAIRJOB_TEST_LEDGER") {
         let path = std::path::Path::new(&dir).join(format!("{}.log", std::process::id()));
         if let Ok(mut f) = std::fs::OpenOptions::new()
@@ -129,7 +142,6 @@ fn ledger(kind: &str, jid: &str) {
         {
             // One write(2) per line: `writeln!` issues several writes, and the
             // lines of concurrent jobs of one process would interleave.
-            let line = format!("{kind} {jid} {}\n", std::process::id());
             let _ = f.write_all(line.as_bytes());
             let _ = f.sync_data();
         }
@@ -144,6 +156,34 @@ impl Perform for LedgerJob {
         }
         tokio::time::sleep(Duration::from_millis(self.ms)).await;
         ledger("end", cx.jid());
+        Ok(())
+    }
+}
+
+/// A workflow's step for the fault tests: appends `start|end <bid>/<step>
+/// <pid> <unix ms>` to the ledger (the step's name, not its jid, so a test
+/// reads its workflow by name; [`crate::timed_ledger`] reads the times), sleeps
+/// `ms`, and is discarded when `die`.
+#[derive(Debug, Serialize, Deserialize, Job)]
+#[job(class = "WfLedgerJob", queue = "ledger")]
+pub struct WfLedgerJob {
+    /// Sleep.
+    pub ms: u64,
+    /// Fail for good (discarded) after the sleep.
+    #[serde(default)]
+    pub die: bool,
+}
+
+impl Perform for WfLedgerJob {
+    async fn perform(self, cx: &JobContext) -> Result<(), JobError> {
+        let bid = cx.batch().map(|b| b.bid().to_owned()).unwrap_or_default();
+        let id = format!("{bid}/{}", cx.workflow_step().unwrap_or_default());
+        ledger_timed("start", &id);
+        tokio::time::sleep(Duration::from_millis(self.ms)).await;
+        ledger_timed("end", &id);
+        if self.die {
+            return Err(JobError::discard("the step dies"));
+        }
         Ok(())
     }
 }

@@ -121,6 +121,24 @@ impl Ledger {
     }
 }
 
+/// The lines with a time (`start|end <id> <pid> <unix ms>`, written by
+/// [`crate::jobs::WfLedgerJob`]): `(kind, id, pid, ms)`, by file.
+pub fn timed_ledger(dir: &std::path::Path) -> Vec<(String, String, u32, u128)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        for line in text.lines() {
+            let parts: Vec<&str> = line.split(' ').collect();
+            if let [kind, id, pid, ms] = parts[..]
+                && let (Ok(pid), Ok(ms)) = (pid.parse(), ms.parse())
+            {
+                out.push((kind.to_owned(), id.to_owned(), pid, ms));
+            }
+        }
+    }
+    out
+}
+
 /// Per jid, the steps the iterable test jobs wrote (`step <jid>:<n>:<seq>
 /// <pid>`), in ledger order, as `(step, run)` where a run is `pid/seq` (a
 /// token's sequence number is unique within one process only).

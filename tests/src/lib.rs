@@ -37,7 +37,7 @@ use std::time::Duration;
 
 pub use fairjob::testing::{RedisServer, free_port};
 use fairjob::{Client, QueueSpec, WorkerBuilder};
-pub use ledger::{Ledger, ledger_dir, step_ledger};
+pub use ledger::{Ledger, ledger_dir, step_ledger, timed_ledger};
 pub use support::redis::Redis;
 pub use support::wait;
 pub use support::wait::wait_until;

@@ -428,7 +428,20 @@ async fn an_empty_batch_fires_at_commit_and_bad_batches_write_nothing() {
             Ok(())
         }
     }
-    let before: u64 = redis.query(&redis::cmd("DBSIZE")).await;
+    // What a commit writes: the batches' keys and listings, and queues (the
+    // running worker's own keys, heartbeats and stats, change meanwhile).
+    let written = || async {
+        let mut keys = redis.scan_keys(&redis.key("fairjob:{b:*")).await;
+        keys.extend(redis.scan_keys(&redis.key("fairjob:batches*")).await);
+        keys.extend(redis.scan_keys(&redis.key("queue:*")).await);
+        keys.sort();
+        keys
+    };
+    let before = written().await;
+    assert!(
+        before.iter().any(|k| k.contains("{b:")),
+        "the empty batch's keys are seen: {before:?}"
+    );
     let err = Batch::new()
         .push(Row {
             tag: "never".into(),
@@ -457,9 +470,57 @@ async fn an_empty_batch_fires_at_commit_and_bad_batches_write_nothing() {
         matches!(err, fairjob::Error::PayloadTooLarge { .. }),
         "{err}"
     );
-    let after: u64 = redis.query(&redis::cmd("DBSIZE")).await;
+    let after = written().await;
     assert_eq!(before, after, "a refused commit writes nothing");
     assert_eq!(seen("never", |s| s.members_done), 0);
+}
+
+/// The batches' listing drops batches whose data expired: the views among
+/// the newest, the reaper pass's `batches_prune` among the oldest, a bounded
+/// number per pass; a live batch stays listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_batches_leave_the_listing_oldest_first_and_live_ones_stay() {
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let broker = c.broker();
+    let mut bids = Vec::new();
+    for i in 0..6 {
+        bids.push(
+            Batch::new()
+                .description(format!("b{i}"))
+                .commit(&c)
+                .await
+                .unwrap(),
+        );
+    }
+    let listed = || async { redis.zcard(broker.keys().batches()).await };
+    assert_eq!(listed().await, 6);
+    // The data of the three oldest and of the newest expire.
+    for bid in [&bids[0], &bids[1], &bids[2], &bids[5]] {
+        let _: () = redis
+            .query(redis::cmd("DEL").arg(broker.keys().batch(bid)))
+            .await;
+    }
+    // Two oldest looked at: both gone.
+    assert_eq!(broker.batches_prune(2).await.unwrap(), 2);
+    assert_eq!(listed().await, 4);
+    // The four left: b2 and b5 gone, b3 and b4 live.
+    assert_eq!(broker.batches_prune(4).await.unwrap(), 2);
+    assert_eq!(listed().await, 2);
+    let left: Vec<String> = redis
+        .query(
+            redis::cmd("ZRANGE")
+                .arg(broker.keys().batches())
+                .arg(0)
+                .arg(-1),
+        )
+        .await;
+    assert_eq!(left, vec![bids[3].clone(), bids[4].clone()]);
+    assert_eq!(
+        broker.batches_prune(100).await.unwrap(),
+        0,
+        "live batches stay"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -64,6 +64,7 @@ const ABOVE: &[(&str, &[(&str, u8)])] = &[
             ("metrics", 0),
             ("schema", 1),
             ("enqueue", 1),
+            ("batch", 1),
             ("status", 1),
             ("pump", 2),
             ("worker", 3),

@@ -6,7 +6,7 @@ use std::time::Duration;
 use fairjob::Job;
 use fairjob_examples::{ECHO_LIST, EchoJob};
 use fairjob_postgres::testing::PostgresServer;
-use fairjob_postgres::{EnqueueTx, Error, Pump, migrate, perform_bulk_tx};
+use fairjob_postgres::{EnqueueTx, Error, Pump, SCHEMA_VERSION, migrate, perform_bulk_tx};
 use fairjob_tests::{Redis, eventually};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -46,8 +46,9 @@ async fn rollback_never_runs_commit_runs() {
     tx.rollback().await.unwrap();
 
     let mut tx = pool.begin().await.unwrap();
+    // The transaction itself works as well as its connection (`&mut *tx`).
     let jid = EchoJob("committed".into())
-        .perform_async_tx(&mut *tx)
+        .perform_async_tx(&mut tx)
         .await
         .unwrap();
     assert_eq!(jid.len(), 24, "the jid is known before the commit");
@@ -319,10 +320,12 @@ async fn the_cli_migrates_and_a_killed_pump_process_loses_nothing() {
 async fn a_worker_with_postgres_pumps_committed_jobs() {
     let (pg, pool, redis) = setup().await;
     // The worker runs another queue: the job stays where its pump put it.
+    // `--postgres` alone takes DATABASE_URL's URL, as `pump` does.
     let mut worker = redis
         .worker_process()
         .queues(["elsewhere"])
-        .flag("--postgres", pg.url())
+        .arg("--postgres")
+        .env("DATABASE_URL", pg.url())
         .start();
     let mut tx = pool.begin().await.unwrap();
     let jid = EchoJob("from a transaction".into())
@@ -478,10 +481,11 @@ async fn downgrade_to_v1(pool: &PgPool) {
          DROP INDEX fairjob.outbox_published;
          DROP INDEX fairjob.outbox_done;
          ALTER TABLE fairjob.outbox DROP COLUMN keep, DROP COLUMN published_at,
-             DROP COLUMN published_epoch, DROP COLUMN done_at, DROP COLUMN state;
+             DROP COLUMN published_epoch, DROP COLUMN done_at, DROP COLUMN state,
+             DROP COLUMN kind;
          CREATE INDEX outbox_tenant_id ON fairjob.outbox (tenant, id) WHERE failed_at IS NULL;
          DROP TABLE fairjob.relay, fairjob.republished, fairjob.pumps;
-         DELETE FROM fairjob.migrations WHERE version = 2;",
+         DELETE FROM fairjob.migrations WHERE version >= 2;",
     )
     .execute(pool)
     .await
@@ -521,7 +525,7 @@ async fn a_schema_older_than_the_crate_stops_enqueue_and_pump_naming_the_fix_and
             err,
             Error::SchemaOutdated {
                 found: 1,
-                wanted: 2
+                wanted: SCHEMA_VERSION
             }
         ),
         "{err:?}"
@@ -541,7 +545,10 @@ async fn a_schema_older_than_the_crate_stops_enqueue_and_pump_naming_the_fix_and
 
     // After the migration the rows written before it are all pushed.
     let out = redis.cli(&["postgres", "migrate", "--postgres", &pg.url()]);
-    assert!(out.contains("schema at version 2"), "{out}");
+    assert!(
+        out.contains(&format!("schema at version {SCHEMA_VERSION}")),
+        "{out}"
+    );
     let stats = Pump::new(pool.clone(), redis.client().await)
         .pump_once()
         .await

@@ -346,6 +346,19 @@ async fn a_pump_killed_between_the_redis_push_and_the_postgres_update_pushes_onc
     assert!(out.contains("0 in Redis not ended, 50 ended"), "{out}");
     let out = redis.cli(&["explain", &jids[0], "--postgres", &pg.url()]);
     assert!(out.contains("PostgreSQL: ended (done)"), "{out}");
+    // `--postgres` alone reads DATABASE_URL, as `pump` and `postgres migrate` do.
+    let from_env = redis
+        .worker_process()
+        .env("DATABASE_URL", pg.url())
+        .command(&["explain", &jids[0], "--postgres"]);
+    assert_eq!(from_env, out);
+    let no_url = redis
+        .worker_process()
+        .env("DATABASE_URL", "")
+        .command_output(&["explain", &jids[0], "--postgres"]);
+    assert!(!no_url.status.success());
+    let err = String::from_utf8_lossy(&no_url.stderr);
+    assert!(err.contains("DATABASE_URL, which is not set"), "{err}");
 }
 
 /// The size: 100,000 rows, 20 tenants, three pump processes.

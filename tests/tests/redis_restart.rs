@@ -191,3 +191,43 @@ async fn graceful_redis_restart_under_load_loses_no_acknowledged_enqueue() {
 async fn kill_9_of_redis_under_load_loses_no_acknowledged_enqueue() {
     restart_under_load(Fault::Kill9).await;
 }
+
+/// Redis loses its data under a running worker (`FLUSHALL`: what a restart
+/// without persistence or a failover to an empty replica leaves): the worker
+/// says so once, at `warn`, naming the cause, and the fenced completions of
+/// the jobs it was running add no warning of their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_says_once_that_redis_lost_its_data() {
+    let redis = Redis::start().await;
+    let dir = fairjob_tests::temp_dir("redis-lost");
+    let log = dir.join("worker.log");
+    let c = redis.client().await;
+    for _ in 0..4 {
+        LedgerJob::sleeping(2000).perform_async(&c).await.unwrap();
+    }
+    let ledger = ledger_dir("redis-lost");
+    let worker = redis
+        .worker_process()
+        .queues(["ledger"])
+        .ledger(&ledger)
+        .log_to(&log)
+        .start();
+    eventually!(Ledger::read(&ledger).starts.len() == 4, "the four jobs run");
+    let _: () = redis.query(&redis::cmd("FLUSHALL")).await;
+    eventually!(Ledger::read(&ledger).jobs_ended() == 4, "the four jobs end");
+    // Their completions reach Redis and are fenced (counted anew after the flush).
+    eventually!(redis.stat("fenced").await == 4, "four completions fenced");
+    let text = worker.log();
+    assert_eq!(
+        text.matches("Redis lost its data").count(),
+        1,
+        "said once: {text}"
+    );
+    assert!(text.contains("published again by its pump"), "{text}");
+    assert_eq!(
+        text.matches("stale completion fenced").count(),
+        0,
+        "no warning per job: {text}"
+    );
+    assert!(!text.contains("lease had expired"), "{text}");
+}

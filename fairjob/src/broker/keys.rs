@@ -212,6 +212,12 @@ impl Keys {
     pub fn staged(&self) -> String {
         self.k("fairjob:{staged}:relay")
     }
+    /// Written by every worker at start and never removed (STRING, no
+    /// expiry): gone means Redis lost its data (restarted without
+    /// persistence, flushed, or failed over to a replica without it).
+    pub fn data_marker(&self) -> String {
+        self.k("fairjob:data")
+    }
     /// The relay's epoch (STRING): a token fairjob-postgres' pump writes
     /// once; gone or changed means Redis lost data. Same slot as `staged`.
     pub fn relay_epoch(&self) -> String {

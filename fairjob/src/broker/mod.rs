@@ -83,6 +83,7 @@
 //! | **processes and leases** (`process.rs`) | | | |
 //! | `register_worker`, `forget_worker`, `leave_processes` | fairjob's worker record; Sidekiq's `processes` | `SADD`/`SREM`/`DEL` | `()` |
 //! | `renew_lease`, `try_reaper_lock`, `sampler_lease` | the process lease; the reaper's and the sampler's locks | `lease.lua`, `SET NX PX`, `sampler_lease.lua` | `bool` |
+//! | `data_marker_missing` | writes the data marker every worker writes at start; whether it was missing (Redis lost its data) | `SET NX` | `bool` |
 //! | `beat` | Sidekiq's process and work hashes, stats; returns a remote signal | pipeline (`HSET`, `EXPIRE`, `RPOP`) | `Option<String>` |
 //! | `publish_classes` | the classes a worker runs (for views without job types) | `HSET` | `()` |
 //! | `workers_alive`, `inflight_entries`, `inflight_tokens`, `inflight_payload`, `slot_records`, `in_progress`, `sampler` | the reaper's and reconciler's reads | `SMEMBERS`, `EXISTS`, `HGETALL`, `HGET`, `HLEN` | rows |
@@ -101,7 +102,7 @@
 //! | `workflow_steps`, `workflow_failed_deps`, `workflow_record`, `workflow_result` | a workflow's steps and states (bounded `HSCAN` steps, one `HMGET`); the failed dependencies a step continued past; a step's recorded result, written and read | `HSCAN`+`HMGET`, `HGET`, `HSET`, `HGET` | rows, `Option<String>` |
 //! | `batch_in_script`, `batch_end` | whether a member's end is written by its exit's script (one server); the end as a step of its own (a cluster) | —, `batch_end.lua` | `bool`, events |
 //! | `batch_due_record`, `batch_callback` | a cluster's fired callbacks wait in the batch's due set until the caller pushes them (`push` with a `Src` and `once`) | —, `HGET` (the push checks it is still due) | key, payload |
-//! | `batch_status`, `batches_newest`, `batches_unlist` | a batch's fields, set sizes, some failures; the newest batches; drops expired ones from the list | `HGETALL`, `SCARD`, `HLEN`, `HSCAN`, `ZCARD`; `ZRANGE REV`; `ZREM` | `BatchRow`, rows |
+//! | `batch_status`, `batches_newest`, `batches_unlist`, `batches_prune` | a batch's fields, set sizes, some failures; the newest batches; drops expired ones from the list; drops expired ones among the oldest listed (the reaper pass) | `HGETALL`, `SCARD`, `HLEN`, `HSCAN`, `ZCARD`; `ZRANGE REV`; `ZREM`; `ZRANGE`+`EXISTS`+`ZREM` | `BatchRow`, rows, `usize` |
 //! | `workflow_unindex` | drops a held step's index key (jid → bid) whose batch expired holding the step (explain, which read it) | `DEL` | `()` |
 //! | **a relay's bookkeeping** (`relay.rs`; fairjob-postgres' pump) | | | |
 //! | `relay_epoch`, `relay_epoch_read` | the relay's epoch token (written once; gone or changed = Redis lost data) | `SET NX`+`GET`, `GET` | `String` |

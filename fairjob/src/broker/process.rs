@@ -47,6 +47,21 @@ impl RedisBroker {
         Ok(lapsed == 1)
     }
 
+    /// Writes the data marker ([`super::Keys::data_marker`]) when it is
+    /// missing; true when it was: Redis lost its data since a worker last
+    /// wrote it (or this is the first worker on this Redis).
+    pub(crate) async fn data_marker_missing(&self) -> Result<bool> {
+        let set: Option<String> = self
+            .query(
+                redis::cmd("SET")
+                    .arg(self.keys.data_marker())
+                    .arg("1")
+                    .arg("NX"),
+            )
+            .await?;
+        Ok(set.is_some())
+    }
+
     /// Takes or renews the metrics sampler's lease for `identity`; true when
     /// it holds the lease now (for `ttl`), false when another process does.
     pub(crate) async fn sampler_lease(&self, identity: &str, ttl: Duration) -> Result<bool> {

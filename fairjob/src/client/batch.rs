@@ -3,7 +3,10 @@
 //! [`crate::batch`]). The commit prepares every member
 //! as a push would (middleware, tenant, size, queue names) before it writes
 //! anything, stages them in chunks, lists the batch, flips it open, then
-//! pushes the staged members from the batch's staged set, each once.
+//! pushes the staged members from the batch's staged set, each once. A
+//! commit repeated with the same bid (a [`PreparedBatch`] committed again
+//! after a crash) stages nothing twice, flips nothing twice and pushes each
+//! member once.
 
 use super::push::count_reroute;
 use super::{Client, IntoPush, PushJob};
@@ -15,6 +18,9 @@ pub use crate::inspect::BatchStatus;
 use crate::policy::batch::Event;
 use crate::policy::workflow::{OnDependencyFailure, validate};
 use crate::wire::{Payload, UniqueSpec, fields, new_jid, now_f64};
+
+mod prepared;
+pub use prepared::PreparedBatch;
 
 /// Members per `batch_stage.lua` call, and at most this many bytes of
 /// payloads: a call stays well under a millisecond.
@@ -315,29 +321,31 @@ struct Member {
 impl Client {
     /// [`Batch::commit`].
     pub(crate) async fn commit_batch(&self, batch: Batch) -> Result<String> {
-        self.commit_with(batch, Vec::new()).await
+        self.commit_with(new_jid(), batch, None).await
     }
 
     /// [`Workflow::commit`].
     pub(crate) async fn commit_workflow(&self, wf: Workflow) -> Result<String> {
-        let decl: Vec<(String, Vec<String>)> = wf
-            .steps
-            .iter()
-            .map(|s| (s.name.clone(), s.deps.clone()))
-            .collect();
-        validate(&decl).map_err(Error::Workflow)?;
-        if !self.broker().batch_in_script() {
+        validate_steps(&wf.steps)?;
+        self.commit_with(new_jid(), wf.batch, Some(wf.steps)).await
+    }
+
+    /// Commits `batch` as batch `bid`, whose members are `steps` when it is
+    /// a workflow. Repeating it with the same bid and members (after a
+    /// crash) is safe: what is staged is not staged again, a batch flipped
+    /// open already is not staged at all, and each member is pushed once.
+    async fn commit_with(
+        &self,
+        bid: String,
+        batch: Batch,
+        steps: Option<Vec<WfStep>>,
+    ) -> Result<String> {
+        let now = now_f64();
+        if steps.is_some() && !self.broker().batch_in_script() {
             return Err(Error::Workflow(
                 "workflows need one Redis server for now: on a Redis Cluster a released step's queue is in another slot than its workflow".into(),
             ));
         }
-        self.commit_with(wf.batch, wf.steps).await
-    }
-
-    /// Commits `batch`, whose members are `steps` when it is a workflow.
-    async fn commit_with(&self, batch: Batch, steps: Vec<WfStep>) -> Result<String> {
-        let bid = new_jid();
-        let now = now_f64();
         if batch.parent.is_some() && !self.broker().batch_in_script() {
             return Err(Error::Batch(
                 "child batches need one Redis server: on a Redis Cluster a child and its parent are in different slots".into(),
@@ -354,9 +362,15 @@ impl Client {
             }
             members.push(m);
         }
-        let workflow = !steps.is_empty();
+        let workflow = steps.is_some();
         let staged_steps = self
-            .steps(&bid, steps, now, &mut tenant, &mut members)
+            .steps(
+                &bid,
+                steps.unwrap_or_default(),
+                now,
+                &mut tenant,
+                &mut members,
+            )
             .await?;
         let tenant = tenant.unwrap_or_default();
         // The `queues` set a fired callback's queue joins, and on a Redis
@@ -372,16 +386,19 @@ impl Client {
             );
         }
         let broker = self.broker();
-        // Staged: members, invisible, expiring unless the flip comes.
+        // Staged: members, invisible, expiring unless the flip comes. A
+        // batch no longer staging was flipped open by an earlier commit of
+        // this bid: nothing more to stage.
         let mut chunk: Vec<(String, String)> = Vec::new();
         let mut bytes = 0;
         let mut staged_any = false;
+        let mut open = false;
         // In name order (each step's dependents list comes out sorted), in
         // calls of about STEP_CHUNK steps, edges and index keys.
         let mut staged_steps = staged_steps;
         staged_steps.sort_by(|a, b| a.name.cmp(&b.name));
         let mut from = 0;
-        while from < staged_steps.len() {
+        while from < staged_steps.len() && !open {
             let mut to = from;
             let mut weight = 0;
             while to < staged_steps.len()
@@ -390,7 +407,7 @@ impl Client {
                 weight += stage_weight(&staged_steps[to]);
                 to += 1;
             }
-            let staged = broker
+            open = !broker
                 .workflow_stage(
                     &bid,
                     &batch.description,
@@ -399,25 +416,27 @@ impl Client {
                     now,
                 )
                 .await?;
-            if !staged {
-                return Err(Error::Batch(format!("batch {bid} was committed already")));
-            }
             staged_any = true;
             from = to;
         }
         for m in members.iter().filter(|_| !workflow) {
+            if open {
+                break;
+            }
             bytes += m.json.len();
             chunk.push((m.jid.clone(), m.json.clone()));
             if chunk.len() >= STAGE_CHUNK || bytes >= STAGE_BYTES {
-                self.stage(&bid, &batch.description, &tenant, &chunk, now)
+                open = !broker
+                    .batch_stage(&bid, &batch.description, &tenant, &chunk, now)
                     .await?;
                 staged_any = true;
                 chunk.clear();
                 bytes = 0;
             }
         }
-        if !chunk.is_empty() || !staged_any {
-            self.stage(&bid, &batch.description, &tenant, &chunk, now)
+        if !open && (!chunk.is_empty() || !staged_any) {
+            broker
+                .batch_stage(&bid, &batch.description, &tenant, &chunk, now)
                 .await?;
         }
         broker.batch_listed(&bid, now).await?;
@@ -433,6 +452,12 @@ impl Client {
         {
             Committed::Opened(fired) if !broker.batch_in_script() => {
                 self.push_due_callbacks(&bid, &fired).await?
+            }
+            // A repeated commit: what an earlier one fired and left due is
+            // pushed now (each once; one no longer due is skipped).
+            Committed::AlreadyOpen if !broker.batch_in_script() => {
+                self.push_due_callbacks(&bid, &[Event::Complete, Event::Success, Event::Death])
+                    .await?
             }
             Committed::Opened(_) | Committed::AlreadyOpen => {}
             Committed::ParentGone => {
@@ -516,25 +541,6 @@ impl Client {
         Ok(out)
     }
 
-    async fn stage(
-        &self,
-        bid: &str,
-        description: &str,
-        tenant: &str,
-        chunk: &[(String, String)],
-        now: f64,
-    ) -> Result<()> {
-        let staged = self
-            .broker()
-            .batch_stage(bid, description, tenant, chunk, now)
-            .await?;
-        if staged {
-            Ok(())
-        } else {
-            Err(Error::Batch(format!("batch {bid} was committed already")))
-        }
-    }
-
     /// A member through the client middleware, with its batch and tenant
     /// written in, and its push prepared (`None`: a middleware stopped it).
     async fn member(&self, bid: &str, job: PushJob, now: f64) -> Result<Option<Member>> {
@@ -543,11 +549,7 @@ impl Client {
         };
         job.settle_tenant();
         let class = job.class();
-        if UniqueSpec::of(job.payload()).is_some() {
-            return Err(Error::Batch(format!(
-                "`{class}` is a unique job: it cannot be a batch member (a refused duplicate would leave its batch pending)"
-            )));
-        }
+        refuse_unique(&job)?;
         job.payload_mut().set(fields::BID, bid);
         let jid = job.jid();
         let json = job.payload().to_json();
@@ -757,6 +759,26 @@ impl Client {
         }
         Ok(pushed)
     }
+}
+
+/// A workflow's steps checked: no cycle, no unknown or duplicate name.
+fn validate_steps(steps: &[WfStep]) -> Result<()> {
+    let decl: Vec<(String, Vec<String>)> = steps
+        .iter()
+        .map(|s| (s.name.clone(), s.deps.clone()))
+        .collect();
+    validate(&decl).map_err(Error::Workflow)
+}
+
+/// A unique job cannot be a member.
+fn refuse_unique(job: &PushJob) -> Result<()> {
+    if UniqueSpec::of(job.payload()).is_some() {
+        return Err(Error::Batch(format!(
+            "`{}` is a unique job: it cannot be a batch member (a refused duplicate would leave its batch pending)",
+            job.class()
+        )));
+    }
+    Ok(())
 }
 
 /// The jid of batch `bid`'s callback for `event`: derived, so a replay of

@@ -317,9 +317,11 @@ macro_rules! __worker_settings {
             pub struct PostgresConfig in postgres {
                 /// The PostgreSQL URL: with one, `fairjob-worker run` also runs
                 /// fairjob-postgres' pump in its process, as `fairjob-worker pump` does
-                /// (default none: no pump).
+                /// (default none: no pump). `--postgres` without a URL takes
+                /// `DATABASE_URL`'s, as `pump` and `postgres migrate` do.
                 url: Option<String> = None,
-                    run flag(long = "postgres", value_name = "URL");
+                    run flag(long = "postgres", value_name = "URL", num_args = 0..=1,
+                        default_missing_value = "");
                 /// Queues whose jobs stay in PostgreSQL until they end.
                 keep_queues: Vec<String> = Vec::new();
                 /// Wake on `NOTIFY fairjob_outbox` besides polling (default false).

@@ -21,6 +21,9 @@ use crate::wire::{Payload, fields};
 /// Batches a sweep looks at per reaper pass.
 const SWEEP_BATCHES: usize = 20;
 
+/// Oldest listed batches a reaper pass checks for expiry.
+const PRUNE_BATCHES: usize = 100;
+
 /// The batch membership of a job whose run ended with `result` (`None`: the
 /// job is in no batch).
 ///
@@ -111,11 +114,17 @@ pub(crate) async fn run_ended(shared: &Shared, m: &MemberEnd, outcome: Outcome) 
 }
 
 /// Pushes what committers that died left staged (see
-/// `Client::release_staged_batches`); a failure is logged.
+/// `Client::release_staged_batches`), and drops expired batches among the
+/// oldest listed from the batches' listing; a failure is logged.
 pub(crate) async fn sweep(shared: &Shared) {
     match shared.client.release_staged_batches(SWEEP_BATCHES).await {
         Ok(0) => {}
         Ok(n) => tracing::warn!(members = n, "pushed batch members their committer left"),
         Err(e) => shared.redis_trouble("batch sweep", &e),
+    }
+    match shared.client.broker().batches_prune(PRUNE_BATCHES).await {
+        Ok(0) => {}
+        Ok(n) => tracing::debug!(batches = n, "dropped expired batches from the listing"),
+        Err(e) => shared.redis_trouble("batch listing", &e),
     }
 }

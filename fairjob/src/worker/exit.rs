@@ -119,7 +119,19 @@ pub(crate) async fn finish(
         match written {
             Ok(FinishReply::Done | FinishReply::OwnerAlive) => return false,
             Ok(FinishReply::Fenced) => {
-                tracing::warn!(token = %token.raw, "stale completion fenced: the job was recovered from this worker after its lease expired");
+                let lost = |shared: &Shared| {
+                    shared
+                        .lost_with_redis
+                        .lock()
+                        .expect("lost lock")
+                        .remove(&token.raw)
+                };
+                if lost(shared) || (super::heartbeat::redis_lost_data(shared).await && lost(shared))
+                {
+                    tracing::debug!(token = %token.raw, "completion fenced: Redis lost this job with its data");
+                } else {
+                    tracing::warn!(token = %token.raw, "stale completion fenced: the job was recovered from this worker after its lease expired");
+                }
                 ::metrics::counter!(metrics::FENCED_TOTAL).increment(1);
                 return true;
             }

@@ -65,6 +65,7 @@ async fn try_register(shared: &Shared) -> crate::Result<()> {
     broker
         .renew_lease(&shared.identity, shared.config.lease)
         .await?;
+    broker.data_marker_missing().await?;
     let info = json!({
         "queues": shared.queues.queues().collect::<Vec<_>>(),
         "sharded": shared.sharded,
@@ -78,6 +79,38 @@ async fn try_register(shared: &Shared) -> crate::Result<()> {
         .publish_classes(&shared.registry.class_infos())
         .await?;
     beat(shared).await.map(|_| ())
+}
+
+/// Whether Redis lost its data (the marker every worker writes at start is
+/// gone; writes it again): then says so once, at `warn`, and remembers the
+/// jobs this process holds, whose completions will be fenced (their fencing
+/// is logged at `debug`). Called when the lease had lapsed or a completion was
+/// fenced; only the first caller after a loss finds the marker missing.
+pub(crate) async fn redis_lost_data(shared: &Shared) -> bool {
+    match shared.client.broker().data_marker_missing().await {
+        Ok(true) => {
+            let held: HashSet<String> = shared.held.lock().expect("held lock").clone();
+            tracing::warn!(
+                identity = %shared.identity,
+                running = held.len(),
+                "Redis lost its data (restarted without persistence, flushed, or failed over to a replica \
+                 without it): the jobs this worker was running are gone from Redis and their completions will \
+                 be fenced; jobs enqueued through fairjob-postgres are published again by its pump, other lost \
+                 jobs must be enqueued again"
+            );
+            shared
+                .lost_with_redis
+                .lock()
+                .expect("lost lock")
+                .extend(held);
+            true
+        }
+        Ok(false) => false,
+        Err(e) => {
+            shared.redis_trouble("data marker", &e);
+            false
+        }
+    }
 }
 
 pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
@@ -96,11 +129,13 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
             .await
         {
             Ok(true) => {
-                tracing::warn!(
-                    identity = %shared.identity,
-                    "this worker's lease had expired (frozen or cut off from Redis): its running jobs may have been \
-                     recovered and re-run elsewhere; their completions here will be fenced"
-                );
+                if !redis_lost_data(&shared).await {
+                    tracing::warn!(
+                        identity = %shared.identity,
+                        "this worker's lease had expired (frozen or cut off from Redis): its running jobs may have been \
+                         recovered and re-run elsewhere; their completions here will be fenced"
+                    );
+                }
                 renewed(&shared);
                 let _ = try_register(&shared).await;
             }

@@ -141,6 +141,10 @@ pub(crate) struct Shared {
     pub rate_release: releaser::ReleaseBell,
     last_trouble: Mutex<Option<Instant>>,
     suppressed: AtomicU64,
+    /// Tokens of the jobs this process held when it found Redis had lost its
+    /// data (`heartbeat::redis_lost_data`): their fenced completions are
+    /// explained by that one warning.
+    pub(crate) lost_with_redis: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Shared {

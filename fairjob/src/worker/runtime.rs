@@ -143,6 +143,7 @@ impl Worker {
             rate_release: Default::default(),
             last_trouble: Mutex::new(None),
             suppressed: AtomicU64::new(0),
+            lost_with_redis: Mutex::new(Default::default()),
         });
 
         tracing::info!(

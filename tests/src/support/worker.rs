@@ -166,7 +166,7 @@ impl TestWorker {
     /// Runs a `test-worker` command (`jobs`, `shards <queue>`…) to completion
     /// instead of a worker; panics unless it succeeds; returns its stdout.
     pub fn command(&self, args: &[&str]) -> String {
-        let out = self.base().args(args).output().expect("test-worker runs");
+        let out = self.command_output(args);
         assert!(
             out.status.success(),
             "test-worker {args:?} failed ({}): {}{}",
@@ -175,6 +175,12 @@ impl TestWorker {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8(out.stdout).expect("UTF-8 output")
+    }
+
+    /// Runs `test-worker <args>` (a command that ends) and returns what it
+    /// did, failed or not.
+    pub fn command_output(&self, args: &[&str]) -> std::process::Output {
+        self.base().args(args).output().expect("test-worker runs")
     }
 }
 

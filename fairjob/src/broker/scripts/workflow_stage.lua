@@ -18,7 +18,9 @@
 -- wake list, queue name, the number of dependencies then each (encoded), the
 -- number of per-edge policies then each (encoded dependency, policy). Steps
 -- come in name order, so each step's list of dependents (`an:`, `a:<e>:<i>`,
--- appended as its dependents are staged) is sorted by name.
+-- appended as its dependents are staged) is sorted by name. A step staged
+-- already (a commit repeated after a crash, with the same bid) is skipped, so
+-- its dependents are listed once.
 -- Returns 1, or 0 when the batch is no longer staging.
 local p = KEYS[1]
 local now = tonumber(ARGV[1])
@@ -33,34 +35,40 @@ local roots, root_payloads, held_jids, held_payloads, order = {}, {}, {}, {}, {}
 local i = 7
 while i <= #ARGV do
   local jid, e, name, payload, held = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  order[#order + 1] = e
-  redis.call('HSET', w, 'jid:' .. e, jid, 'n:' .. e, name, 'name:' .. jid, e,
-    's:' .. e, held == '1' and 'held' or 'queued', 'p:' .. e, ARGV[i + 5],
-    'q:' .. e, ARGV[i + 6], 'w:' .. e, ARGV[i + 7], 'qn:' .. e, ARGV[i + 8])
+  local fresh = redis.call('HSETNX', w, 'jid:' .. e, jid) == 1
+  if fresh then
+    order[#order + 1] = e
+    redis.call('HSET', w, 'n:' .. e, name, 'name:' .. jid, e,
+      's:' .. e, held == '1' and 'held' or 'queued', 'p:' .. e, ARGV[i + 5],
+      'q:' .. e, ARGV[i + 6], 'w:' .. e, ARGV[i + 7], 'qn:' .. e, ARGV[i + 8])
+  end
   i = i + 9
   local nd = tonumber(ARGV[i]); i = i + 1
   local kept = {}
   for _ = 1, nd do
     local d = ARGV[i]; i = i + 1
-    if #kept < FJ_WF_DEPS_KEPT then kept[#kept + 1] = d end
-    redis.call('HSET', w, 'we:' .. e .. ':' .. d, '1')
-    local at = redis.call('HINCRBY', w, 'an:' .. d, 1)
-    redis.call('HSET', w, 'a:' .. d .. ':' .. at, e)
+    if fresh then
+      if #kept < FJ_WF_DEPS_KEPT then kept[#kept + 1] = d end
+      redis.call('HSET', w, 'we:' .. e .. ':' .. d, '1')
+      local at = redis.call('HINCRBY', w, 'an:' .. d, 1)
+      redis.call('HSET', w, 'a:' .. d .. ':' .. at, e)
+    end
   end
-  if nd > 0 then
+  if fresh and nd > 0 then
     redis.call('HSET', w, 'wn:' .. e, nd, 'd:' .. e, table.concat(kept, ','))
-  else
+  elseif fresh then
     redis.call('HSET', w, 'wn:' .. e, 0)
   end
-  if nd > #kept then redis.call('HSET', w, 'dn:' .. e, nd) end
+  if fresh and nd > #kept then redis.call('HSET', w, 'dn:' .. e, nd) end
   local ne = tonumber(ARGV[i]); i = i + 1
   for _ = 1, ne do
-    redis.call('HSET', w, 'pe:' .. e .. ':' .. ARGV[i], ARGV[i + 1]); i = i + 2
+    if fresh then redis.call('HSET', w, 'pe:' .. e .. ':' .. ARGV[i], ARGV[i + 1]) end
+    i = i + 2
   end
-  if held == '1' then
+  if fresh and held == '1' then
     held_jids[#held_jids + 1] = jid
     held_payloads[#held_payloads + 1] = payload
-  else
+  elseif fresh then
     roots[#roots + 1] = jid
     root_payloads[#root_payloads + 1] = payload
   end
