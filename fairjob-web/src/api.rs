@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use fairjob::inspect::JobSet;
 use fairjob::inspect::{
     BatchView, BatchesView, JobPage, OverviewView, ProcessPage, QueuesView, ShardView, TenantView,
-    UniqueLockPage,
+    UniqueLockPage, WorkflowView,
 };
 
 use crate::act::{self, Done};
@@ -207,6 +207,18 @@ pub(crate) async fn batch(
     Path(bid): Path<String>,
 ) -> JsonResult<BatchView> {
     Ok(Json(load::batch(&state, &bid).await?))
+}
+
+/// `GET /api/workflows/{wid}?from=&limit=`.
+pub(crate) async fn workflow(
+    State(state): State<Arc<WebState>>,
+    Path(wid): Path<String>,
+    query: Params,
+) -> JsonResult<WorkflowView> {
+    let from = query.number("from")?.unwrap_or(0);
+    Ok(Json(
+        load::workflow(&state, &wid, from, query.number("limit")?).await?,
+    ))
 }
 
 /// `POST /api/cron`.

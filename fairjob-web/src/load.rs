@@ -6,7 +6,7 @@ use fairjob::inspect::JobSet;
 use fairjob::inspect::{
     BATCH_ROWS, BatchView, BatchesView, Explanation, JobFilter, JobPage, LimitDetail, LimitPage,
     LongWait, MAX_MINUTES, OverviewView, Page, ProcessPage, QueuesView, RateLimitsView,
-    SCAN_BUDGET, ShardView, TenantView, UniqueLockPage, class_of_limit,
+    SCAN_BUDGET, STEP_ROWS, ShardView, TenantView, UniqueLockPage, WorkflowView, class_of_limit,
 };
 use serde::Serialize;
 
@@ -273,6 +273,26 @@ pub(crate) async fn batch(state: &WebState, bid: &str) -> Result<BatchView, WebE
         .batch(bid)
         .await?
         .ok_or_else(|| WebError::NotFound(format!("batch {bid:?} (unknown, or its data expired)")))
+}
+
+/// A workflow and a page of its steps from the `from`-th, in name order
+/// (`limit`, default [`STEP_ROWS`]); an unknown (or expired) batch, or one
+/// that is not a workflow, is not found.
+pub(crate) async fn workflow(
+    state: &WebState,
+    wid: &str,
+    from: u64,
+    limit: Option<usize>,
+) -> Result<WorkflowView, WebError> {
+    state
+        .inspector()
+        .workflow(wid, from, limit.unwrap_or(STEP_ROWS))
+        .await?
+        .ok_or_else(|| {
+            WebError::NotFound(format!(
+                "workflow {wid:?} (unknown, not a workflow, or its data expired)"
+            ))
+        })
 }
 
 /// The worker processes and their running jobs.

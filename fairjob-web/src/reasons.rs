@@ -271,6 +271,56 @@ pub fn reason_text(reason: &Reason) -> String {
              finished jobs), or was deleted, or the jid is wrong",
             format_count(*scanned)
         ),
+        Reason::BatchMember {
+            bid,
+            description,
+            pending,
+            total,
+            workflow,
+            step,
+        } => {
+            let about = if description.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (\u{201c}{}\u{201d})",
+                    crate::fmt::shorten(description, 200)
+                )
+            };
+            match (workflow, step) {
+                (true, Some(step)) => format!(
+                    "step `{step}` of workflow {bid}{about}: {} of its {} steps have not run yet",
+                    format_count(*pending),
+                    format_count(*total)
+                ),
+                _ => format!(
+                    "member of batch {bid}{about}: {} of its {} members have not run yet",
+                    format_count(*pending),
+                    format_count(*total)
+                ),
+            }
+        }
+        Reason::WorkflowHeld {
+            step,
+            waiting_for,
+            waiting,
+            dependencies,
+            ..
+        } => {
+            let named: Vec<String> = waiting_for.iter().map(|d| format!("`{d}`")).collect();
+            let more = waiting.saturating_sub(named.len() as u64);
+            let list = match (named.is_empty(), more) {
+                (true, _) => format!("{} dependencies", format_count(*waiting)),
+                (false, 0) => named.join(", "),
+                (false, m) => format!("{} and {} more", named.join(", "), format_count(m)),
+            };
+            format!(
+                "held as step `{step}` in no queue: waiting for {list} ({} of its {} dependencies \
+                 not yet succeeded); the end of the last one releases it into its queue",
+                format_count(*waiting),
+                format_count(*dependencies)
+            )
+        }
         _ => format!("{reason:?}"),
     }
 }
@@ -301,6 +351,36 @@ impl From<&Reason> for RenderedReason {
 mod tests {
     use super::*;
     use fairjob::inspect::JobSet;
+
+    #[test]
+    fn batch_members_and_held_steps_say_where_they_belong() {
+        let r = Reason::BatchMember {
+            bid: "b1".into(),
+            description: "<i>import</i>".into(),
+            pending: 3,
+            total: 1200,
+            workflow: false,
+            step: None,
+        };
+        assert_eq!(r.kind(), "batch");
+        assert_eq!(
+            reason_text(&r),
+            "member of batch b1 (\u{201c}<i>import</i>\u{201d}): 3 of its 1,200 members have not run yet"
+        );
+        let r = Reason::WorkflowHeld {
+            bid: "w1".into(),
+            step: "load".into(),
+            waiting_for: vec!["extract".into()],
+            waiting: 3,
+            dependencies: 4,
+        };
+        assert_eq!(r.kind(), "workflow");
+        assert_eq!(
+            reason_text(&r),
+            "held as step `load` in no queue: waiting for `extract` and 2 more (3 of its 4 \
+             dependencies not yet succeeded); the end of the last one releases it into its queue"
+        );
+    }
 
     #[test]
     fn reasons_read_as_before() {

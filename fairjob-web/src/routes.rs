@@ -48,6 +48,7 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
         .route("/cron", get(pages::cron).post(pages::post_cron))
         .route("/batches", get(pages::batches))
         .route("/batches/{bid}", get(pages::batch))
+        .route("/workflows/{wid}", get(pages::workflow))
         .route("/login", get(pages::login_form).post(pages::login))
         .route("/logout", axum::routing::post(pages::logout))
         .route("/api", get(api::overview))
@@ -73,6 +74,7 @@ pub(crate) fn router(client: Client, config: WebConfig) -> Router {
         .route("/api/cron", get(api::cron).post(api::post_cron))
         .route("/api/batches", get(api::batches))
         .route("/api/batches/{bid}", get(api::batch))
+        .route("/api/workflows/{wid}", get(api::workflow))
         .route("/static/{file}", get(assets::file))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -382,6 +382,19 @@ enum Command {
         /// A batch's id (default: list the newest batches)
         bid: Option<String>,
     },
+    /// A workflow's steps in name order, a page at a time: state (held,
+    /// queued, running, retrying, done, failed, cancelled), jid,
+    /// dependencies, and what a held step waits for
+    Workflow {
+        /// The workflow's id (its batch's id)
+        wid: String,
+        /// The first step shown, by its place in name order (0-based)
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// Steps shown at most (up to 500)
+        #[arg(long, default_value_t = fairjob::inspect::STEP_ROWS)]
+        limit: usize,
+    },
     /// fairjob-postgres' schema (`postgres migrate`)
     Postgres {
         #[command(subcommand)]
@@ -596,7 +609,7 @@ crate's dependencies and create `src/bin/worker.rs` containing the single line \
 `fairjob_worker::main!(my_jobs);` (naming your crate, and any other crate with jobs), \
 then run `cargo run --release --bin worker -- -r redis://127.0.0.1:6379 -c 10`. The \
 commands that need no job types (`stats`, `tenants`, `shards`, `shard-limit`, `limits`, `rate-limits`, `unique`, `web`, \
-`explain`, `batches`, `postgres migrate`, `pump`) work here.";
+`explain`, `batches`, `workflow`, `postgres migrate`, `pump`) work here.";
 
 async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
     let registry = || -> Result<Registry> {
@@ -710,6 +723,7 @@ async fn dispatch(cli: Cli, with_jobs: bool) -> Result<()> {
         }
         Command::Batches { bid: None } => inspect?.batches().await,
         Command::Batches { bid: Some(bid) } => inspect?.batch(&bid).await,
+        Command::Workflow { wid, from, limit } => inspect?.workflow(&wid, from, limit).await,
         Command::Web { bind } => crate::web::serve_only(&config, &web, bind).await,
         Command::Explain {
             jid, tenant, json, ..

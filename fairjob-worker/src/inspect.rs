@@ -1,5 +1,5 @@
 //! The inspection commands (`jobs`, `stats`, `tenants`, `shards`, `limits`,
-//! `explain`, `cron`, `batches`) and
+//! `explain`, `cron`, `batches`, `workflow`) and
 //! the steering ones (`shard-limit`, `limits set`, `cron pause|resume|run-now`): each reads or writes through
 //! fairjob::inspect and prints a table. Nothing here runs jobs or names a
 //! Redis key.
@@ -483,6 +483,80 @@ impl Inspect {
             for (jid, failure) in &s.failed_jids {
                 println!("    {jid:<26} {failure}");
             }
+        }
+        Ok(())
+    }
+
+    /// `workflow WID`: a workflow and a page of its steps.
+    pub(crate) async fn workflow(&self, wid: &str, from: u64, limit: usize) -> Result<()> {
+        let Some(w) = self.inspector.workflow(wid, from, limit).await? else {
+            bail!("no workflow {wid:?} (unknown, not a workflow, or its data expired)");
+        };
+        let s = &w.batch.status;
+        println!("workflow {}", s.bid);
+        println!("  description: {}", s.description);
+        println!(
+            "  tenant:      {}",
+            if s.tenant.is_empty() { "-" } else { &s.tenant }
+        );
+        println!(
+            "  state:       {}{}",
+            w.batch.state.as_str(),
+            if w.batch.died { " (a step died)" } else { "" }
+        );
+        println!(
+            "  steps:       {} total, {} held, {} not run yet, {} not succeeded, {} failed or cancelled",
+            s.total, s.held, s.pending, s.unsucceeded, s.failures
+        );
+        let last = w.from.saturating_add(w.steps.len() as u64);
+        println!(
+            "{:<24} {:<10} {:<26} depends on / waiting for",
+            "step", "state", "jid"
+        );
+        for step in &w.steps {
+            let list = |shown: &[String], total: u64| {
+                let more = total.saturating_sub(shown.len() as u64);
+                match (shown.is_empty(), more) {
+                    (true, 0) => "-".to_owned(),
+                    (true, m) => format!("{m} more"),
+                    (false, 0) => shown.join(", "),
+                    (false, m) => format!("{} and {m} more", shown.join(", ")),
+                }
+            };
+            let mut notes = format!(
+                "after: {}",
+                list(&step.dependencies, step.dependencies_total)
+            );
+            if step.state == fairjob::inspect::StepStatus::Held {
+                notes.push_str(&format!(
+                    "; waiting for: {}",
+                    list(&step.waiting_for, step.waiting_total)
+                ));
+            }
+            if let Some(on) = &step.running_on {
+                notes.push_str(&format!("; on {on}"));
+            }
+            if !step.continued_past.is_empty() {
+                notes.push_str(&format!(
+                    "; continued past failed: {}",
+                    step.continued_past.join(", ")
+                ));
+            }
+            println!(
+                "{:<24} {:<10} {:<26} {}",
+                step.name,
+                step.state.as_str(),
+                step.jid,
+                notes
+            );
+        }
+        if w.steps.is_empty() {
+            println!("steps: none from {} of {}", w.from, w.total);
+        } else {
+            println!("steps {}-{} of {}", w.from.saturating_add(1), last, w.total);
+        }
+        if let Some(next) = w.next {
+            println!("more: --from {next}");
         }
         Ok(())
     }

@@ -8,7 +8,7 @@
 //! every call is a no-op. Counters and histograms are each process's own
 //! (jobs it ran, reroutes its pushes made, jobs its reaper recovered); the
 //! gauges read from Redis (`fairjob_queue_*`, `fairjob_shard_*`,
-//! `fairjob_slot_waiting`, `fairjob_batches_open`) are set only by the process holding the sampler
+//! `fairjob_slot_waiting`, `fairjob_batches_open`, `fairjob_workflow_steps_held`) are set only by the process holding the sampler
 //! lease, so summing them over processes is never needed.
 //!
 //! Bounded labels: per queue, at most K tenants (K = `metrics.top_k`,
@@ -82,6 +82,10 @@ pub const CRON_LATENESS_SECONDS: &str = "fairjob_cron_lateness_seconds";
 /// Batches whose `complete` has not fired (staging or open), among the
 /// newest 50 listed only: a bounded read, not a count of every batch. Gauge.
 pub const BATCHES_OPEN: &str = "fairjob_batches_open";
+/// Workflow steps held (waiting for their dependencies, in no queue),
+/// among the newest 50 listed batches only: the sum of each workflow's count
+/// of held steps, which the scripts that hold and release a step keep. Gauge.
+pub const WORKFLOW_STEPS_HELD: &str = "fairjob_workflow_steps_held";
 /// Batch callbacks this process started, by `event` (`complete`,
 /// `success`, `death`): counted when `perform` starts on a callback job's
 /// attempt 1 (no `retry_count`, no interrupted run before it), so a retry
@@ -115,6 +119,7 @@ pub const ALL: &[&str] = &[
     CRON_SKIPPED_TOTAL,
     CRON_LATENESS_SECONDS,
     BATCHES_OPEN,
+    WORKFLOW_STEPS_HELD,
     BATCH_CALLBACKS_TOTAL,
     REDIS_ERRORS_TOTAL,
 ];
@@ -267,6 +272,10 @@ pub fn describe() {
     describe_gauge!(
         BATCHES_OPEN,
         "Batches whose complete has not fired, among the newest 50 listed only (not every batch). Sampled by one process."
+    );
+    describe_gauge!(
+        WORKFLOW_STEPS_HELD,
+        "Workflow steps held (waiting for their dependencies, in no queue), among the newest 50 listed batches only. Sampled by one process."
     );
     describe_counter!(
         BATCH_CALLBACKS_TOTAL,

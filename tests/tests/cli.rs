@@ -1,9 +1,9 @@
 //! The worker CLI (`main!` gives every command): jobs, stats, tenants, limits,
-//! batches, and a config file.
+//! batches, a workflow's steps, and a config file.
 
 use std::process::Command;
 
-use fairjob::{Batch, Job};
+use fairjob::{Batch, Job, Workflow};
 use fairjob_tests::jobs::{OutcomeJob, RecordJob, SpawnJob, TJob};
 use fairjob_tests::{Redis, bin, eventually, queues, spawn};
 
@@ -163,6 +163,99 @@ async fn batches_and_one_batch() {
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("no batch \"no-such-bid\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflows_steps_a_page_at_a_time() {
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let _w = spawn(
+        redis
+            .worker()
+            .queues(queues(&["outcomes"]))
+            .build()
+            .await
+            .unwrap(),
+    );
+    let ok = |kind: &str| OutcomeJob {
+        kind: kind.into(),
+        tenant: "ac:me {x}".into(),
+    };
+    // `bad` dies: `cancelled` is cancelled, `merge` continues past it;
+    // `waits` waits for `parked`, which sits in a queue nobody works.
+    let wid = Workflow::new()
+        .description("nightly <b>export</b>")
+        .add("bad", ok("dead"))
+        .add_after("cancelled", ok("ok"), ["bad"])
+        .add("extract", ok("ok"))
+        .add_after("merge", ok("ok"), ["extract", "bad"])
+        .on_dependency_failure("merge", fairjob::batch::OnDependencyFailure::Continue)
+        .add("parked", RecordJob("parked".into()).queue("nobody"))
+        .add_after("waits", ok("ok"), ["parked", "extract"])
+        .commit(&c)
+        .await
+        .unwrap();
+    eventually!(
+        c.batch_status(&wid).await.unwrap().unwrap().pending == 2,
+        "every step but `parked` and `waits` ends"
+    );
+    let all = redis.cli(&["workflow", &wid]);
+    println!("{all}");
+    assert!(all.contains(&format!("workflow {wid}")), "{all}");
+    assert!(all.contains("description: nightly <b>export</b>"), "{all}");
+    assert!(
+        all.contains("steps:       6 total, 1 held, 2 not run yet"),
+        "{all}"
+    );
+    let line = |name: &str| {
+        all.lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name}: {all}"))
+            .to_owned()
+    };
+    assert!(line("bad").contains(" failed "), "{all}");
+    assert!(line("cancelled").contains(" cancelled "), "{all}");
+    assert!(line("cancelled").ends_with("after: bad"), "{all}");
+    assert!(
+        line("merge").contains(" done ")
+            && line("merge").ends_with("after: extract, bad; continued past failed: bad"),
+        "{all}"
+    );
+    assert!(line("parked").contains(" queued "), "{all}");
+    assert!(
+        line("waits").contains(" held ")
+            && line("waits").ends_with("after: parked, extract; waiting for: parked"),
+        "{all}"
+    );
+    assert!(
+        all.contains("steps 1-6 of 6") && !all.contains("more:"),
+        "{all}"
+    );
+    // Paged: two at a time, in name order.
+    let page = redis.cli(&["workflow", &wid, "--from", "2", "--limit", "2"]);
+    assert!(
+        page.contains("steps 3-4 of 6") && page.contains("more: --from 4"),
+        "{page}"
+    );
+    let names: Vec<&str> = page
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| ["bad", "cancelled", "extract", "merge", "parked", "waits"].contains(w))
+        .collect();
+    assert_eq!(names, ["extract", "merge"], "{page}");
+
+    let out = Command::new(bin("test-worker"))
+        .args(["-r", redis.url(), "--namespace", redis.ns()])
+        .args(["workflow", "no-such-wid"])
+        .env("FAIRJOB_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no workflow \"no-such-wid\""),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -6,8 +6,10 @@
 //! `retry`, `schedule` and `dead` (a dead job retried from the dashboard is
 //! then performed by the worker), pause and resume, batches (a `<script>`
 //! description, an odd tenant, a failure holding markup, an expired entry
-//! unlisted), and the security rules: token, login, CSRF, origin,
-//! read-only, loopback.
+//! unlisted), a workflow's steps paged (failed, cancelled, continued, held
+//! with what it waits for) and explain of its held step and of a batch
+//! member, and the security rules: token, login, CSRF, origin, read-only,
+//! loopback.
 
 use std::process::Command;
 use std::time::Duration;
@@ -972,5 +974,266 @@ async fn batches_listed_and_shown_with_their_text_escaped() {
             .any(|l| l.starts_with(&format!("default {tenant} batch-complete"))),
         "{lines:?}"
     );
+    drop(dash);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflows_steps_and_explain_of_its_members_over_http() {
+    use fairjob::batch::OnDependencyFailure;
+    use fairjob::{Batch, Workflow};
+    use fairjob_tests::jobs::OutcomeJob;
+    let server = redis();
+    let url = server.url();
+    let ns = namespace();
+    let c = client(&url, &ns).await;
+    let dash = Dashboard::start(
+        &url,
+        &ns,
+        &[
+            "run",
+            "-q",
+            "outcomes",
+            "--poll-interval",
+            "100ms",
+            "--web",
+            "127.0.0.1:0",
+        ],
+        &[],
+    );
+    let base = dash.url.clone();
+    let mut http = Http::new();
+    let tenant = "ac:me {x} ünï <b>";
+    let step = |kind: &str| OutcomeJob {
+        kind: kind.into(),
+        tenant: tenant.into(),
+    };
+    let description = format!("{SCRIPT} export: {{rows}} ünï");
+    // `bad` dies: `<i>cancelled</i>` is cancelled, `merge` continues past
+    // it; `waits` waits for `parked`, in a queue nobody works.
+    let wid = Workflow::new()
+        .description(&description)
+        .set_tenant(tenant)
+        .add("bad", step("dead"))
+        .add_after("<i>cancelled</i>", step("ok"), ["bad"])
+        .add("extract", step("ok"))
+        .add_after("merge", step("ok"), ["extract", "bad"])
+        .on_dependency_failure("merge", OnDependencyFailure::Continue)
+        .add("parked", RecordJob("parked".into()).queue("nobody"))
+        .add_after("waits", step("ok"), ["parked", "extract"])
+        .commit(&c)
+        .await
+        .unwrap();
+    let bid = Batch::new()
+        .description(format!("{SCRIPT} plain"))
+        .push(RecordJob("member".into()).queue("nobody"))
+        .commit(&c)
+        .await
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(15), || async {
+            c.batch_status(&wid).await.unwrap().unwrap().pending == 2
+        })
+        .await,
+        "every step but `parked` and `waits` ends"
+    );
+
+    // The JSON twin: every step, its state, jid and dependencies.
+    let v = api(&mut http, &base, &format!("/workflows/{}", enc(&wid)));
+    assert_eq!(v["total"], 6, "{v}");
+    assert_eq!(v["batch"]["description"], description.as_str());
+    assert_eq!(v["batch"]["tenant"], tenant);
+    assert_eq!(v["batch"]["held"], 1);
+    let steps = v["steps"].as_array().unwrap();
+    let names: Vec<&str> = steps.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "<i>cancelled</i>",
+            "bad",
+            "extract",
+            "merge",
+            "parked",
+            "waits"
+        ],
+        "name order"
+    );
+    let st = |name: &str| steps.iter().find(|s| s["name"] == name).unwrap().clone();
+    assert_eq!(st("bad")["state"], "failed");
+    assert_eq!(st("<i>cancelled</i>")["state"], "cancelled");
+    assert_eq!(st("<i>cancelled</i>")["dependencies"], json!(["bad"]));
+    assert_eq!(st("merge")["state"], "done");
+    assert_eq!(st("merge")["continued_past"], json!(["bad"]));
+    assert_eq!(st("parked")["state"], "queued");
+    let waits = st("waits");
+    assert_eq!(waits["state"], "held");
+    assert_eq!(waits["dependencies"], json!(["parked", "extract"]));
+    assert_eq!(
+        (waits["waiting_for"].clone(), waits["waiting_total"].clone()),
+        (json!(["parked"]), json!(1))
+    );
+    assert!(
+        v["batch"]["failed_jids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f[1] == "cancelled: dependency `bad` failed"),
+        "{v}"
+    );
+    // Paged.
+    let p = api(
+        &mut http,
+        &base,
+        &format!("/workflows/{}?from=2&limit=2", enc(&wid)),
+    );
+    let names: Vec<&str> = p["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["extract", "merge"]);
+    assert_eq!((p["prev"].clone(), p["next"].clone()), (json!(0), json!(4)));
+    let far = api(
+        &mut http,
+        &base,
+        &format!("/workflows/{}?from={}", enc(&wid), u64::MAX),
+    );
+    assert_eq!(
+        (far["steps"].clone(), far["next"].clone()),
+        (json!([]), Value::Null)
+    );
+    let far = get(
+        &mut http,
+        &base,
+        &format!("/workflows/{}?from={}", enc(&wid), u64::MAX),
+    );
+    assert_page(&far, "/workflows/{wid}?from=max");
+    assert!(far.body.contains("Steps none shown of 6"));
+    assert_eq!(
+        get(
+            &mut http,
+            &base,
+            &format!("/workflows/{}?from=x", enc(&wid))
+        )
+        .status,
+        400
+    );
+
+    // The page: text escaped, never markup; its pager.
+    let page = get(&mut http, &base, &format!("/workflows/{}", enc(&wid)));
+    assert_page(&page, "/workflows/{wid}");
+    for text in [
+        format!("{SCRIPT_ESCAPED} export: {{rows}} ünï"),
+        "ac:me {x} ünï &lt;b&gt;".to_owned(),
+        "&lt;i&gt;cancelled&lt;/i&gt;".to_owned(),
+        "waiting for parked".to_owned(),
+        "continued past failed bad".to_owned(),
+        format!("/explain?jid={}", waits["jid"].as_str().unwrap()),
+        r#"href="/batches" class="active""#.to_owned(),
+    ] {
+        assert!(page.body.contains(&text), "{text} on the page");
+    }
+    assert!(!page.body.contains("<i>cancelled"), "a step's name is text");
+    let paged = get(
+        &mut http,
+        &base,
+        &format!("/workflows/{}?from=2&limit=2", enc(&wid)),
+    );
+    assert_page(&paged, "/workflows/{wid}?from=2");
+    assert!(paged.body.contains("Steps 3–4 of 6"), "{}", paged.body);
+    assert!(
+        paged.body.contains("?from=4&amp;limit=2\">next steps")
+            && paged.body.contains("?from=0&amp;limit=2\">previous steps"),
+        "{}",
+        paged.body
+    );
+    let live = get(
+        &mut http,
+        &base,
+        &format!("/workflows/{}?fragment=live", enc(&wid)),
+    );
+    assert_eq!(live.status, 200);
+    assert!(live.body.contains("waiting for parked") && !live.body.contains("<html"));
+    // Reached from the batches' pages.
+    let list = get(&mut http, &base, "/batches").body;
+    assert!(list.contains(&format!("/workflows/{wid}\"")), "{list}");
+    let batch = get(&mut http, &base, &format!("/batches/{}", enc(&wid))).body;
+    assert!(batch.contains(&format!("/workflows/{wid}\"")), "{batch}");
+    // Not found: an unknown id, a plain batch.
+    for path in [
+        "/workflows/no-such-wid".to_owned(),
+        "/api/workflows/no-such-wid".to_owned(),
+        format!("/workflows/{bid}"),
+        format!("/api/workflows/{bid}"),
+    ] {
+        assert_eq!(get(&mut http, &base, &path).status, 404, "{path}");
+    }
+
+    // Explain of the held step: found at once, with what it waits for.
+    let e = explain(&mut http, &base, waits["jid"].as_str().unwrap());
+    assert_eq!(e["found"], true, "{e}");
+    assert_eq!(e["location"]["where"], "held");
+    assert_eq!(e["location"]["bid"], wid.as_str());
+    let kinds: Vec<&str> = e["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["workflow", "batch"], "{e}");
+    let text = reasons(&e);
+    assert!(
+        text.contains(
+            "held as step `waits` in no queue: waiting for `parked` (1 of its 2 dependencies"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("step `waits` of workflow {wid}"))
+            && text.contains("2 of its 6 steps have not run yet"),
+        "{text}"
+    );
+    let page = get(
+        &mut http,
+        &base,
+        &format!("/explain?jid={}", enc(waits["jid"].as_str().unwrap())),
+    );
+    assert_page(&page, "/explain (held)");
+    assert!(
+        page.body
+            .contains(&format!("/workflows/{wid}\">its workflow"))
+    );
+    assert!(
+        page.body.contains(SCRIPT_ESCAPED),
+        "the description, as text"
+    );
+    // Explain of a plain batch's member, in its queue.
+    let member = {
+        let mut r = raw(&url).await;
+        let entries: Vec<String> = redis::cmd("LRANGE")
+            .arg(c.broker().keys().queue("nobody"))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut r)
+            .await
+            .unwrap();
+        entries
+            .iter()
+            .map(|e| serde_json::from_str::<Value>(e).unwrap())
+            .find(|p| p["bid"] == bid.as_str())
+            .unwrap()["jid"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let e = explain(&mut http, &base, &member);
+    let text = reasons(&e);
+    assert!(
+        text.contains(&format!("member of batch {bid} (\u{201c}{SCRIPT} plain\u{201d}): 1 of its 1 members have not run yet")),
+        "{text}"
+    );
+    let page = get(&mut http, &base, &format!("/explain?jid={}", enc(&member)));
+    assert_page(&page, "/explain (member)");
+    assert!(page.body.contains(&format!("/batches/{bid}\">its batch")));
     drop(dash);
 }

@@ -1,9 +1,10 @@
 //! The dashboard in a real browser: headless Chromium (Debian's `chromium`,
 //! driven over the DevTools protocol on a pipe) loads every page against a
 //! real worker, each screenshot is decoded and must not be blank, no script
-//! of a tenant (or a batch's description) named `<script>alert(1)</script>`
-//! runs (no dialog opens), and clicking "Retry now" on a dead entry makes
-//! the worker perform the job.
+//! of a tenant (or a batch's or a workflow's description) named
+//! `<script>alert(1)</script>` runs (no dialog opens), a workflow's page
+//! shows its running, failed, cancelled and held steps, and clicking "Retry
+//! now" on a dead entry makes the worker perform the job.
 //!
 //! Set `FAIRJOB_SCREENSHOTS=<dir>` to keep the screenshots (the README's come
 //! from here).
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use fairjob::Job as _;
 use fairjob::payload::{new_jid, now_f64};
-use fairjob_tests::jobs::{FailJob, RecordJob, ShardJob, TJob};
+use fairjob_tests::jobs::{DropJob, FailJob, RecordJob, ShardJob, TJob};
 use fairjob_tests::slot_jobs::SlotJob;
 use fairjob_tests::web::{Browser, Dashboard, Http, enc, png_colours};
 use fairjob_tests::{client, namespace, raw, redis, temp_dir, wait_until};
@@ -126,6 +127,47 @@ async fn chromium_loads_every_page_and_retries_a_dead_job() {
         .commit(&c)
         .await
         .unwrap();
+    // A workflow: `load` runs (10 min), `then` waits for it; `bad` fails
+    // for good and `skipped` is cancelled.
+    let wid = fairjob::Workflow::new()
+        .description(format!("{SCRIPT} nightly export"))
+        .set_tenant(SCRIPT)
+        .add(
+            "load",
+            ShardJob {
+                tenant: "ünïcødé".into(),
+                n: 99,
+                // Running for the whole test, however slow the machine.
+                ms: 600_000,
+            },
+        )
+        .add_after("then", RecordJob("then".into()), ["load"])
+        // Failed and not kept (`retry = false`): the dead set stays as it is.
+        .add("bad", DropJob.queue("default"))
+        .add_after("skipped", RecordJob("skipped".into()), ["bad"])
+        .commit(&c)
+        .await
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(15), || async {
+            let v = Http::new()
+                .get(&format!("{base}/api/workflows/{}", enc(&wid)), &[])
+                .json();
+            let states: Vec<&str> = v["steps"]
+                .as_array()
+                .map(|s| s.iter().filter_map(|s| s["state"].as_str()).collect())
+                .unwrap_or_default();
+            states == ["failed", "running", "cancelled", "held"]
+        })
+        .await,
+        "the workflow's steps run, fail and wait"
+    );
+    let then_jid = Http::new()
+        .get(&format!("{base}/api/workflows/{}", enc(&wid)), &[])
+        .json()["steps"][3]["jid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     // Let the worker start the jobs and flush its wait statistics.
     assert!(
         wait_until(Duration::from_secs(10), || async {
@@ -153,6 +195,8 @@ async fn chromium_loads_every_page_and_retries_a_dead_job() {
         ("busy", "/busy".to_owned()),
         ("batches", "/batches".to_owned()),
         ("batch", format!("/batches/{}", enc(&bid))),
+        ("workflow", format!("/workflows/{}", enc(&wid))),
+        ("explain-held", format!("/explain?jid={then_jid}")),
     ];
     for (name, path) in &pages {
         browser.goto(&format!("{base}{path}"));
@@ -193,6 +237,26 @@ async fn chromium_loads_every_page_and_retries_a_dead_job() {
     assert!(
         cell.as_str().is_some_and(|t| t.starts_with(SCRIPT)),
         "{cell}"
+    );
+    // The workflow's <script> description is text; its steps show their states.
+    browser.goto(&format!("{base}/workflows/{}", enc(&wid)));
+    let cell = browser.eval("document.querySelector('tbody td').textContent");
+    assert!(
+        cell.as_str().is_some_and(|t| t.starts_with(SCRIPT)),
+        "{cell}"
+    );
+    let states = browser.eval(
+        "Array.from(document.querySelectorAll('table.steps .badge')).map(b => b.textContent).join(' ')",
+    );
+    assert_eq!(states.as_str(), Some("failed running cancelled held"));
+    // The held step's explain says what it waits for.
+    browser.goto(&format!("{base}/explain?jid={then_jid}"));
+    let reasons = browser.eval("document.querySelector('.reasons').textContent");
+    assert!(
+        reasons
+            .as_str()
+            .is_some_and(|r| r.contains("held as step `then` in no queue: waiting for `load`")),
+        "{reasons}"
     );
     // The explain page says why the rerouted job waits.
     browser.goto(&format!("{base}/explain?jid={rerouted}"));

@@ -668,7 +668,10 @@ fn key_problems(f: &Facts, expr: &str, depth: u32, out: &mut BTreeSet<String>) {
 /// hash key (`KEYS[1]`; in an exit script on one server, the batch's hash
 /// passed in ARGV) with a literal suffix, all in the batch's hash tag, and the
 /// queue keys its callbacks and a workflow's held steps go to were built by
-/// `broker/keys.rs` at the commit and stored in the batch's hash. On a Redis
+/// `broker/keys.rs` at the commit and stored in the batch's hash, as is the
+/// prefix of the held steps' index keys (`ix`: `<prefix><encoded jid>` →
+/// bid, written at staging and deleted at a step's release or cancel; only
+/// workflows have them, and they run on one server). On a Redis
 /// Cluster, where those are in other slots, the scripts push nothing there
 /// (see `lib/batch.lua`: `split`). The exit scripts that call into them
 /// (`finish.lua`, `shard_finish.lua`) stay checked.

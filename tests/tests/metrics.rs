@@ -4,14 +4,15 @@
 //! worker comes back and the recovery by the other), a thousand tenants
 //! never give a metric more than K + 1 tenant series per queue, two workers
 //! share one sampler of the Redis gauges, batch callbacks are counted once
-//! each and open batches sampled, and `/readyz` follows Redis while
+//! each and open batches sampled, workflow steps held are sampled from the
+//! counts the scripts keep, and `/readyz` follows Redis while
 //! `/healthz` stays up (on the metrics listener and on the dashboard's).
 
 use std::time::{Duration, Instant};
 
-use fairjob::Batch;
 use fairjob::Job as _;
 use fairjob::metrics as m;
+use fairjob::{Batch, Workflow};
 use fairjob_tests::jobs::{
     DropJob, FlakyJob, LedgerJob, ManyJob, OutcomeJob, RecordJob, ShardJob, SpawnJob,
 };
@@ -544,4 +545,63 @@ async fn batch_callbacks_counted_once_and_open_batches_sampled() {
         (callbacks(&s, "complete"), callbacks(&s, "success")),
         (2.0, 1.0)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflow_steps_held_sampled_from_the_counts_the_scripts_keep() {
+    let redis = Redis::start().await;
+    let c = redis.client().await;
+    let worker = redis
+        .worker_process()
+        .queues(["outcomes"])
+        .flag("--metrics-interval", "200ms");
+    let w = MetricsWorker::start(&worker);
+    let ok = || outcome("ok", "acme");
+    // Three steps wait for a root in a queue nobody works yet.
+    let waiting = Workflow::new()
+        .add("root", ok().queue("later"))
+        .add_after("a", ok(), ["root"])
+        .add_after("b", ok(), ["root"])
+        .add_after("c", ok(), ["a", "root"])
+        .commit(&c)
+        .await
+        .unwrap();
+    // A root that dies: its two dependents are cancelled, held no more.
+    let cancelled = Workflow::new()
+        .add("root", outcome("dead", "acme"))
+        .add_after("x", ok(), ["root"])
+        .add_after("y", ok(), ["root"])
+        .commit(&c)
+        .await
+        .unwrap();
+    eventually!(
+        c.batch_status(&cancelled)
+            .await
+            .unwrap()
+            .unwrap()
+            .complete_at
+            .is_some(),
+        "the workflow whose root died completes"
+    );
+    eventually!(
+        w.scrape().value(m::WORKFLOW_STEPS_HELD, &[]) == 3.0,
+        "the sampler sees the three held steps"
+    );
+    assert_eq!(c.batch_status(&waiting).await.unwrap().unwrap().held, 3);
+    // The root runs: its dependents are released (then `c`, after `a`).
+    let later = redis.worker_process().queues(["later"]).start();
+    eventually!(
+        c.batch_status(&waiting)
+            .await
+            .unwrap()
+            .unwrap()
+            .success_at
+            .is_some(),
+        "every step runs"
+    );
+    eventually!(
+        w.scrape().value(m::WORKFLOW_STEPS_HELD, &[]) == 0.0,
+        "nothing is held"
+    );
+    drop(later);
 }

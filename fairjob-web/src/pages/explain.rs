@@ -4,6 +4,7 @@
 
 use askama::Template;
 use axum::response::Response;
+use fairjob::inspect::Reason;
 
 use super::{Chrome, render, tenant_label};
 use crate::error::WebError;
@@ -39,6 +40,8 @@ pub(crate) struct ExplainPage {
     progress: String,
     /// What the places besides Redis (fairjob-postgres' outbox) know of it.
     elsewhere: Vec<load::SourceView>,
+    /// Its batch's (or workflow's) page, for a member: path and label.
+    batch_link: Option<(String, String)>,
 }
 
 /// `GET /explain?jid=&tenant=&cursor=&budget=` (a walk, run on request only).
@@ -58,6 +61,7 @@ pub(crate) async fn explain(request: PageRequest) -> Result<Response, WebError> 
         job: None,
         progress: String::new(),
         elsewhere: Vec::new(),
+        batch_link: None,
     };
     if !jid.is_empty() {
         let explanation = load::explain(
@@ -92,6 +96,20 @@ pub(crate) async fn explain(request: PageRequest) -> Result<Response, WebError> 
                     .retry_count
                     .map_or_else(|| "0".to_owned(), |r| r.to_string()),
             }
+        });
+        page.batch_link = explanation.reasons.iter().find_map(|r| match r {
+            Reason::BatchMember { bid, workflow, .. } => Some(if *workflow {
+                (
+                    format!("/workflows/{}", url_component(bid)),
+                    "its workflow's steps".to_owned(),
+                )
+            } else {
+                (
+                    format!("/batches/{}", url_component(bid)),
+                    "its batch".to_owned(),
+                )
+            }),
+            _ => None,
         });
         page.reasons = explanation
             .reasons

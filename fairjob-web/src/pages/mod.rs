@@ -27,7 +27,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use fairjob::inspect::{JobEntry, LongWait};
 
 pub(crate) use auth::{login, login_form, logout};
-pub(crate) use batches::{batch, batches};
+pub(crate) use batches::{batch, batches, workflow};
 pub(crate) use busy::{busy, post_busy};
 pub(crate) use cron::{cron, post_cron};
 pub(crate) use explain::explain;

@@ -102,7 +102,7 @@ pub struct StagedStep {
 }
 
 /// A comma-separated list of encoded names, decoded.
-fn decode_list(list: Option<String>) -> Vec<String> {
+pub(super) fn decode_list(list: Option<String>) -> Vec<String> {
     list.unwrap_or_default()
         .split(',')
         .filter(|s| !s.is_empty())
@@ -179,7 +179,9 @@ impl RedisBroker {
         inv.arg(format!("{now:.6}"))
             .arg(STAGING_TTL_SECS)
             .arg(description)
-            .arg(tenant);
+            .arg(tenant)
+            .arg(bid)
+            .arg(self.keys.workflow_held_prefix());
         for s in steps {
             inv.arg(&s.jid)
                 .arg(encode(&s.name))
@@ -688,6 +690,12 @@ impl RedisBroker {
             return Ok(());
         }
         self.query(redis::cmd("ZREM").arg(self.keys.batches()).arg(bids))
+            .await
+    }
+
+    /// Deletes held step `jid`'s index key (its batch expired holding it).
+    pub async fn workflow_unindex(&self, jid: &str) -> Result<()> {
+        self.query(redis::cmd("DEL").arg(self.keys.workflow_held(jid)))
             .await
     }
 }

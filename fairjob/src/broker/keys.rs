@@ -251,6 +251,19 @@ impl Keys {
     pub fn batches_releasing(&self) -> String {
         self.k("fairjob:batches:releasing")
     }
+    /// The prefix of the held workflow steps' index (`<prefix><encoded
+    /// jid>` → the step's bid, a STRING): written when a step is staged
+    /// held, deleted when it is released or cancelled, so explain finds a
+    /// step that is in no queue. The batch's hash keeps the prefix (`ix`),
+    /// as it keeps its callbacks' queue keys; `scripts/lib/batch.lua` adds
+    /// the jid with the same encoding ([`encode`]).
+    pub fn workflow_held_prefix(&self) -> String {
+        self.k("fairjob:wfheld:")
+    }
+    /// Held workflow step `jid`'s index key (see [`Keys::workflow_held_prefix`]).
+    pub fn workflow_held(&self, jid: &str) -> String {
+        format!("{}{}", self.workflow_held_prefix(), encode(jid))
+    }
     /// The reaper's lock (one reaper pass per interval across the fleet).
     pub fn reaper_lock(&self) -> String {
         self.k("fairjob:reaper-lock")

@@ -104,6 +104,7 @@
 //! | `batch_in_script`, `batch_end` | whether a member's end is written by its exit's script (one server, and testing mode, whose `finish` writes it); the end as a step of its own (a cluster; testing mode: the memory store) | —, `batch_end.lua` | `bool`, events |
 //! | `batch_due_record`, `batch_callback` | a cluster's fired callbacks wait in the batch's due set until the caller pushes them (`push` with a `Src` and `once`) | —, `HGET` (the push checks it is still due) | key, payload |
 //! | `batch_status`, `batches_newest`, `batches_unlist`, `batches_prune` | a batch's fields, set sizes, some failures (testing mode: `batch_status` the memory store); the newest batches; drops expired ones from the list; drops expired ones among the oldest listed (the reaper pass) | `HGETALL`, `SCARD`, `HLEN`, `HSCAN`, `ZCARD`; `ZRANGE REV`; `ZREM`; `ZRANGE`+`EXISTS`+`ZREM` | `BatchRow`, rows, `usize` |
+//! | `workflow_unindex` | drops a held step's index key (jid → bid) whose batch expired holding the step (explain, which read it) | `DEL` | `()` |
 //! | **a relay's bookkeeping** (`relay.rs`; fairjob-postgres' pump) | | | |
 //! | `relay_epoch`, `relay_epoch_read` | the relay's epoch token (written once; gone or changed = Redis lost data) | `SET NX`+`GET`, `GET` | `String` |
 //! | `relay_stage` | `stage_claims` fenced by the epoch: nothing staged unless the epoch key holds the relay's epoch | `relay_stage.lua` | `bool` |
@@ -139,6 +140,7 @@
 //! | `window_counts`, `window_scores_at`, `window_keys_step` | reroute windows | `ZCOUNT`, `ZRANGE BYSCORE`, `SCAN` | counts, scores |
 //! | `list_len`, `list_from_tail`, `tenant_lists_step`, `walk_total` | lists, for explain's bounded walk | `LLEN`, `LRANGE`, `SSCAN` | entries |
 //! | `cron_due_at`, `cron_earliest`, `cron_entry`, `cron_entries`, `cron_state_row` | schedules, next fire times, state | `ZRANGE BYSCORE`, `HGET`, `HSCAN`, `HGETALL`+`ZSCORE` | rows, `CronStateRow` |
+//! | `workflow_page`, `workflow_step`, `workflow_held_bid` | a page of a workflow's steps in name order (state, jid, first dependencies, those a held step waits for); one step by jid, with a held step's payload; a held step's bid from its index key (written and deleted by the workflow scripts) | `LLEN`+`LRANGE` (the list of steps), `HMGET` (fields), `HMGET` (waits); `HGET`; `GET` | `StepPage`, `Option<(StepRow, …)>`, `Option<String>` |
 //! | `unique_locks`, `unique_rejection` | a page of live unique locks; a remembered refusal of a jid | `SCAN MATCH`, `HGET`+`PTTL`; `LRANGE` | `UniqueLockPage`, `Option<Rejection>` |
 //! | `classes`, `key_len`, `key_ttl` | published classes; any key's size and TTL | `HSCAN`, `TYPE`+`*LEN`, `TTL` | rows |
 //!
@@ -200,6 +202,7 @@ pub use promote::Due;
 pub(crate) use push::{Candidate, PushSpec, RerouteSpec};
 pub use push::{Pushed, When};
 pub use rates::{RATE_RESERVATION_TTL, RELEASE_MAX, RateAcquired, RateReleased, RateRequest};
+pub use read::{StepPage, StepRow};
 pub use reconcile::Healed;
 #[cfg(feature = "testing")]
 pub use scripts::freeze_clock;

@@ -297,8 +297,15 @@ impl Workflow {
     }
 }
 
-/// Steps and edges per `workflow_stage.lua` call.
+/// Steps, edges and held steps' index keys per `workflow_stage.lua` call
+/// ([`stage_weight`]).
 const STEP_CHUNK: usize = 50;
+
+/// What staging `step` costs `workflow_stage.lua`, in STEP_CHUNK's units:
+/// the step, each of its edges, and a held step's index key for explain.
+fn stage_weight(step: &StagedStep) -> usize {
+    1 + step.deps.len() + usize::from(step.held)
+}
 
 /// A member ready to stage: its jid, its payload as stored, its push.
 struct Member {
@@ -387,7 +394,7 @@ impl Client {
         let mut staged_any = false;
         let mut open = false;
         // In name order (each step's dependents list comes out sorted), in
-        // calls of about STEP_CHUNK steps and edges.
+        // calls of about STEP_CHUNK steps, edges and index keys.
         let mut staged_steps = staged_steps;
         staged_steps.sort_by(|a, b| a.name.cmp(&b.name));
         let mut from = 0;
@@ -395,9 +402,9 @@ impl Client {
             let mut to = from;
             let mut weight = 0;
             while to < staged_steps.len()
-                && (to == from || weight + 1 + staged_steps[to].deps.len() <= STEP_CHUNK)
+                && (to == from || weight + stage_weight(&staged_steps[to]) <= STEP_CHUNK)
             {
-                weight += 1 + staged_steps[to].deps.len();
+                weight += stage_weight(&staged_steps[to]);
                 to += 1;
             }
             open = !broker

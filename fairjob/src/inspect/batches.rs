@@ -50,6 +50,11 @@ pub struct BatchStatus {
     pub failed_jids: Vec<(String, String)>,
     /// Members committed and not pushed yet.
     pub staged: u64,
+    /// Whether it is a workflow (its members are named steps).
+    pub workflow: bool,
+    /// A workflow's steps held now, waiting for their dependencies in no
+    /// queue (0 for a plain batch).
+    pub held: u64,
     /// Committed (open) rather than still staging.
     pub committed: bool,
     /// When it was created, and when each event fired (epoch seconds).
@@ -154,6 +159,8 @@ fn status_of(bid: &str, row: BatchRow) -> BatchStatus {
         failures: row.failed,
         failed_jids: row.failed_some,
         staged: row.staged,
+        workflow: f.contains_key("wf"),
+        held: num("held").unwrap_or(0.0).max(0.0) as u64,
         committed: f.get("state").map(String::as_str) == Some("open"),
         created_at: num("created_at").unwrap_or(0.0),
         complete_at: num("complete_at"),

@@ -12,6 +12,13 @@
 //! server-side `ZSCAN MATCH`, then each queue from its next job on, sharded
 //! queues' inboxes and tenant lists, then slot waiters), and returns a cursor
 //! to resume from, with how far it got ("scanned 10,000 of 1.2M").
+//!
+//! One place is not walked: a workflow's step held until its dependencies
+//! succeed is in no queue. Its index key (jid → bid, written by the script
+//! that stages it held, deleted by the one that releases or cancels it) is
+//! read before the walk, so a held step is found at once, with the
+//! dependencies it still waits for. A batch's member found anywhere is told
+//! with its batch (bid, description, members not run yet).
 
 use serde::Serialize;
 
@@ -31,6 +38,9 @@ pub const EXPLAIN_MAX_BUDGET: u64 = 1_000_000;
 
 /// List entries read per `LRANGE`.
 const CHUNK: u64 = 1_000;
+
+/// Dependencies a held step's reason names at most.
+const HELD_NAMED: usize = 20;
 
 /// Where a job is.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -112,6 +122,14 @@ pub enum Location {
         position: u64,
         /// Jobs waiting for the key.
         waiting: u64,
+    },
+    /// A workflow's step held outside any queue until its dependencies
+    /// succeed.
+    Held {
+        /// The workflow (its batch's id).
+        bid: String,
+        /// The step's name.
+        step: String,
     },
 }
 
@@ -353,12 +371,43 @@ pub enum Reason {
         /// Entries looked at.
         scanned: u64,
     },
+    /// A member of batch `bid` (or a step of workflow `bid`).
+    BatchMember {
+        /// The batch's id.
+        bid: String,
+        /// Its description.
+        description: String,
+        /// Its members that have not run once.
+        pending: u64,
+        /// Its members in all.
+        total: u64,
+        /// Whether the batch is a workflow.
+        workflow: bool,
+        /// The step's name, in a workflow.
+        step: Option<String>,
+    },
+    /// A workflow's step held in no queue until its dependencies succeed;
+    /// the end of the last one releases it into its queue.
+    WorkflowHeld {
+        /// The workflow (its batch's id).
+        bid: String,
+        /// The step's name.
+        step: String,
+        /// Dependencies it still waits for (among its first
+        /// [`EXPLAIN_STEP_DEPS`](super::EXPLAIN_STEP_DEPS); at most 20 named).
+        waiting_for: Vec<String>,
+        /// How many it still waits for, in all.
+        waiting: u64,
+        /// How many dependencies it has.
+        dependencies: u64,
+    },
 }
 
 impl Reason {
     /// The group the JSON twin names it by: `position`, `reroute`,
     /// `paused`, `tenant_limit`, `tenant_rate`, `dispatch_order`, `slot_wait`, `rate_wait`, `scheduled`,
-    /// `retry`, `dead`, `running`, `yield`, `fetched`, `duplicate`, `not_found`.
+    /// `retry`, `dead`, `running`, `yield`, `fetched`, `duplicate`, `not_found`,
+    /// `batch`, `workflow`.
     pub fn kind(&self) -> &'static str {
         match self {
             Reason::Running { .. } => "running",
@@ -383,6 +432,8 @@ impl Reason {
             },
             Reason::Duplicate { .. } => "duplicate",
             Reason::NotFoundYet { .. } | Reason::NotFound { .. } => "not_found",
+            Reason::BatchMember { .. } => "batch",
+            Reason::WorkflowHeld { .. } => "workflow",
         }
     }
 }
@@ -564,6 +615,15 @@ impl Inspector {
             next: None,
             iteration: self.iteration(jid).await?,
         };
+        if cursor.is_none()
+            && let Some((location, raw)) = self.held_step(jid).await?
+        {
+            // A held workflow step is in no queue: its index says where.
+            out.found = true;
+            self.explain_found(&mut out, location, &raw, classes)
+                .await?;
+            return Ok(out);
+        }
         while at.source < sources.len() {
             let before = left;
             let step = self
@@ -622,6 +682,7 @@ impl Inspector {
                             "class": j.class, "jid": j.jid, "queue": j.queue,
                             "args": serde_json::from_str::<serde_json::Value>(&j.args).unwrap_or_default(),
                             "fair_tenant": j.tenant,
+                            (fields::BID): j.bid, (fields::WORKFLOW_STEP): j.workflow_step,
                         });
                         return Ok(Step::Found(loc, raw.to_string().into_bytes()));
                     }
@@ -1026,9 +1087,68 @@ impl Inspector {
                     r.push(last_error(p, JobSet::Dead));
                 }
             }
+            Location::Held { bid, step } => {
+                if let Some((row, _)) = self
+                    .broker
+                    .workflow_step(bid, &out.jid, super::EXPLAIN_STEP_DEPS)
+                    .await?
+                {
+                    let mut waiting_for = row.waiting;
+                    waiting_for.truncate(HELD_NAMED);
+                    r.push(Reason::WorkflowHeld {
+                        bid: bid.clone(),
+                        step: step.clone(),
+                        waiting_for,
+                        waiting: row.waiting_total,
+                        dependencies: row.deps_total,
+                    });
+                }
+            }
+        }
+        // A member of a batch (or a workflow's step): which, and how far it is.
+        let member = payload.as_ref().and_then(|p| p.get_str(fields::BID));
+        if let Some(bid) = member
+            && let Some(s) = self.batch_status(&bid).await?
+        {
+            r.push(Reason::BatchMember {
+                bid,
+                description: s.description,
+                pending: s.pending,
+                total: s.total,
+                workflow: s.workflow,
+                step: payload
+                    .as_ref()
+                    .and_then(|p| p.get_str(fields::WORKFLOW_STEP)),
+            });
         }
         out.location = Some(location);
         Ok(())
+    }
+
+    /// Held workflow step `jid`, from its index key: where it is, and its
+    /// payload (its enqueued_at set to 0). `None` when it is not indexed or
+    /// no longer held (the walk looks for it); an index key whose batch
+    /// expired is deleted.
+    async fn held_step(&self, jid: &str) -> Result<Option<(Location, Vec<u8>)>> {
+        let Some(bid) = self.broker.workflow_held_bid(jid).await? else {
+            return Ok(None);
+        };
+        let Some((row, payload)) = self.broker.workflow_step(&bid, jid, 0).await? else {
+            if self.broker.batch_status(&bid).await?.is_none() {
+                self.broker.workflow_unindex(jid).await?;
+            }
+            return Ok(None);
+        };
+        match payload {
+            Some(split) if row.state == "held" => Ok(Some((
+                Location::Held {
+                    bid,
+                    step: row.name,
+                },
+                split.replacen('\n', "0", 1).into_bytes(),
+            ))),
+            _ => Ok(None),
+        }
     }
 
     /// Why a job sits in a reroute queue, and when new jobs go back.

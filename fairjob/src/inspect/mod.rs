@@ -25,6 +25,7 @@ mod rates;
 mod sample;
 mod tenant;
 mod windows;
+mod workflow;
 
 use crate::broker::{ConnectOptions, RedisBroker};
 use crate::error::Result;
@@ -62,6 +63,9 @@ pub use rates::{
 pub use sample::{MetricsSample, QueueSample, SAMPLE_HEADS, TenantSample};
 pub use tenant::{RerouteState, RuleState, TENANT_SET_SCAN, TenantQueue, TenantView};
 pub use windows::{WindowPage, WindowRow};
+pub use workflow::{
+    EXPLAIN_STEP_DEPS, MAX_STEP_ROWS, STEP_DEPS, STEP_ROWS, StepStatus, StepView, WorkflowView,
+};
 
 /// The operator's handle on fairjob's state: views and actions, over one
 /// connection (cheap to clone).

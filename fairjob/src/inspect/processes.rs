@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::{Inspector, Page};
 use crate::broker::read::ProcessRecord;
 use crate::error::Result;
-use crate::wire::Payload;
+use crate::wire::{Payload, fields};
 
 /// A job a process is performing.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -27,6 +27,10 @@ pub struct RunningJob {
     pub args: String,
     /// When it started, epoch seconds.
     pub run_at: f64,
+    /// The batch it is a member of.
+    pub bid: Option<String>,
+    /// Its step's name, when it is a workflow's step.
+    pub workflow_step: Option<String>,
     /// An iterable job's progress (cursor, steps, last checkpoint, yields).
     pub iteration: Option<super::IterationView>,
 }
@@ -212,6 +216,13 @@ fn running_job(identity: &str, work: &str) -> Option<RunningJob> {
         tenant: p.tenant(),
         args: p.args().get().to_owned(),
         run_at: w.get("run_at").and_then(|r| r.as_f64()).unwrap_or(0.0),
+        bid: p.get_str(fields::BID),
+        workflow_step: p.get_str(fields::WORKFLOW_STEP),
         iteration: None,
     })
+}
+
+/// The jid of the job an entry of a process's work hash runs.
+pub(super) fn running_jid(work: &str) -> Option<String> {
+    running_job("", work).map(|j| j.jid)
 }

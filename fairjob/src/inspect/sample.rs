@@ -1,7 +1,7 @@
 //! What the metrics sampler reads: per queue its size and the age of its
 //! oldest job, per sharded queue its tenants' pending and running jobs, per
-//! slot limit key its waiting jobs, and the batches not complete among the
-//! newest listed.
+//! slot limit key its waiting jobs, and the batches not complete (and the
+//! workflow steps held) among the newest listed.
 //!
 //! Bounded: `LLEN` and `LINDEX -1` per queue (never a range of a queue); per
 //! sharded queue one `HGETALL` of its running counts (tenants with running
@@ -10,8 +10,8 @@
 //! `LINDEX -1` of the inbox and of the [`SAMPLE_HEADS`] largest backlogs; the
 //! slot limit registry in pages, one `LLEN` per key, at most
 //! [`OVERVIEW_TENANT_CAP`] keys; the newest [`BATCH_ROWS`] batches, one
-//! bounded status read each ([`Inspector::batches`]). No `KEYS`, no `SCAN`
-//! of the keyspace.
+//! bounded status read each ([`Inspector::batches`]), which also carries a
+//! workflow's count of held steps. No `KEYS`, no `SCAN` of the keyspace.
 
 use std::collections::HashMap;
 
@@ -40,6 +40,10 @@ pub struct MetricsSample {
     /// Batches whose `complete` has not fired, among the newest
     /// [`BATCH_ROWS`] listed (not every batch).
     pub batches_open: u64,
+    /// Workflow steps held (waiting for their dependencies in no queue), in
+    /// the same newest [`BATCH_ROWS`] batches: the sum of each workflow's
+    /// count of held steps, kept by the scripts that hold and release them.
+    pub workflow_steps_held: u64,
 }
 
 /// One queue in a [`MetricsSample`].
@@ -127,19 +131,16 @@ impl Inspector {
                 _ => break,
             }
         }
-        let batches_open = self
-            .batches(BATCH_ROWS)
-            .await?
-            .rows
-            .iter()
-            .filter(|b| !b.state.is_complete())
-            .count() as u64;
+        let batches = self.batches(BATCH_ROWS).await?.rows;
+        let batches_open = batches.iter().filter(|b| !b.state.is_complete()).count() as u64;
+        let workflow_steps_held = batches.iter().map(|b| b.status.held).sum();
         Ok(MetricsSample {
             queues,
             slot_waiting,
             slots_exact,
             rate_waiting,
             batches_open,
+            workflow_steps_held,
         })
     }
 

@@ -209,6 +209,7 @@ impl Gauges {
         }
         gauge!(metrics::SLOT_WAITING, "key" => OTHER).set(other as f64);
         gauge!(metrics::BATCHES_OPEN).set(sample.batches_open as f64);
+        gauge!(metrics::WORKFLOW_STEPS_HELD).set(sample.workflow_steps_held as f64);
         self.set_rates(sample, now);
     }
 

@@ -21,6 +21,7 @@ mod shards;
 mod unique;
 mod waits;
 mod windows;
+mod workflow;
 
 use std::collections::BTreeSet;
 
@@ -36,6 +37,7 @@ pub use rates::{RatePage, RateRow};
 pub use shards::{SHARE_MINUTES, ShardRow, ShardView, tenant_name};
 pub use unique::{RECENT_REJECTIONS, Rejection, UniqueLockPage, UniqueLockRow};
 pub use waits::{FinishedCounts, LongWait, MAX_MINUTES, RECENT_MINUTES, Throughput, WaitSummary};
+pub use workflow::{StepPage, StepRow};
 
 use super::{RedisBroker, keys};
 use crate::error::Result;

@@ -35,7 +35,7 @@ local FJ_BATCH_KEEP_DEAD = 180 * 86400
 
 local function fj_batch_keys(p)
   return { p, p .. ':pending', p .. ':jids', p .. ':failed', p .. ':staged', p .. ':payloads',
-    p .. ':wf', p .. ':results', p .. ':due', p .. ':wq' }
+    p .. ':wf', p .. ':results', p .. ':due', p .. ':wq', p .. ':steps' }
 end
 
 local function fj_batch_expire(p, secs)
@@ -114,17 +114,71 @@ end
 -- the failed dependencies it continued past (encoded, comma-separated). A
 -- held step's payload waits in `:payloads`, split at its enqueued_at value
 -- by a newline: it holds no queue position and no worker.
+--
+-- For the views only (no rule reads them): the list `p .. ':steps'` (the
+-- steps' encoded names in name order: a page of steps is an LRANGE, not a
+-- scan), `d:<e>` (its first FJ_WF_DEPS_KEPT dependencies as declared,
+-- encoded, comma-separated) and `dn:<e>` (how many it has, when more than
+-- those), the batch's `held` (steps
+-- held now: the metrics sampler sums it over the newest batches) and, per
+-- held step, an index key `<ix><encoded jid>` holding the bid (`ix`, the
+-- prefix broker/keys.rs built, stored in the batch's hash), so explain finds
+-- a step that is in no queue. The count and the index change only on a
+-- step's way into and out of `held` (staging; release or cancel), in the
+-- same script, a few commands per call (fj_wf_hold, fj_wf_unheld_flush).
 
 -- Dependents processed per script call at most: a step with 10,000
 -- dependents is released in calls of this many (`:wq`, below), so no call
 -- runs long.
 local FJ_WF_BUDGET = 25
 
+-- A step's dependencies kept for the views (`d:<e>`), at most: a page or
+-- explain names those it still waits for among them.
+local FJ_WF_DEPS_KEPT = 100
+
+-- Held steps `jids` of workflow `bid` (hash `p`), just staged: counted,
+-- and indexed by jid for explain. An index key lives as long as the batch
+-- can (staging, then a dead member's 180 days) and goes when its step
+-- leaves `held` (fj_wf_unhold); one whose batch expired still holding the
+-- step is ignored (and deleted) by explain.
+local function fj_wf_hold(p, bid, jids, staging_ttl)
+  if #jids == 0 then return end
+  redis.call('HINCRBY', p, 'held', #jids)
+  local ix = redis.call('HGET', p, 'ix')
+  if not ix then return end
+  for _, jid in ipairs(jids) do
+    redis.call('SET', ix .. fj_encode(jid), bid, 'EX', staging_ttl + FJ_BATCH_KEEP_DEAD)
+  end
+end
+
+-- Held steps that left `held` (released or cancelled) in this call:
+-- fj_wf_work, through which every release and cancel goes, writes them
+-- once at its end (fj_wf_unheld_flush): one HINCRBY, one HGET and one DEL
+-- per call, not per step.
+local fj_wf_unheld = {}
+
+local function fj_wf_unhold(jid)
+  fj_wf_unheld[#fj_wf_unheld + 1] = jid
+end
+
+local function fj_wf_unheld_flush(p)
+  local jids = fj_wf_unheld
+  fj_wf_unheld = {}
+  if #jids == 0 then return end
+  redis.call('HINCRBY', p, 'held', -#jids)
+  local ix = redis.call('HGET', p, 'ix')
+  if not ix then return end
+  local keys = {}
+  for n, jid in ipairs(jids) do keys[n] = ix .. fj_encode(jid) end
+  for n = 1, #keys, 1000 do redis.call('DEL', unpack(keys, n, math.min(#keys, n + 999))) end
+end
+
 -- Releases held step `e` into its queue and wakes a worker.
 local function fj_wf_release(p, e, now)
   local w = p .. ':wf'
   local f = redis.call('HMGET', w, 'jid:' .. e, 'q:' .. e, 'w:' .. e, 'qn:' .. e)
   redis.call('HSET', w, 's:' .. e, 'queued')
+  fj_wf_unhold(f[1])
   local v = redis.call('HGET', p .. ':payloads', f[1])
   if not v then return end
   fj_batch_push(v, now, f[2], f[3], f[4], redis.call('HGET', p, 'qs'))
@@ -160,6 +214,7 @@ local function fj_wf_dep_failed(p, d, f, now)
   else
     redis.call('HSET', w, 's:' .. d, 'cancelled')
     local jid = redis.call('HGET', w, 'jid:' .. d)
+    fj_wf_unhold(jid)
     redis.call('SREM', p .. ':pending', jid)
     redis.call('HSET', p .. ':failed', jid, 'cancelled: dependency `' .. redis.call('HGET', w, 'n:' .. f) .. '` failed')
     redis.call('HDEL', p .. ':payloads', jid)
@@ -176,6 +231,7 @@ end
 local function fj_wf_work(p, now)
   local w = p .. ':wf'
   local budget = FJ_WF_BUDGET
+  fj_wf_unheld = {}
   while budget > 0 do
     local item = redis.call('LINDEX', p .. ':wq', 0)
     if not item then break end
@@ -201,6 +257,7 @@ local function fj_wf_work(p, now)
       redis.call('HSET', w, 'ai:' .. e, last)
     end
   end
+  fj_wf_unheld_flush(p)
   return redis.call('LLEN', p .. ':wq')
 end
 
