@@ -103,8 +103,10 @@
 //! | `workflow_steps`, `workflow_failed_deps`, `workflow_record`, `workflow_result` | a workflow's steps and states (bounded `HSCAN` steps, one `HMGET`); the failed dependencies a step continued past; a step's recorded result, written and read (testing mode: the memory store) | `HSCAN`+`HMGET`, `HGET`, `HSET`, `HGET` | rows, `Option<String>` |
 //! | `batch_in_script`, `batch_end` | whether a member's end is written by its exit's script (one server, and testing mode, whose `finish` writes it); the end as a step of its own (a cluster; testing mode: the memory store) | —, `batch_end.lua` | `bool`, events |
 //! | `batch_due_record`, `batch_callback` | a cluster's fired callbacks wait in the batch's due set until the caller pushes them (`push` with a `Src` and `once`) | —, `HGET` (the push checks it is still due) | key, payload |
-//! | `batch_status`, `batches_newest`, `batches_unlist`, `batches_prune` | a batch's fields, set sizes, some failures (testing mode: `batch_status` the memory store); the newest batches; drops expired ones from the list; drops expired ones among the oldest listed (the reaper pass) | `HGETALL`, `SCARD`, `HLEN`, `HSCAN`, `ZCARD`; `ZRANGE REV`; `ZREM`; `ZRANGE`+`EXISTS`+`ZREM` | `BatchRow`, rows, `usize` |
+//! | `batch_status` | a batch's fields, set sizes, some failures (testing mode: the memory store) | `HGETALL`, `SCARD`, `HLEN`, `HSCAN`, `ZCARD` | `BatchRow` |
 //! | `workflow_unindex` | drops a held step's index key (jid → bid) whose batch expired holding the step (explain, which read it) | `DEL` | `()` |
+//! | **the batches' listing** (`batch_list.rs`) | | | |
+//! | `batches_newest`, `batches_unlist`, `batches_prune` | the newest batches; drops expired ones from the list; drops expired ones among the oldest listed (the reaper pass) | `ZRANGE REV`; `ZREM`; `ZRANGE`+`EXISTS`+`ZREM` | rows, `()`, `usize` |
 //! | **a relay's bookkeeping** (`relay.rs`; fairjob-postgres' pump) | | | |
 //! | `relay_epoch`, `relay_epoch_read` | the relay's epoch token (written once; gone or changed = Redis lost data) | `SET NX`+`GET`, `GET` | `String` |
 //! | `relay_stage` | `stage_claims` fenced by the epoch: nothing staged unless the epoch key holds the relay's epoch | `relay_stage.lua` | `bool` |
@@ -152,6 +154,7 @@
 
 mod actions;
 mod batch;
+mod batch_list;
 mod conn;
 mod cron;
 pub(crate) mod fetch;
