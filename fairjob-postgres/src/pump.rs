@@ -353,7 +353,11 @@ impl Pump {
                     chase = Some(c * 2).filter(|c| *c < self.poll);
                 }
                 (0, None) => {}
-                _ => chase = None,
+                _ => {
+                    chase = None;
+                    // Work came: the probe stays fast for a while.
+                    probe.last_move = Some(Instant::now());
+                }
             }
             let mut sleep_for =
                 sleep_before_check(wait, last_check.map(|t| t.elapsed()), self.check_every);
