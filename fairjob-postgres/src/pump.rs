@@ -12,22 +12,23 @@
 //!    nothing (a pump that dies releases its rows with its connection). One
 //!    tenant's 200,000 rows therefore delay another tenant's job by at most
 //!    one batch.
-//! 2. **Stage.** The jids are added to Redis's staged record (`ZADD NX`,
-//!    fenced by the relay epoch).
+//! 2. **Fence.** One call checks that Redis still holds the relay epoch (it
+//!    lost no data since the last check; see below).
 //! 3. **Push.** Each job goes through the client middleware chain and reroute
-//!    rules as a direct push would ([`fairjob::Client::push_staged_many`]:
-//!    bounded script calls sent together); the push
-//!    removes its staged jid and marks the jid in its queue's slot in the
-//!    same script, and a push whose staged jid is gone, or whose jid is
-//!    marked, pushes nothing.
+//!    rules as a direct push would ([`fairjob::Client::push_staged_marked`]:
+//!    bounded script calls sent together, to plain and tenant-sharded queues
+//!    alike); the push marks the jid in its queue's slot in the same script
+//!    (one `ZADD NX`, which is also the check), and a push whose jid is
+//!    marked pushes nothing.
 //! 4. **Delete** the rows and commit; then forget the marks.
 //!
 //! A pump killed at any point loses nothing: its transaction ends with its
 //! connection and another pump (or itself) takes the rows again at once.
-//! Publishing is idempotent by jid: killed after 2, the retry pushes once;
-//! killed after 3 and before 4's commit, the retry stages the jids again and
-//! their marks stop a second push (a mark left by a crash expires after a
-//! week). Rows an older pump marked `staged` are not staged again.
+//! Publishing is idempotent by jid: killed after 3 and before 4's commit,
+//! the retry finds the jids marked and pushes nothing twice (a mark left by
+//! a crash expires after a week), on one Redis and on a cluster. Rows an
+//! older pump marked `staged` are pushed from Redis's staged record, as it
+//! did.
 //!
 //! **Waking up.** Between polls the pump reads the outbox's id sequence
 //! every millisecond while jobs come in ([`Pump::probe_interval`]): a new id
@@ -35,10 +36,7 @@
 //! no `NOTIFY` in the caller's transaction (a `NOTIFY` takes a lock at
 //! commit that serialises every committing transaction). Idle, the probe
 //! slows to 5 reads a second, plus the idle polls (one per
-//! `max_idle_interval`). (On
-//! a Redis Cluster, or to a tenant-sharded queue, the push and the removal
-//! of the staged jid are two steps, the push first: a crash between those two
-//! may push a job twice.) A job scheduled for later (`perform_in_tx`) goes to
+//! `max_idle_interval`). A job scheduled for later (`perform_in_tx`) goes to
 //! Redis's `schedule` set, where a second push of the same payload is the
 //! same entry.
 //!
@@ -92,11 +90,11 @@
 //! that sees PostgreSQL's epoch differ drains the completion list, then
 //! in one transaction adopts Redis's epoch and makes every kept row that is
 //! published and not done pending again (`fairjob.republished` records it).
-//! Rows marked done are never republished. Staging is fenced by the epoch
-//! (`relay_stage.lua`): a batch staged after Redis lost data stages nothing
-//! and is re-checked first; a row published in an older epoch (a pump that
-//! was mid-batch while another found the loss) is republished at the next
-//! check.
+//! Rows marked done are never republished. Each batch is fenced by the
+//! epoch (`relay_stage.lua`, step 2): a batch after Redis lost data pushes
+//! nothing and is re-checked first; a row published in an older epoch (a
+//! pump that was mid-batch while another found the loss, or a loss between
+//! the fence and the push) is republished at the next check.
 //!
 //! **A job lost without the epoch** (a failover that kept the epoch key but
 //! dropped the last writes): after its push, a kept job's jid joins Redis's
@@ -284,8 +282,10 @@ impl Pump {
     /// `NOTIFY` in the caller's transaction. The probe reads one sequence
     /// row (no table, no index); it stays at this interval for a second
     /// after the last new id, then doubles up to 200 ms while idle: about 5
-    /// reads a second per pump at idle, on top of the idle polls. With
-    /// [`listen`](Self::listen) on, `NOTIFY` wakes the pump instead.
+    /// reads a second per pump at idle, on top of the idle polls. A new id
+    /// whose transaction has not committed yet is claimed again at this
+    /// interval for 50 ms, then at doubling waits up to the poll interval.
+    /// With [`listen`](Self::listen) on, `NOTIFY` wakes the pump instead.
     pub fn probe_interval(mut self, d: Duration) -> Self {
         self.probe = d;
         self
@@ -318,7 +318,6 @@ impl Pump {
         let mut last_beat: Option<Instant> = None;
         let mut listener = None;
         let mut probe = Probe::default();
-        let mut chase: Option<Duration> = None;
         let mut stopped = false;
         loop {
             if last_check.is_none_or(|t| t.elapsed() >= self.check_every) {
@@ -344,20 +343,12 @@ impl Pump {
                 }
             };
             wait = next_wait(claimed, self.batch, wait, self.poll, self.max_idle);
-            // After the probe saw a new id and the claim found nothing (its
-            // transaction had not committed yet), claim again soon: at the
-            // probe's interval, doubling, up to the poll interval.
-            match (claimed, chase) {
-                (0, Some(c)) => {
-                    wait = c;
-                    chase = Some(c * 2).filter(|c| *c < self.poll);
-                }
-                (0, None) => {}
-                _ => {
-                    chase = None;
-                    // Work came: the probe stays fast for a while.
-                    probe.last_move = Some(Instant::now());
-                }
+            if claimed > 0 {
+                probe.saw_work();
+            } else if let Some(c) = probe.chase_wait(self.probe, self.poll) {
+                // The probe saw a new id and the claim found nothing (its
+                // transaction had not committed yet): claim again soon.
+                wait = c;
             }
             let mut sleep_for =
                 sleep_before_check(wait, last_check.map(|t| t.elapsed()), self.check_every);
@@ -380,10 +371,7 @@ impl Pump {
                         break;
                     }
                     match self.bounded(self.last_id()).await {
-                        Ok(id) if probe.moved(id) => {
-                            chase = Some(self.probe);
-                            break;
-                        }
+                        Ok(id) if probe.moved(id) => break,
                         Ok(_) => {}
                         Err(e) => {
                             tracing::debug!(error = %e, "pump probe failed");
@@ -778,29 +766,23 @@ impl Pump {
                 Err(e) => failed.push((row.id, failure(&e, &row.jid))),
             }
         }
-        // 2. Stage what was not staged yet, fenced by the relay epoch.
-        let unstaged: Vec<&Claimed> = jobs
-            .iter()
-            .filter(|(r, _, _)| !r.staged && r.run_at.is_none())
-            .map(|(r, _, _)| *r)
-            .collect();
-        if !unstaged.is_empty() {
-            let jids: Vec<String> = unstaged.iter().map(|r| r.jid.clone()).collect();
-            if !self.client.stage_pushes_in_epoch(&epoch, &jids).await? {
-                // Redis lost data since the last check: release the batch (the
-                // rollback) and check before pushing anything.
-                tx.rollback().await?;
-                *self.epoch.lock().expect("epoch lock") = None;
-                self.check().await?;
-                return Ok(PumpStats::default());
-            }
+        // 2. The fence: Redis still holds the relay epoch (it lost no data
+        // since the last check). Nothing is staged: each push marks its jid.
+        if !jobs.is_empty() && !self.client.stage_pushes_in_epoch(&epoch, &[]).await? {
+            // Release the batch (the rollback) and check before pushing anything.
+            tx.rollback().await?;
+            *self.epoch.lock().expect("epoch lock") = None;
+            self.check().await?;
+            return Ok(PumpStats::default());
         }
-        // 3. Push: scheduled jobs one by one, the others in one staged batch.
+        // 3. Push: scheduled jobs one by one, the others in one marked batch.
         let mut gone = Vec::with_capacity(rows.len()); // outbox rows to delete
         let mut published = Vec::new(); // kept rows Redis has now
         let mut stopped = Vec::new(); // kept rows a middleware stopped
         let mut now_rows = Vec::new();
         let mut now_jobs = Vec::new();
+        let mut legacy_rows = Vec::new();
+        let mut legacy_jobs = Vec::new();
         for (row, job, kept) in jobs {
             match row.run_at {
                 Some(at) => {
@@ -818,6 +800,12 @@ impl Pump {
                         Err(e) => return Err(e.into()),
                     }
                 }
+                // Staged by an older pump (its jid in the staged record, not
+                // marked): pushed from the staged record, as it did.
+                None if row.staged => {
+                    legacy_rows.push((row, kept));
+                    legacy_jobs.push(job);
+                }
                 None => {
                     now_rows.push((row, kept));
                     now_jobs.push(job);
@@ -826,8 +814,12 @@ impl Pump {
         }
         // Each push marks its jid in its queue's slot: if this transaction
         // never commits (a crash, a lost connection), the rows are claimed
-        // and staged again and the marks stop a second push.
-        let (results, marks) = self.client.push_staged_marked(now_jobs).await?;
+        // again and the marks stop a second push.
+        let (mut results, marks) = self.client.push_staged_marked(now_jobs).await?;
+        if !legacy_jobs.is_empty() {
+            results.extend(self.client.push_staged_many(legacy_jobs).await?);
+            now_rows.extend(legacy_rows);
+        }
         for ((row, kept), result) in now_rows.into_iter().zip(results) {
             let was_stopped = match result {
                 Ok(StagedPush::Pushed) => {
@@ -1140,19 +1132,26 @@ fn next_wait(
     }
 }
 
-/// The pump's probe of the outbox's id sequence: the last id seen, and how
-/// fast to look while idle.
+/// The pump's probe of the outbox's id sequence: the last id seen, how fast
+/// to look while idle, and the chase of an id not yet committed.
 #[derive(Debug, Default)]
 struct Probe {
     seen: Option<i64>,
     last_move: Option<Instant>,
     idle_step: Duration,
+    /// Since when the claims chase a new id, and the last wait.
+    chase: Option<(Instant, Duration)>,
 }
 
 /// How long the probe stays at its interval after the last new id.
 const PROBE_WARM: Duration = Duration::from_secs(1);
 /// The slowest the probe gets while idle.
 const PROBE_IDLE_MAX: Duration = Duration::from_millis(200);
+/// How long claims repeat at the probe's interval after a new id whose
+/// transaction has not committed yet (an id is taken at `INSERT`, seen at
+/// `COMMIT`: usually a millisecond or two apart, more on a loaded server);
+/// then they back off, doubling up to the poll interval.
+const CHASE_FAST: Duration = Duration::from_millis(50);
 
 impl Probe {
     /// The sleep before the next read: the interval while ids came in
@@ -1167,16 +1166,42 @@ impl Probe {
     }
 
     /// Records a read; true when the sequence moved past the last one seen
-    /// (the first read only sets the mark).
+    /// (the first read only sets the mark): the claims chase the new id.
     fn moved(&mut self, id: i64) -> bool {
         let moved = self.seen.is_some_and(|s| id > s);
         if moved {
             self.last_move = Some(Instant::now());
+            self.chase = Some((Instant::now(), Duration::ZERO));
         }
         if self.seen.is_none_or(|s| id > s) {
             self.seen = Some(id);
         }
         moved
+    }
+
+    /// A claim found rows: the chase is over and the probe stays fast for a
+    /// while (a fresh sequence's first id does not move it; work does).
+    fn saw_work(&mut self) {
+        self.last_move = Some(Instant::now());
+        self.chase = None;
+    }
+
+    /// After a claim that found nothing: the wait before the next claim while
+    /// a chase is on (`interval` for [`CHASE_FAST`], then doubling), `None`
+    /// once the waits reach the poll interval (the poll takes over).
+    fn chase_wait(&mut self, interval: Duration, poll: Duration) -> Option<Duration> {
+        let (since, last) = self.chase?;
+        let next = if since.elapsed() < CHASE_FAST {
+            interval
+        } else {
+            (last * 2).max(interval)
+        };
+        if next >= poll {
+            self.chase = None;
+            return None;
+        }
+        self.chase = Some((since, next));
+        Some(next)
     }
 }
 
@@ -1295,6 +1320,40 @@ mod tests {
         assert!(!p.moved(11));
         assert_eq!(p.next_sleep(ms(1)), ms(1), "fast again after a new id");
         assert!(!p.moved(9), "a lower read never moves it back");
+    }
+
+    #[test]
+    fn a_chase_claims_at_the_interval_then_backs_off_to_the_poll() {
+        let ms = Duration::from_millis;
+        let mut p = Probe::default();
+        assert_eq!(p.chase_wait(ms(1), ms(100)), None, "no new id: no chase");
+        p.moved(1);
+        assert!(p.moved(2));
+        for _ in 0..5 {
+            assert_eq!(p.chase_wait(ms(1), ms(100)), Some(ms(1)), "fast at first");
+        }
+        // Past CHASE_FAST: doubling, and over when it reaches the poll.
+        p.chase = Some((Instant::now() - CHASE_FAST, ms(1)));
+        let late: Vec<Option<u128>> = (0..8)
+            .map(|_| p.chase_wait(ms(1), ms(100)).map(|d| d.as_millis()))
+            .collect();
+        assert_eq!(
+            late,
+            [
+                Some(2),
+                Some(4),
+                Some(8),
+                Some(16),
+                Some(32),
+                Some(64),
+                None,
+                None
+            ]
+        );
+        // Work ends a chase; a new id starts one.
+        assert!(p.moved(3));
+        p.saw_work();
+        assert_eq!(p.chase_wait(ms(1), ms(100)), None);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use fairjob::Job;
 use fairjob_examples::{ECHO_LIST, EchoJob};
 use fairjob_postgres::testing::PostgresServer;
 use fairjob_postgres::{EnqueueTx, Error, Pump, SCHEMA_VERSION, migrate, perform_bulk_tx};
+use fairjob_tests::jobs::ShardJob;
 use fairjob_tests::{Redis, eventually};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -174,6 +175,70 @@ async fn a_push_repeated_after_a_crash_is_not_pushed_twice() {
     assert_eq!((again.pushed, again.already), (0, 1));
     assert_eq!(queued(&redis).await.len(), 1, "the job is in Redis once");
     assert_eq!(outbox_rows(&pool).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pump_rolled_back_after_its_push_pushes_nothing_twice_to_plain_and_sharded_queues() {
+    let (_pg, pool, redis) = setup().await;
+    let mut tx = pool.begin().await.unwrap();
+    for n in 0..3 {
+        EchoJob(format!("plain {n}"))
+            .perform_async_tx(&mut *tx)
+            .await
+            .unwrap();
+        ShardJob {
+            tenant: format!("t{{:{n}}}"),
+            n,
+            ms: 0,
+        }
+        .perform_async_tx(&mut *tx)
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+    // The fault: the pump's write-back fails after its Redis push, so its
+    // transaction rolls back and every row is pending again, unmarked.
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
+         CREATE TRIGGER refuse BEFORE DELETE ON fairjob.outbox
+           FOR EACH STATEMENT EXECUTE FUNCTION refuse();",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let pump = Pump::new(pool.clone(), redis.client().await);
+    let err = pump.pump_once().await.unwrap_err();
+    assert!(err.to_string().contains("refused by the test"), "{err}");
+    assert_eq!(outbox_rows(&pool).await, 6, "the rows came back");
+    assert_eq!(queued(&redis).await.len(), 3, "the plain jobs were pushed");
+    sqlx::query("DROP TRIGGER refuse ON fairjob.outbox")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let again = pump.pump_once().await.unwrap();
+    assert_eq!((again.pushed, again.already), (0, 6));
+    assert_eq!(outbox_rows(&pool).await, 0);
+    assert_eq!(queued(&redis).await.len(), 3, "each plain job once");
+    // Each sharded job runs once.
+    let run = fairjob_tests::spawn(
+        redis
+            .worker()
+            .queues(fairjob_tests::queues(&["conversions"]))
+            .build()
+            .await
+            .unwrap(),
+    );
+    eventually!(redis.records().await.len() >= 3, "the sharded jobs run");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    run.stop().await;
+    let mut records = redis.records().await;
+    records.sort();
+    assert_eq!(
+        records,
+        ["t{:0} 0", "t{:1} 1", "t{:2} 2"],
+        "each sharded job once"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -64,12 +64,15 @@ impl Client {
         Ok(self.push_staged_with(jobs, false).await?.0)
     }
 
-    /// [`Client::push_staged_many`] that also marks each pushed jid in its
-    /// queue's slot in the push's own step, so a relay may stage it again
-    /// (its note that it pushed never written: a crash, a transaction rolled
-    /// back) and the push still happens once. The relay forgets the marks
-    /// with [`Client::forget_push_marks`] once it has noted the pushes (a
-    /// mark left by a crash expires after a week).
+    /// Pushes `jobs` once each without staging them: each push marks its
+    /// jid in its queue's slot in the push's own step (a `ZADD NX` that is
+    /// also the check), so a relay may push it again (its note that it
+    /// pushed never written: a crash, a transaction rolled back) and the job
+    /// is still pushed once — on one node and on a cluster, to plain and
+    /// tenant-sharded queues alike, in bounded script calls sent together.
+    /// The relay forgets the marks with [`Client::forget_push_marks`] once
+    /// it has noted the pushes (a mark left by a crash expires after a
+    /// week). One result per job, in order, as [`Client::push_staged_many`].
     pub async fn push_staged_marked(
         &self,
         jobs: Vec<PushJob>,
@@ -97,17 +100,20 @@ impl Client {
             let jid = job.jid();
             let class = job.class();
             let Some(job) = self.run_chain(job).await? else {
-                self.broker().drop_claim(&record, jid.as_bytes()).await?;
+                if !mark {
+                    self.broker().drop_claim(&record, jid.as_bytes()).await?;
+                }
                 out.push(Ok(StagedPush::Stopped));
                 continue;
             };
+            // Marked pushes need no staged jid: the mark is their guard.
             let once = mark.then(|| jid.clone());
-            let src = Src {
+            let src = (!mark).then(|| Src {
                 record: record.clone(),
                 member: jid,
-                once: once.clone(),
-            };
-            match self.prepare(job, now, Some(src)) {
+                once: None,
+            });
+            match self.prepare(job, now, src) {
                 Ok((mut spec, _, _)) => {
                     if let Some(jid) = once {
                         marks
@@ -227,7 +233,9 @@ impl Client {
     }
 
     /// [`Client::stage_pushes`] fenced by the relay's epoch: false, with
-    /// nothing staged, when Redis no longer holds `epoch`.
+    /// nothing staged, when Redis no longer holds `epoch`. With no `jids`,
+    /// only the fence (a relay that pushes with
+    /// [`Client::push_staged_marked`] stages nothing).
     pub async fn stage_pushes_in_epoch(&self, epoch: &str, jids: &[String]) -> Result<bool> {
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)

@@ -25,8 +25,11 @@
 --       the lock's ttl ms, '1' to replace a waiting holder ('0' to reject)
 --     once member ('' = none) [KEY: the queue slot's pushed zset], then the
 --       marks' retention ms: a job whose member is already marked was pushed
---       by an earlier attempt (the two-step push of a claimed job, whose claim
---       lives in another slot) and is not pushed again; a pushed one is marked
+--       by an earlier attempt (a relay's push whose note of it was never
+--       written, or the two-step push of a claimed job, whose claim lives in
+--       another slot) and is not pushed again; the mark is set by the same
+--       `ZADD NX` that checks it, and taken back when the job is not pushed
+--       (a unique duplicate)
 -- Returns, per job, the 1-based index of the chosen candidate, or 0 when the
 -- source entry was already gone (another poller promoted it) or its once
 -- member was marked; for a unique
@@ -55,6 +58,17 @@ local results = {}
 local woken = {}
 local now = nil
 local seen = {} -- the reroute windows judged in this call (lib/reroute.lua)
+local once_ms, trimmed = nil, {} -- the once marks' clock and trimmed slots
+-- Marks `member` (1), or finds it marked (0); the clock is read, and each
+-- slot's expired marks trimmed, once a call.
+local function once_mark(key, member, keep)
+  if not once_ms then once_ms = math.floor(redis_now(ARGV[1]) * 1000) end
+  if not trimmed[key] then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', once_ms - keep)
+    trimmed[key] = true
+  end
+  return redis.call('ZADD', key, 'NX', once_ms, member)
+end
 for jn = 1, tonumber(ARGV[2]) do
   local src = ARGV[ai]; ai = ai + 1
   local src_key = nil
@@ -93,7 +107,7 @@ for jn = 1, tonumber(ARGV[2]) do
   local holder = nil
   if src_key and redis.call('ZREM', src_key, src) == 0 then
     results[jn] = 0
-  elseif once_key and redis.call('ZSCORE', once_key, once) then
+  elseif once_key and once_mark(once_key, once, once_keep) == 0 then
     results[jn] = 0
   elseif u and not src_key then
     holder = unique_take(u, digest, jid, ttl)
@@ -117,6 +131,7 @@ for jn = 1, tonumber(ARGV[2]) do
       results[jn] = { 'r', holder }
     else
       results[jn] = { 'd', holder }
+      if once_key then redis.call('ZREM', once_key, once) end
     end
   elseif results[jn] == nil then
     local chosen = 1
@@ -126,11 +141,6 @@ for jn = 1, tonumber(ARGV[2]) do
     end
     local queue = cands[chosen]
     local payload = before .. queue.qjson .. after
-    if once_key then
-      local now_ms = math.floor(redis_now(ARGV[1]) * 1000)
-      redis.call('ZREMRANGEBYSCORE', once_key, '-inf', now_ms - once_keep)
-      redis.call('ZADD', once_key, now_ms, once)
-    end
     if replace then unique_waits_as(u, digest, payload) end
     if queue.kind == 'p' then
       -- Plain queues are written once per batch, below (one LPUSH per list).
