@@ -23,7 +23,9 @@
 //! - the application's own commits/s (`--producers` concurrent producers,
 //!   `--app-txs` transactions, each an `INSERT` into an application table)
 //!   with the system's enqueue in the same transaction, against the same
-//!   transactions without (no pump or worker running).
+//!   transactions without (no pump or worker running); for fairjob also the
+//!   same transactions with a second plain `INSERT` into the application's
+//!   table instead of the enqueue: what any one more row costs them.
 //!
 //! Every figure is the median of `--reps` repetitions; in each rep every
 //! measure runs each system in turn, the order rotating rep by rep.
@@ -705,6 +707,19 @@ async fn fairjob_producers(
     insert: bool,
     enqueue: bool,
 ) -> Result<f64> {
+    producers_with(pool, producers, n, insert, enqueue, false).await
+}
+
+/// [`fairjob_producers`], with a second `INSERT INTO bench_app` per
+/// transaction when `second_insert`.
+async fn producers_with(
+    pool: &PgPool,
+    producers: usize,
+    n: usize,
+    insert: bool,
+    enqueue: bool,
+    second_insert: bool,
+) -> Result<f64> {
     let next = std::sync::Arc::new(AtomicU64::new(0));
     let t0 = Instant::now();
     let mut tasks = Vec::new();
@@ -726,6 +741,12 @@ async fn fairjob_producers(
                 }
                 if enqueue {
                     PumpNoopJob(i).perform_async_tx(&mut *tx).await?;
+                }
+                if second_insert {
+                    sqlx::query("INSERT INTO bench_app (body) VALUES ($1)")
+                        .bind(format!("line {i}"))
+                        .execute(&mut *tx)
+                        .await?;
                 }
                 tx.commit().await?;
             }
@@ -1016,6 +1037,18 @@ async fn app_commits(env: &Env, sys: Sys, rep: usize, s: &mut Samples) -> Result
     s.add("app ratio", sys.name(), ratio);
     s.add("app with", sys.name(), cps[1]);
     s.add("app without", sys.name(), cps[0]);
+    if sys == Sys::Fairjob {
+        // The reference: one more plain row instead of the enqueue.
+        let secs = producers_with(&env.pool, env.a.producers, n, true, false, true).await?;
+        sqlx::query("TRUNCATE bench_app").execute(&env.pool).await?;
+        let r = n as f64 / secs / cps[0];
+        println!(
+            "rep {}: application commits, a second plain INSERT instead: {:.0} commits/s: {r:.2}×",
+            rep + 1,
+            n as f64 / secs
+        );
+        s.add("app second insert ratio", sys.name(), r);
+    }
     Ok(())
 }
 
@@ -1424,8 +1457,14 @@ fn report(env: &Env, s: &Samples, notes: &[String]) -> String {
             if r.is_nan() {
                 "—".into()
             } else {
+                let second = s.median("app second insert ratio", sys);
+                let reference = if second.is_nan() {
+                    String::new()
+                } else {
+                    format!("; a second plain `INSERT` instead: {second:.2}×")
+                };
                 format!(
-                    "{r:.2}× ({:.0} / {:.0} commits/s)",
+                    "{r:.2}× ({:.0} / {:.0} commits/s{reference})",
                     s.median("app with", sys),
                     s.median("app without", sys)
                 )
