@@ -60,14 +60,16 @@ local now = nil
 local seen = {} -- the reroute windows judged in this call (lib/reroute.lua)
 local once_ms, trimmed = nil, {} -- the once marks' clock and trimmed slots
 -- Marks `member` (1), or finds it marked (0); the clock is read, and each
--- slot's expired marks trimmed, once a call.
+-- slot's expired marks trimmed, once a call, after the check (a mark is
+-- honoured however old; the trim only bounds the set).
 local function once_mark(key, member, keep)
   if not once_ms then once_ms = math.floor(redis_now(ARGV[1]) * 1000) end
+  local added = redis.call('ZADD', key, 'NX', once_ms, member)
   if not trimmed[key] then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', once_ms - keep)
     trimmed[key] = true
   end
-  return redis.call('ZADD', key, 'NX', once_ms, member)
+  return added
 end
 for jn = 1, tonumber(ARGV[2]) do
   local src = ARGV[ai]; ai = ai + 1
