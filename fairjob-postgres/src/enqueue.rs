@@ -201,24 +201,6 @@ async fn insert<'c>(
         payloads.push(payload.to_json());
         run_ats.push(at);
     }
-    // One job (the common case in a request's transaction): a plain
-    // one-row `INSERT`, cheaper for PostgreSQL than unpacking arrays.
-    if n == 1 {
-        sqlx::query(
-            "INSERT INTO fairjob.outbox (jid, tenant, default_tenant, payload, run_at, keep)
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(&jids[0])
-        .bind(&tenants[0])
-        .bind(&defaults[0])
-        .bind(&payloads[0])
-        .bind(run_ats[0])
-        .bind(keeps[0])
-        .execute(conn)
-        .await
-        .map_err(schema_not_ready)?;
-        return Ok(jids);
-    }
     sqlx::query(
         "INSERT INTO fairjob.outbox (jid, tenant, default_tenant, payload, run_at, keep)
          SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::bool[])",

@@ -36,9 +36,9 @@
 //! no `NOTIFY` in the caller's transaction (a `NOTIFY` takes a lock at
 //! commit that serialises every committing transaction). Idle, the probe
 //! slows to 40 reads a second (a job committed after a pause waits at most
-//! 25 ms), plus the idle polls (one per `max_idle_interval`). A job scheduled for later (`perform_in_tx`) goes to
-//! Redis's `schedule` set, where a second push of the same payload is the
-//! same entry.
+//! 25 ms), plus the idle polls (one per `max_idle_interval`). A job
+//! scheduled for later (`perform_in_tx`) goes to Redis's `schedule` set,
+//! where a second push of the same payload is the same entry.
 //!
 //! A job that cannot be pushed (too large, undecodable, a bad queue name)
 //! keeps its row with `failed_at` and `error` set, and is not retried.
@@ -91,7 +91,7 @@
 //! in one transaction adopts Redis's epoch and makes every kept row that is
 //! published and not done pending again (`fairjob.republished` records it).
 //! Rows marked done are never republished. Each batch is fenced by the
-//! epoch (`relay_stage.lua`, step 2): a batch after Redis lost data pushes
+//! epoch (a `GET`, step 2): a batch after Redis lost data pushes
 //! nothing and is re-checked first; a row published in an older epoch (a
 //! pump that was mid-batch while another found the loss, or a loss between
 //! the fence and the push) is republished at the next check.
@@ -769,7 +769,7 @@ impl Pump {
         }
         // 2. The fence: Redis still holds the relay epoch (it lost no data
         // since the last check). Nothing is staged: each push marks its jid.
-        if !jobs.is_empty() && !self.client.stage_pushes_in_epoch(&epoch, &[]).await? {
+        if !jobs.is_empty() && self.client.relay_epoch_read().await?.as_deref() != Some(&epoch) {
             // Release the batch (the rollback) and check before pushing anything.
             tx.rollback().await?;
             *self.epoch.lock().expect("epoch lock") = None;

@@ -233,9 +233,7 @@ impl Client {
     }
 
     /// [`Client::stage_pushes`] fenced by the relay's epoch: false, with
-    /// nothing staged, when Redis no longer holds `epoch`. With no `jids`,
-    /// only the fence (a relay that pushes with
-    /// [`Client::push_staged_marked`] stages nothing).
+    /// nothing staged, when Redis no longer holds `epoch`.
     pub async fn stage_pushes_in_epoch(&self, epoch: &str, jids: &[String]) -> Result<bool> {
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
