@@ -32,8 +32,26 @@ pub(crate) struct Rec {
 static RECORDS: Mutex<Vec<Rec>> = Mutex::new(Vec::new());
 static JOB_MICROS: AtomicU64 = AtomicU64::new(2000);
 
-pub(crate) fn set_job_micros(us: u64) {
+/// The jitter as a fraction in millionths (`--job-jitter`).
+static JOB_JITTER_PPM: AtomicU64 = AtomicU64::new(0);
+
+pub(crate) fn set_job_micros(us: u64, jitter: f64) {
     JOB_MICROS.store(us, Ordering::Relaxed);
+    JOB_JITTER_PPM.store((jitter * 1e6).round() as u64, Ordering::Relaxed);
+}
+
+/// The job's length: `--job-ms`, varied by up to `--job-jitter` either way,
+/// uniformly by a hash of its enqueue time (so the same job always gets the
+/// same length, and both modes of a scenario the same mix).
+fn job_micros(enq: f64) -> u64 {
+    let us = JOB_MICROS.load(Ordering::Relaxed);
+    let jitter = JOB_JITTER_PPM.load(Ordering::Relaxed) as f64 / 1e6;
+    if jitter == 0.0 {
+        return us;
+    }
+    let h = enq.to_bits().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
+    let u = h as f64 / (1u64 << 53) as f64;
+    (us as f64 * (1.0 - jitter + 2.0 * jitter * u)).round() as u64
 }
 
 pub(crate) fn records_len() -> usize {
@@ -46,7 +64,7 @@ pub(crate) fn take_records() -> Vec<Rec> {
 
 async fn work(tenant: String, enq: f64) -> Result<(), JobError> {
     let start = now_f64();
-    let us = JOB_MICROS.load(Ordering::Relaxed);
+    let us = job_micros(enq);
     if us > 0 {
         tokio::time::sleep(Duration::from_micros(us)).await;
     }

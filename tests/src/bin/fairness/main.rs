@@ -61,6 +61,12 @@ pub(crate) struct Args {
     /// Each job sleeps this long (ms; fractions allowed)
     #[arg(long, default_value_t = 2.0)]
     job_ms: f64,
+    /// Each job's length varies by up to this fraction either way (0.5: from
+    /// half to one and a half `--job-ms`, uniform, from the job's enqueue time).
+    /// With 0, equal sleeps end on the same tick of tokio's 1 ms timer, so a
+    /// worker's slots free in bursts, which real jobs of varying length don't
+    #[arg(long, default_value_t = 0.0)]
+    job_jitter: f64,
     /// Runs of every scenario × mode; the report gives medians
     #[arg(long, default_value_t = 3)]
     reps: usize,
@@ -126,7 +132,11 @@ async fn run_all(a: Args) -> Result<()> {
             "unknown scenario {o}"
         );
     }
-    jobs::set_job_micros((a.job_ms * 1000.0).round().max(0.0) as u64);
+    anyhow::ensure!(
+        (0.0..1.0).contains(&a.job_jitter),
+        "--job-jitter must be at least 0 and below 1"
+    );
+    jobs::set_job_micros((a.job_ms * 1000.0).round().max(0.0) as u64, a.job_jitter);
     std::fs::create_dir_all(&a.out_dir)?;
     let load_before = loadavg();
     let started = Instant::now();
@@ -184,8 +194,16 @@ async fn run_all(a: Args) -> Result<()> {
     let mut md = String::from("# fairjob fairness report\n\n");
     let _ = writeln!(
         md,
-        "- every job sleeps {} ms; one in-process worker at concurrency {}; scale {}; each scenario × mode run {} times on its own redis-server (`slowlog-log-slower-than 1000`), modes rotated; every figure is the median of the runs",
-        a.job_ms, a.concurrency, a.scale, a.reps
+        "- every job sleeps {} ms{}; one in-process worker at concurrency {}; scale {}; each scenario × mode run {} times on its own redis-server (`slowlog-log-slower-than 1000`), modes rotated; every figure is the median of the runs",
+        a.job_ms,
+        if a.job_jitter > 0.0 {
+            format!(" ± {:.0}%", a.job_jitter * 100.0)
+        } else {
+            String::new()
+        },
+        a.concurrency,
+        a.scale,
+        a.reps
     );
     let _ = writeln!(
         md,

@@ -215,8 +215,9 @@ pub(crate) async fn run(s: &Scenario, mode: Mode, a: &Args) -> Result<Run> {
         .registry(jobs::registry(kind)?)
         .queues(QueueSpec::parse(&kind.queues())?)
         .concurrency(a.concurrency)
-        // FAIRJOB_BENCH_FOLD_ACKS=on: the next fetch carries the acks.
-        .fold_acks(std::env::var("FAIRJOB_BENCH_FOLD_ACKS").as_deref() == Ok("on"))
+        // FAIRJOB_BENCH_FOLD_ACKS=off: acks go in calls of their own (the
+        // default folds them into the next fetch).
+        .fold_acks(std::env::var("FAIRJOB_BENCH_FOLD_ACKS").as_deref() != Ok("off"))
         .build()
         .await?;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
