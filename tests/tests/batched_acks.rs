@@ -72,8 +72,9 @@ fn fenced_tokens_logged(from: usize) -> BTreeSet<String> {
 /// `sharded`), takes every other job out of its record while they run (as a
 /// recovery does: for a sharded queue also releasing the tenant's count),
 /// opens the gate, and checks the outcome. Returns, for a sharded queue,
-/// whether Redis ever ran its batch script.
-async fn half_fenced(batch_acks: bool, sharded: bool) -> Option<bool> {
+/// whether Redis ever ran its batch script. `fold_acks`: the next fetch may
+/// carry the acks (the default) instead of the ack task's batches.
+async fn half_fenced(batch_acks: bool, fold_acks: bool, sharded: bool) -> Option<bool> {
     logs::capture();
     let redis = Redis::start().await;
     let c = redis.client().await;
@@ -97,6 +98,7 @@ async fn half_fenced(batch_acks: bool, sharded: bool) -> Option<bool> {
             .worker()
             .concurrency(JOBS)
             .batch_acks(batch_acks)
+            .fold_acks(fold_acks)
             .queues(queues(&[queue]))
             .build()
             .await
@@ -189,15 +191,17 @@ async fn fencing_stays_per_job_inside_a_batch_and_without_batches() {
     // One test: the gate and the counter are this binary's statics.
     // The checks of a plain queue are inside (no script to look for).
     for batch_acks in [true, false] {
-        half_fenced(batch_acks, false).await;
+        half_fenced(batch_acks, false, false).await;
     }
+    // Folded into the next fetch (the default): fenced per job all the same.
+    half_fenced(true, true, true).await;
     assert_eq!(
-        half_fenced(true, true).await,
+        half_fenced(true, false, true).await,
         Some(true),
         "sharded jobs that ended together were acked in batches"
     );
     assert_eq!(
-        half_fenced(false, true).await,
+        half_fenced(false, false, true).await,
         Some(false),
         "with batching off every sharded ack is its own shard_finish.lua call"
     );

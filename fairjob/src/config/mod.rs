@@ -165,11 +165,12 @@ macro_rules! __worker_settings {
                 /// With `batch_acks`: the next fetch of a tenant-sharded queue carries the
                 /// acks of its jobs that succeeded (one script call acks, then refills
                 /// the freed slots: one round trip per sharded job, the tenant's running
-                /// count released in the step that dispatches). Measured (BENCHMARKS.md,
-                /// 2026-11-28): Redis CPU per sharded job −5 to −20%, script calls per
-                /// job halved, but small tenants' median wait under a greedy flood
-                /// +0.6–0.9 ms; off by default until that is understood (default false).
-                fold_acks: bool = false,
+                /// count released in the step that dispatches), and the worker keeps one
+                /// fetch in flight instead of two. Measured (BENCHMARKS.md, "Acks folded
+                /// into the next fetch, on by default"): Redis CPU per sharded job
+                /// −15%, script calls per job halved, small tenants' wait under a greedy
+                /// flood unchanged when jobs' lengths vary (default true).
+                fold_acks: bool = true,
                     builder(fn fold_acks(on: bool));
                 /// What the worker reports through the `metrics` facade: label bounds and
                 /// the sampler of the gauges read from Redis.

@@ -42,9 +42,11 @@ use crate::error::Result;
 /// Jobs reserved by one fetch at most.
 const MAX_BATCH: usize = 100;
 
-/// Jobs one `shard_fetch.lua` call dispatches at most (each is a dozen Redis
-/// commands; more are asked for in several calls).
-const SHARD_CALL: usize = 25;
+/// Jobs one `shard_fetch.lua` call dispatches at most, and acks it carries
+/// at most (each is a few Redis commands and some Lua; more are asked for in
+/// several calls, so that no call runs long: past 16 jobs a call's cost per
+/// job hardly falls).
+const SHARD_CALL: usize = 16;
 
 /// How often the fetch loop re-reads the paused queues.
 const PAUSED_REFRESH: Duration = Duration::from_secs(2);
@@ -253,7 +255,7 @@ impl Fetcher {
                     let first = seq.fetch_add(want as u64, Ordering::Relaxed);
                     left -= want;
                     let part_acks: Vec<PendingAck> =
-                        mine.drain(..mine.len().min(acks::MAX_CALL)).collect();
+                        mine.drain(..mine.len().min(SHARD_CALL)).collect();
                     parts.push(match &self.kinds[q] {
                         Kind::Shard(sq) => Box::pin(async move {
                             let (got, due) = self
@@ -401,6 +403,13 @@ impl Fetcher {
 /// permits of jobs that ended meanwhile go out in another.
 const IN_FLIGHT: usize = 2;
 
+/// Fetches in flight at most when fetches carry the acks of tenant-sharded
+/// jobs: one, which then carries every ack and permit that gathered while the
+/// previous one was on its way (a second fetch would split them into two
+/// script calls, each paying the call's fixed cost, and under a greedy flood
+/// measured a higher p99 wait for small tenants: BENCHMARKS.md).
+const IN_FLIGHT_FOLDING: usize = 1;
+
 /// What one fetch in flight gives back: the jobs it reserved (or its error),
 /// the permits it held, and the waiter if it blocked on the wake-up lists.
 struct Fetched {
@@ -411,7 +420,8 @@ struct Fetched {
 
 /// Fetches and dispatches jobs until the worker is told to stop fetching.
 ///
-/// Up to [`IN_FLIGHT`] fetches run at once, each asking for as many jobs as
+/// Up to [`IN_FLIGHT`] fetches run at once ([`IN_FLIGHT_FOLDING`] when they
+/// carry sharded jobs' acks), each asking for as many jobs as
 /// it holds permits (never more than the free slots). When a fetch comes back
 /// short (some order found every queue empty) the worker is idle: its next
 /// fetch, alone in flight, first blocks on the wake-up lists (for plain
@@ -458,6 +468,11 @@ pub(crate) async fn fetch_loop(
     let mut idle = false;
     let mut stopping = false;
     let mut inflight: FuturesUnordered<BoxFuture<'_, Fetched>> = FuturesUnordered::new();
+    let in_flight = if fold.is_some() && !shared.sharded.is_empty() {
+        IN_FLIGHT_FOLDING
+    } else {
+        IN_FLIGHT
+    };
     loop {
         while jobs.try_join_next().is_some() {}
         if let Some(rx) = &mut fold {
@@ -478,8 +493,8 @@ pub(crate) async fn fetch_loop(
             acks::hand_over(shared.acks.as_ref(), carried.drain(..));
             return;
         }
-        // An idle fetch waits alone; otherwise up to IN_FLIGHT at once.
-        let may_start = !quiet && inflight.len() < IN_FLIGHT && (!idle || inflight.is_empty());
+        // An idle fetch waits alone; otherwise up to `in_flight` at once.
+        let may_start = !quiet && inflight.len() < in_flight && (!idle || inflight.is_empty());
         if !carried.is_empty() && !may_start && (quiet || idle) {
             acks::hand_over(shared.acks.as_ref(), carried.drain(..));
         }

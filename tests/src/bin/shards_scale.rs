@@ -53,8 +53,9 @@ async fn start_workers(
     for _ in 0..s.workers {
         // FAIRJOB_BENCH_BATCH_ACKS=off: one ack call per job (to price batching).
         let batch_acks = std::env::var("FAIRJOB_BENCH_BATCH_ACKS").as_deref() != Ok("off");
-        // FAIRJOB_BENCH_FOLD_ACKS=on: the next fetch carries the acks.
-        let fold_acks = std::env::var("FAIRJOB_BENCH_FOLD_ACKS").as_deref() == Ok("on");
+        // FAIRJOB_BENCH_FOLD_ACKS=off: acks go in calls of their own (the
+        // default folds them into the next fetch).
+        let fold_acks = std::env::var("FAIRJOB_BENCH_FOLD_ACKS").as_deref() != Ok("off");
         let worker = fairjob_tests::worker(url, ns)
             .concurrency(s.concurrency)
             .batch_acks(batch_acks)
