@@ -68,7 +68,7 @@ async fn starts_are_spread_at_the_rate_and_waiting_jobs_hold_no_worker() {
     );
     // 99 intervals of 50 ms: 4.95 s, never faster (minus the jitter of the
     // starts after their releases). Slower only by the releaser's lateness
-    // (about +5% on a loaded machine; BENCHMARKS.md): bounded loosely here, as
+    // (about +5% on a loaded machine; docs/benchmarks-history.md): bounded loosely here, as
     // speed is not asserted.
     assert!(
         span >= Duration::from_millis(4800) && span <= Duration::from_millis(9900),

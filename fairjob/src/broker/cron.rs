@@ -49,7 +49,7 @@ pub struct ClaimSpec<'a> {
 /// Declared schedules per `apply` step of a start-up reconciliation (about
 /// 7 µs of Redis each), and the `SSCAN` page of its `sweep` steps, so a step
 /// stays well under a millisecond whatever the number of schedules
-/// (`cron_bench`: BENCHMARKS.md).
+/// (`cron_bench`: docs/benchmarks-history.md).
 pub(crate) const RECONCILE_CHUNK: usize = 25;
 const SWEEP_BATCH: usize = 50;
 /// How long an abandoned reconciliation's declared set lives (its worker died

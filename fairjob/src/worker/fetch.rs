@@ -407,7 +407,7 @@ const IN_FLIGHT: usize = 2;
 /// jobs: one, which then carries every ack and permit that gathered while the
 /// previous one was on its way (a second fetch would split them into two
 /// script calls, each paying the call's fixed cost, and under a greedy flood
-/// measured a higher p99 wait for small tenants: BENCHMARKS.md).
+/// measured a higher p99 wait for small tenants: docs/benchmarks-history.md).
 const IN_FLIGHT_FOLDING: usize = 1;
 
 /// What one fetch in flight gives back: the jobs it reserved (or its error),

@@ -76,7 +76,7 @@ pub(crate) struct Args {
     /// Where fairness.md, fairness.json and the charts go
     #[arg(long, default_value = "target/bench")]
     out_dir: PathBuf,
-    /// Copies of the charts for BENCHMARKS.md
+    /// Copies of the charts for docs/benchmarks-history.md
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs"))]
     docs_dir: PathBuf,
     /// Don't copy the charts to --docs-dir
