@@ -62,9 +62,14 @@ async fn starts_are_spread_at_the_rate_and_waiting_jobs_hold_no_worker() {
     let most = max_in_window(&hot, 1_000_000);
     let span = Duration::from_micros(hot.last().unwrap() - hot[0]);
     println!("rate_limits: 100 jobs at 20/s: span {span:?}, at most {most} in any 1 s window");
+    // The starts are the jobs' own clocks, taken after the limiter let each
+    // one go and the worker fetched it: a start the loaded machine delayed
+    // lands in the next second beside one on time, so one start over is
+    // dispatch jitter (the span below bounds the average rate); a limiter
+    // that let 25 a second through would fail here.
     assert!(
-        most <= 20,
-        "at most 20 starts in any 1-second window, saw {most}"
+        most <= 21,
+        "at most 20 starts (+1 of dispatch jitter) in any 1-second window, saw {most}"
     );
     // 99 intervals of 50 ms: 4.95 s, never faster (minus the jitter of the
     // starts after their releases). Slower only by the releaser's lateness
