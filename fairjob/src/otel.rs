@@ -6,17 +6,24 @@
 //! is a consumer span `process <queue>` continuing that context per
 //! [`Propagation`]. Attributes follow the OpenTelemetry messaging semantic
 //! conventions (`messaging.system` = `sidekiq`, queue as destination, jid as
-//! message id) plus `fairjob.*` (tenant, declared queue, attempt, outcome,
+//! message id, the client's identity as `messaging.client.id`, the Redis
+//! server as `server.address`/`server.port`, a failed run's `error.type`)
+//! plus `fairjob.*` (tenant, declared queue, attempt, outcome,
 //! and the wait before the run: `fairjob.wait_ms`, `fairjob.wait_reason` —
 //! `queue`, `shard`, `slot`, `rate_limit`, `scheduled` or `retry` — and
 //! `fairjob.wait.<reason>_ms` per part). A malformed `traceparent` is no context: the job starts a new
 //! trace and runs as usual.
 //!
 //! Only the OpenTelemetry API is used (through `tracing-opentelemetry`): the
-//! application installs its own tracer provider and exporter.
+//! application installs its own tracer provider and exporter. The spans'
+//! `tracing` fields are named as their attributes (`fairjob.tenant`,
+//! `fairjob.attempt`, `fairjob.outcome`), so each is exported once; this
+//! module sets only what has no `tracing` field.
 
 use tracing::Span;
 
+use crate::client::Client;
+use crate::error::JobError;
 use crate::wire::{Payload, Propagation};
 
 /// Names the enqueue span (`send <queue>`, producer); call it on a span not
@@ -27,8 +34,8 @@ pub(crate) fn enqueue_span(span: &Span, queue: &str) {
 
 /// Sets the enqueue span's attributes and writes its context into the
 /// payload, after the client middleware and before the push.
-pub(crate) fn on_enqueue(span: &Span, payload: &mut Payload) {
-    imp::on_enqueue(span, payload)
+pub(crate) fn on_enqueue(span: &Span, client: &Client, payload: &mut Payload) {
+    imp::on_enqueue(span, client, payload)
 }
 
 /// Names a bulk push's span (`send`, producer: one span for the batch, as
@@ -43,8 +50,8 @@ pub(crate) fn on_bulk_job(span: &Span, payload: &mut Payload) {
 }
 
 /// The bulk push's end: how many jobs it pushed, and the queue if it was one.
-pub(crate) fn on_bulk_end(span: &Span, count: usize, queue: Option<&str>) {
-    imp::on_bulk_end(span, count, queue)
+pub(crate) fn on_bulk_end(span: &Span, client: &Client, count: usize, queue: Option<&str>) {
+    imp::on_bulk_end(span, client, count, queue)
 }
 
 /// The queue the job was pushed or scheduled to (the one a reroute chose),
@@ -59,17 +66,19 @@ pub(crate) fn on_pushed(span: &Span, queue: &str) {
 /// from a tenant-sharded queue). Call it on a span not yet entered.
 pub(crate) fn on_perform(
     span: &Span,
+    client: &Client,
     queue: &str,
     sharded: bool,
     payload: &Payload,
     propagation: Propagation,
 ) {
-    imp::on_perform(span, queue, sharded, payload, propagation)
+    imp::on_perform(span, client, queue, sharded, payload, propagation)
 }
 
-/// The perform span's end: its attempt, outcome and, on failure, an error status.
-pub(crate) fn on_end(span: &Span, attempt: u32, outcome: &str, error: Option<&str>) {
-    imp::on_end(span, attempt, outcome, error)
+/// The perform span's end: on failure, an error status and `error.type`
+/// (the failure's `error_class`).
+pub(crate) fn on_end(span: &Span, error: Option<&JobError>) {
+    imp::on_end(span, error)
 }
 
 #[cfg(not(feature = "otel"))]
@@ -77,13 +86,13 @@ mod imp {
     use super::*;
 
     pub(super) fn enqueue_span(_: &Span, _: &str) {}
-    pub(super) fn on_enqueue(_: &Span, _: &mut Payload) {}
+    pub(super) fn on_enqueue(_: &Span, _: &Client, _: &mut Payload) {}
     pub(super) fn on_pushed(_: &Span, _: &str) {}
     pub(super) fn bulk_span(_: &Span) {}
     pub(super) fn inject(_: &Span, _: &mut Payload) {}
-    pub(super) fn on_bulk_end(_: &Span, _: usize, _: Option<&str>) {}
-    pub(super) fn on_perform(_: &Span, _: &str, _: bool, _: &Payload, _: Propagation) {}
-    pub(super) fn on_end(_: &Span, _: u32, _: &str, _: Option<&str>) {}
+    pub(super) fn on_bulk_end(_: &Span, _: &Client, _: usize, _: Option<&str>) {}
+    pub(super) fn on_perform(_: &Span, _: &Client, _: &str, _: bool, _: &Payload, _: Propagation) {}
+    pub(super) fn on_end(_: &Span, _: Option<&JobError>) {}
 }
 
 #[cfg(feature = "otel")]
@@ -102,15 +111,25 @@ mod imp {
     /// `messaging.system`: the wire format is Sidekiq's.
     const SYSTEM: &str = "sidekiq";
 
-    fn common(span: &Span, payload: &Payload, operation: &'static str) {
+    /// What every messaging span carries: the system, the operation, the
+    /// client's identity and the Redis server it talks to.
+    fn messaging(span: &Span, client: &Client, operation: &'static str) {
         span.set_attribute("messaging.system", SYSTEM);
         span.set_attribute("messaging.operation.name", operation);
         span.set_attribute("messaging.operation.type", operation);
+        span.set_attribute("messaging.client.id", client.id().to_owned());
+        if let Some((host, port)) = client.broker().server() {
+            span.set_attribute("server.address", host.to_owned());
+            span.set_attribute("server.port", i64::from(port));
+        }
+    }
+
+    /// A one-job span: the above and the job's id and class (its tenant is
+    /// the span's `fairjob.tenant` field).
+    fn common(span: &Span, client: &Client, payload: &Payload, operation: &'static str) {
+        messaging(span, client, operation);
         span.set_attribute("messaging.message.id", payload.jid());
         span.set_attribute("messaging.sidekiq.job_class", payload.class());
-        if let Some(tenant) = payload.tenant() {
-            span.set_attribute("fairjob.tenant", tenant);
-        }
     }
 
     pub(super) fn enqueue_span(span: &Span, queue: &str) {
@@ -118,8 +137,8 @@ mod imp {
         span.record("otel.kind", "producer");
     }
 
-    pub(super) fn on_enqueue(span: &Span, payload: &mut Payload) {
-        common(span, payload, "send");
+    pub(super) fn on_enqueue(span: &Span, client: &Client, payload: &mut Payload) {
+        common(span, client, payload, "send");
         inject(span, payload);
     }
 
@@ -128,10 +147,8 @@ mod imp {
         span.record("otel.kind", "producer");
     }
 
-    pub(super) fn on_bulk_end(span: &Span, count: usize, queue: Option<&str>) {
-        span.set_attribute("messaging.system", SYSTEM);
-        span.set_attribute("messaging.operation.name", "send");
-        span.set_attribute("messaging.operation.type", "send");
+    pub(super) fn on_bulk_end(span: &Span, client: &Client, count: usize, queue: Option<&str>) {
+        messaging(span, client, "send");
         span.set_attribute("messaging.batch.message_count", count as i64);
         if let Some(queue) = queue {
             // The span has started: rename it through its OpenTelemetry span.
@@ -183,6 +200,7 @@ mod imp {
 
     pub(super) fn on_perform(
         span: &Span,
+        client: &Client,
         queue: &str,
         sharded: bool,
         payload: &Payload,
@@ -202,7 +220,7 @@ mod imp {
             }
             _ => span.set_parent(Context::new()),
         };
-        common(span, payload, "process");
+        common(span, client, payload, "process");
         span.set_attribute("messaging.destination.name", queue.to_owned());
         if let Some(declared) = payload.get_str(fields::ORIGINAL_QUEUE) {
             span.set_attribute("fairjob.declared_queue", declared);
@@ -216,11 +234,10 @@ mod imp {
         }
     }
 
-    pub(super) fn on_end(span: &Span, attempt: u32, outcome: &str, error: Option<&str>) {
-        span.set_attribute("fairjob.attempt", i64::from(attempt));
-        span.set_attribute("fairjob.outcome", outcome.to_owned());
-        if let Some(message) = error {
-            span.set_status(Status::error(message.to_owned()));
+    pub(super) fn on_end(span: &Span, error: Option<&JobError>) {
+        if let Some(e) = error {
+            span.set_attribute("error.type", e.class().to_owned());
+            span.set_status(Status::error(e.message().to_owned()));
         }
     }
 }

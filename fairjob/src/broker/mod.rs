@@ -239,6 +239,9 @@ pub struct RedisBroker {
     opener: Option<conn::Opener>,
     keys: Keys,
     display: String,
+    /// The Redis server's host and port (the first seed's in a cluster;
+    /// none for a Unix socket or in testing mode).
+    server: Option<(String, u16)>,
     options: ConnectOptions,
     /// The first identity whose own in-progress record was asked for, and
     /// that record's key (a worker asks for its own at every ack).
@@ -267,6 +270,7 @@ impl RedisBroker {
             opener: Some(connected.opener),
             keys: Keys::for_options(&options),
             display: connected.display,
+            server: connected.server,
             functions: Arc::new(options.functions.into()),
             options,
             own_inflight: Arc::default(),
@@ -282,6 +286,7 @@ impl RedisBroker {
             opener: None,
             keys: Keys::for_options(&options),
             display: "memory (fairjob testing mode)".to_owned(),
+            server: None,
             functions: Arc::new(options.functions.into()),
             options,
             own_inflight: Arc::default(),
@@ -294,6 +299,12 @@ impl RedisBroker {
     #[cfg(feature = "testing")]
     fn memory(&self) -> Option<&Arc<MemoryStore>> {
         self.conn.memory_store()
+    }
+
+    /// The Redis server's host and port (the first seed's in a cluster;
+    /// none for a Unix socket or in testing mode).
+    pub fn server(&self) -> Option<(&str, u16)> {
+        self.server.as_ref().map(|(h, p)| (h.as_str(), *p))
     }
 
     /// Key names.
