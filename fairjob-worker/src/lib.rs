@@ -23,7 +23,7 @@
 mod cli;
 mod inspect;
 mod metrics;
-mod otel;
+pub mod otel;
 mod postgres;
 mod web;
 
