@@ -33,6 +33,8 @@ struct Received {
 /// decoded with the official definitions, answered 200.
 struct Receiver {
     url: String,
+    /// The path every request is for.
+    path: &'static str,
     received: Arc<Mutex<Vec<Received>>>,
 }
 
@@ -40,6 +42,10 @@ struct Receiver {
 struct Pki {
     ca_pem: String,
     server: Arc<rustls::ServerConfig>,
+    #[cfg_attr(not(feature = "otel-grpc"), allow(dead_code))]
+    cert_pem: String,
+    #[cfg_attr(not(feature = "otel-grpc"), allow(dead_code))]
+    key_pem: String,
 }
 
 impl Pki {
@@ -71,6 +77,8 @@ impl Pki {
         Pki {
             ca_pem: ca_cert.pem(),
             server: Arc::new(server),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
         }
     }
 }
@@ -110,7 +118,11 @@ impl Receiver {
                 });
             }
         });
-        Receiver { url, received }
+        Receiver {
+            url,
+            path: "/v1/traces",
+            received,
+        }
     }
 
     fn received(&self) -> Vec<Received> {
@@ -372,7 +384,7 @@ async fn export_through(receiver: &Receiver, env: &[(&str, &str)]) -> Vec<Receiv
     assert_clean(&failure);
     let received = receiver.received();
     assert!(
-        received.iter().all(|r| r.path == "/v1/traces"),
+        received.iter().all(|r| r.path == receiver.path),
         "{received:?}"
     );
     received
@@ -566,4 +578,96 @@ async fn a_link_carries_the_trace_state_and_flags() {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// gRPC (the `otel-grpc` feature): tonic's server with the OpenTelemetry
+/// project's own `TraceService`, plain and over TLS with the private CA.
+#[cfg(feature = "otel-grpc")]
+mod grpc {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+        TraceService, TraceServiceServer,
+    };
+    use tonic::transport::{Identity, Server, ServerTlsConfig};
+
+    use super::*;
+
+    const PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+    struct Sink(Arc<Mutex<Vec<Received>>>);
+
+    #[tonic::async_trait]
+    impl TraceService for Sink {
+        async fn export(
+            &self,
+            request: tonic::Request<ExportTraceServiceRequest>,
+        ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+            self.0.lock().unwrap().push(Received {
+                path: PATH.to_owned(),
+                content_type: "application/grpc".to_owned(),
+                gzip: false,
+                request: request.into_inner(),
+            });
+            Ok(tonic::Response::new(ExportTraceServiceResponse {
+                partial_success: None,
+            }))
+        }
+    }
+
+    impl Receiver {
+        /// A gRPC receiver, with TLS when `pki` is given.
+        async fn start_grpc(pki: Option<&Pki>) -> Receiver {
+            let port = fairjob_tests::free_port().expect("a free port");
+            let received = Arc::new(Mutex::new(Vec::new()));
+            let mut server = Server::builder();
+            if let Some(pki) = pki {
+                server = server
+                    .tls_config(
+                        ServerTlsConfig::new()
+                            .identity(Identity::from_pem(&pki.cert_pem, &pki.key_pem)),
+                    )
+                    .unwrap();
+            }
+            let router = server.add_service(TraceServiceServer::new(Sink(received.clone())));
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            tokio::spawn(router.serve(addr));
+            eventually!(
+                tokio::net::TcpStream::connect(addr).await.is_ok(),
+                "the gRPC receiver listens on {addr}"
+            );
+            let scheme = if pki.is_some() { "https" } else { "http" };
+            Receiver {
+                url: format!("{scheme}://localhost:{port}"),
+                path: PATH,
+                received,
+            }
+        }
+    }
+
+    /// `grpc` to a plain `http://` endpoint.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_worker_exports_over_grpc() {
+        let receiver = Receiver::start_grpc(None).await;
+        let received = export_through(&receiver, &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]).await;
+        assert!(!received.is_empty());
+    }
+
+    /// `grpc` over TLS, the private CA trusted through the variable.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_worker_exports_over_grpc_with_tls_to_a_private_ca() {
+        let pki = Pki::new();
+        let dir = fairjob_tests::temp_dir("otel-grpc-tls");
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, &pki.ca_pem).unwrap();
+        let receiver = Receiver::start_grpc(Some(&pki)).await;
+        let received = export_through(
+            &receiver,
+            &[
+                ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"),
+                ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.to_str().unwrap()),
+            ],
+        )
+        .await;
+        assert!(!received.is_empty());
+    }
 }
