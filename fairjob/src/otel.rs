@@ -22,9 +22,21 @@
 
 use tracing::Span;
 
-use crate::client::Client;
 use crate::error::JobError;
 use crate::wire::{Payload, Propagation};
+
+/// Who sends or processes a message: the client's identity
+/// (`messaging.client.id`) and the Redis server it talks to
+/// (`server.address`, `server.port`). Built by the client, which sits above
+/// this module.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(feature = "otel"), allow(dead_code))]
+pub(crate) struct Peer<'a> {
+    /// The client's identity, `host:pid:random`.
+    pub client_id: &'a str,
+    /// The Redis server's host and port, if it has them.
+    pub server: Option<(&'a str, u16)>,
+}
 
 /// Names the enqueue span (`send <queue>`, producer); call it on a span not
 /// yet entered.
@@ -34,8 +46,8 @@ pub(crate) fn enqueue_span(span: &Span, queue: &str) {
 
 /// Sets the enqueue span's attributes and writes its context into the
 /// payload, after the client middleware and before the push.
-pub(crate) fn on_enqueue(span: &Span, client: &Client, payload: &mut Payload) {
-    imp::on_enqueue(span, client, payload)
+pub(crate) fn on_enqueue(span: &Span, peer: Peer<'_>, payload: &mut Payload) {
+    imp::on_enqueue(span, peer, payload)
 }
 
 /// Names a bulk push's span (`send`, producer: one span for the batch, as
@@ -50,8 +62,8 @@ pub(crate) fn on_bulk_job(span: &Span, payload: &mut Payload) {
 }
 
 /// The bulk push's end: how many jobs it pushed, and the queue if it was one.
-pub(crate) fn on_bulk_end(span: &Span, client: &Client, count: usize, queue: Option<&str>) {
-    imp::on_bulk_end(span, client, count, queue)
+pub(crate) fn on_bulk_end(span: &Span, peer: Peer<'_>, count: usize, queue: Option<&str>) {
+    imp::on_bulk_end(span, peer, count, queue)
 }
 
 /// The queue the job was pushed or scheduled to (the one a reroute chose),
@@ -66,13 +78,13 @@ pub(crate) fn on_pushed(span: &Span, queue: &str) {
 /// from a tenant-sharded queue). Call it on a span not yet entered.
 pub(crate) fn on_perform(
     span: &Span,
-    client: &Client,
+    peer: Peer<'_>,
     queue: &str,
     sharded: bool,
     payload: &Payload,
     propagation: Propagation,
 ) {
-    imp::on_perform(span, client, queue, sharded, payload, propagation)
+    imp::on_perform(span, peer, queue, sharded, payload, propagation)
 }
 
 /// The perform span's end: on failure, an error status and `error.type`
@@ -86,12 +98,13 @@ mod imp {
     use super::*;
 
     pub(super) fn enqueue_span(_: &Span, _: &str) {}
-    pub(super) fn on_enqueue(_: &Span, _: &Client, _: &mut Payload) {}
+    pub(super) fn on_enqueue(_: &Span, _: Peer<'_>, _: &mut Payload) {}
     pub(super) fn on_pushed(_: &Span, _: &str) {}
     pub(super) fn bulk_span(_: &Span) {}
     pub(super) fn inject(_: &Span, _: &mut Payload) {}
-    pub(super) fn on_bulk_end(_: &Span, _: &Client, _: usize, _: Option<&str>) {}
-    pub(super) fn on_perform(_: &Span, _: &Client, _: &str, _: bool, _: &Payload, _: Propagation) {}
+    pub(super) fn on_bulk_end(_: &Span, _: Peer<'_>, _: usize, _: Option<&str>) {}
+    pub(super) fn on_perform(_: &Span, _: Peer<'_>, _: &str, _: bool, _: &Payload, _: Propagation) {
+    }
     pub(super) fn on_end(_: &Span, _: Option<&JobError>) {}
 }
 
@@ -113,12 +126,12 @@ mod imp {
 
     /// What every messaging span carries: the system, the operation, the
     /// client's identity and the Redis server it talks to.
-    fn messaging(span: &Span, client: &Client, operation: &'static str) {
+    fn messaging(span: &Span, peer: Peer<'_>, operation: &'static str) {
         span.set_attribute("messaging.system", SYSTEM);
         span.set_attribute("messaging.operation.name", operation);
         span.set_attribute("messaging.operation.type", operation);
-        span.set_attribute("messaging.client.id", client.id().to_owned());
-        if let Some((host, port)) = client.broker().server() {
+        span.set_attribute("messaging.client.id", peer.client_id.to_owned());
+        if let Some((host, port)) = peer.server {
             span.set_attribute("server.address", host.to_owned());
             span.set_attribute("server.port", i64::from(port));
         }
@@ -126,8 +139,8 @@ mod imp {
 
     /// A one-job span: the above and the job's id and class (its tenant is
     /// the span's `fairjob.tenant` field).
-    fn common(span: &Span, client: &Client, payload: &Payload, operation: &'static str) {
-        messaging(span, client, operation);
+    fn common(span: &Span, peer: Peer<'_>, payload: &Payload, operation: &'static str) {
+        messaging(span, peer, operation);
         span.set_attribute("messaging.message.id", payload.jid());
         span.set_attribute("messaging.sidekiq.job_class", payload.class());
     }
@@ -137,8 +150,8 @@ mod imp {
         span.record("otel.kind", "producer");
     }
 
-    pub(super) fn on_enqueue(span: &Span, client: &Client, payload: &mut Payload) {
-        common(span, client, payload, "send");
+    pub(super) fn on_enqueue(span: &Span, peer: Peer<'_>, payload: &mut Payload) {
+        common(span, peer, payload, "send");
         inject(span, payload);
     }
 
@@ -147,8 +160,8 @@ mod imp {
         span.record("otel.kind", "producer");
     }
 
-    pub(super) fn on_bulk_end(span: &Span, client: &Client, count: usize, queue: Option<&str>) {
-        messaging(span, client, "send");
+    pub(super) fn on_bulk_end(span: &Span, peer: Peer<'_>, count: usize, queue: Option<&str>) {
+        messaging(span, peer, "send");
         span.set_attribute("messaging.batch.message_count", count as i64);
         if let Some(queue) = queue {
             // The span has started: rename it through its OpenTelemetry span.
@@ -200,7 +213,7 @@ mod imp {
 
     pub(super) fn on_perform(
         span: &Span,
-        client: &Client,
+        peer: Peer<'_>,
         queue: &str,
         sharded: bool,
         payload: &Payload,
@@ -220,7 +233,7 @@ mod imp {
             }
             _ => span.set_parent(Context::new()),
         };
-        common(span, client, payload, "process");
+        common(span, peer, payload, "process");
         span.set_attribute("messaging.destination.name", queue.to_owned());
         if let Some(declared) = payload.get_str(fields::ORIGINAL_QUEUE) {
             span.set_attribute("fairjob.declared_queue", declared);

@@ -30,7 +30,7 @@
 //! | **connection** (`mod.rs`, `conn/`) | | | |
 //! | `connect` | opens the shared connection (node or cluster, TLS), checks it without writing (a server that is loading, busy or refusing writes is reached) | `HELLO`/`AUTH`, `INFO cluster` (`PING` if INFO is refused) | `RedisBroker` |
 //! | `in_memory` (feature `testing`) | a broker of fairjob's testing mode, over a memory store (`memory.rs`): the operations marked "testing mode" below answer from the store, every other one fails with `Error::NotInTestingMode` | — | `RedisBroker` |
-//! | `keys`, `options`, `redis_display` | key names; the options it was connected with; the server, without credentials | — | `&Keys`, `&ConnectOptions`, `&str` |
+//! | `keys`, `options`, `redis_display`, `server` | key names; the options it was connected with; the server, without credentials; its host and port (the first seed's; none for a Unix socket or in testing mode: the spans' `server.*`) | — | `&Keys`, `&ConnectOptions`, `&str`, `Option<(&str, u16)>` |
 //! | `connection`, `waiter`, `primaries`, `is_cluster` | the shared handle; a blocking waiter on wake-up lists; the cluster's primaries | `BLPOP`, `CLUSTER NODES` | `Conn`, `Waiter`, `Option<Vec<Node>>` |
 //! | `time`, `ping` | Redis's clock; one round trip | `TIME`, `PING` | `f64`, `Duration` |
 //! | `load_scripts` | loads every script as the broker calls them: function libraries (Redis 7+), else by hash (see `scripts.rs`) | `FUNCTION LOAD` or `SCRIPT LOAD` | `()` |

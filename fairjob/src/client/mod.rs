@@ -316,6 +316,14 @@ impl Client {
         &self.inner.id
     }
 
+    /// This client as its spans name it (identity and Redis server).
+    pub(crate) fn peer(&self) -> crate::otel::Peer<'_> {
+        crate::otel::Peer {
+            client_id: &self.inner.id,
+            server: self.inner.broker.server(),
+        }
+    }
+
     /// The Redis connection and key names.
     pub fn broker(&self) -> &RedisBroker {
         &self.inner.broker

@@ -242,7 +242,7 @@ impl Client {
             let pushed = out.iter().filter(|b| matches!(b, Bulk::Pushed(_))).count();
             span.record("jobs", pushed as i64);
             let queue = (queues.len() == 1).then(|| queues.first()).flatten();
-            crate::otel::on_bulk_end(&span, self, pushed, queue.map(String::as_str));
+            crate::otel::on_bulk_end(&span, self.peer(), pushed, queue.map(String::as_str));
             Ok(out)
         }
         .instrument(span)
@@ -484,7 +484,7 @@ impl Client {
             if let Some(t) = job.payload.tenant().or_else(|| job.default_tenant.clone()) {
                 tracing::Span::current().record("fairjob.tenant", t.as_str());
             }
-            crate::otel::on_enqueue(&tracing::Span::current(), self, &mut job.payload);
+            crate::otel::on_enqueue(&tracing::Span::current(), self.peer(), &mut job.payload);
             let Some(when) = when else {
                 return self
                     .push_one(job, None)

@@ -75,7 +75,7 @@ pub(crate) async fn process(shared: Arc<Shared>, reserved: Reserved, permit: Per
     let span = span(&cx);
     crate::otel::on_perform(
         &span,
-        &shared.client,
+        shared.client.peer(),
         cx.queue(),
         sharded,
         cx.payload(),
