@@ -550,15 +550,22 @@ fn init_logging(format: LogFormat, otel: bool) -> Result<Logging> {
     let registry = tracing_subscriber::registry().with(fmt);
     #[cfg(feature = "otel")]
     {
-        let (layer, exporting) = if otel {
+        // A set-up the exporter cannot use is a warning, once the log is
+        // installed: tracing never stops the worker.
+        let (layer, exporting, problem) = match otel.then(crate::otel::layer) {
             // Spans are exported at `info` whatever the log level.
-            let (layer, exporting) = crate::otel::install()?;
-            let layer = layer.with_filter(tracing_subscriber::filter::LevelFilter::INFO);
-            (Some(layer), Some(exporting))
-        } else {
-            (None, None)
+            Some(Ok((layer, exporting))) => (
+                Some(layer.with_filter(tracing_subscriber::filter::LevelFilter::INFO)),
+                Some(exporting),
+                None,
+            ),
+            Some(Err(e)) => (None, None, Some(e)),
+            None => (None, None, None),
         };
         registry.with(layer).init();
+        if let Some(e) = problem {
+            crate::otel::warn_not_exporting(&e);
+        }
         Ok(Logging { otel: exporting })
     }
     #[cfg(not(feature = "otel"))]

@@ -17,13 +17,14 @@
 //!
 //! Features: `web` (the dashboard, fairjob-web) and `postgres`
 //! (fairjob-postgres and sqlx: the pump, `postgres migrate|status`, `pump`,
-//! `explain --postgres`) are on by default, `otel` (`--otel`) is off; a
-//! command or flag whose feature was left out fails at once, naming it.
+//! `explain --postgres`) are on by default, `otel` (`--otel`: OTLP export,
+//! see [`otel`]) and `otel-grpc` (the same over gRPC too) are off; a command or
+//! flag whose feature was left out fails at once, naming it.
 
 mod cli;
 mod inspect;
 mod metrics;
-mod otel;
+pub mod otel;
 mod postgres;
 mod web;
 

@@ -1,19 +1,26 @@
 //! `--otel`: the worker's spans (a job's `process` span, the `send` spans of
-//! the jobs it enqueues) exported over OTLP/HTTP (JSON encoding) to the
-//! collector the standard `OTEL_*` environment variables name. Built only
-//! with this crate's `otel` feature; without it `--otel` says how to enable
-//! it. A binary of the user's own installs its own exporter instead.
+//! the jobs it enqueues) exported over OTLP by the OpenTelemetry project's
+//! own exporter (`opentelemetry-otlp`) to the collector the standard
+//! `OTEL_*` environment variables name, through a batch span processor (its
+//! own thread: an export never holds up a job). Built only with this crate's
+//! `otel` feature; without it `--otel` says how to enable it. A binary of the
+//! user's own gets the same set-up with [`install`] (or [`layer`], to add to
+//! a subscriber of its own).
 //!
-//! Read from the environment (the OpenTelemetry SDK configuration names):
-//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the full URL) or
-//! `OTEL_EXPORTER_OTLP_ENDPOINT` (a base URL, `/v1/traces` appended; default
-//! `http://localhost:4318`), `OTEL_EXPORTER_OTLP_[TRACES_]HEADERS`
-//! (`key=value,…`, percent-decoded), `OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`
-//! (ms, default 10000), `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL` (`http/json`;
-//! others are refused), and through the SDK `OTEL_SERVICE_NAME`,
+//! Read from the environment (the OpenTelemetry SDK configuration names),
+//! each `OTEL_EXPORTER_OTLP_TRACES_*` before its `OTEL_EXPORTER_OTLP_*`:
+//! `…_PROTOCOL` (`http/protobuf`, the default; `http/json`; `grpc` with the
+//! `otel-grpc` feature), `…_ENDPOINT` (`http://` or `https://`; default
+//! `http://localhost:4318`, or `:4317` for gRPC), `…_HEADERS`, `…_TIMEOUT`
+//! (ms, default 10000), `…_COMPRESSION` (`gzip`; none unless set),
+//! `…_CERTIFICATE` (a PEM file of the CA to trust besides the system's
+//! roots), and through the SDK `OTEL_SERVICE_NAME`,
 //! `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER[_ARG]` and `OTEL_BSP_*`.
-//! The exporter speaks plain `http://` with a small blocking client on the
-//! batch processor's own thread (no TLS: send to a local collector).
+//!
+//! Tracing never stops job processing: a set-up the exporter cannot use (an
+//! unknown protocol, a bad endpoint, an unreadable CA file) is a warning and
+//! the worker runs on without export; an export that fails (the collector is
+//! down) is retried by the exporter, then dropped with the SDK's warning.
 
 /// What `--otel` says when the binary was built without the feature.
 #[cfg(not(feature = "otel"))]
@@ -24,47 +31,137 @@ features = [\"otel\"] }`, or `cargo build --features fairjob-worker/otel`), then
 --otel and the standard OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_SERVICE_NAME variables.";
 
 #[cfg(feature = "otel")]
-pub(crate) use imp::{Exporting, install};
+pub(crate) use imp::warn_not_exporting;
+#[cfg(feature = "otel")]
+pub use imp::{Error, Exporting, install, layer};
 
 #[cfg(feature = "otel")]
 mod imp {
-    use std::io::{Read, Write};
-    use std::net::{TcpStream, ToSocketAddrs};
-    use std::time::{Duration, UNIX_EPOCH};
+    use std::sync::Arc;
+    use std::time::Duration;
 
-    use anyhow::{Context, Result, bail};
-    use opentelemetry::trace::{SpanKind, Status, TracerProvider as _};
-    use opentelemetry::{Array, KeyValue, Value};
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_otlp::{Protocol, SpanExporter, WithExportConfig as _, WithHttpConfig as _};
     use opentelemetry_sdk::Resource;
-    use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-    use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
-    use serde_json::{Value as Json, json};
+    use opentelemetry_sdk::trace::{SdkTracerProvider, Tracer};
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    use tracing_opentelemetry::OpenTelemetryLayer;
 
-    /// The installed provider: shut it down at exit to send what is buffered.
+    /// Why the exporter could not be set up (the worker runs on without it).
+    #[derive(Debug, thiserror::Error)]
+    #[non_exhaustive]
+    pub enum Error {
+        /// A protocol other than `http/protobuf`, `http/json` or `grpc`.
+        #[error(
+            "{var}={value}: not an OTLP protocol (http/protobuf, the default; http/json; grpc)"
+        )]
+        Protocol {
+            /// The variable that named it.
+            var: &'static str,
+            /// What it said.
+            value: String,
+        },
+        /// `grpc` asked of a build without the `otel-grpc` feature.
+        #[error(
+            "{var}=grpc: this worker was built without gRPC export; enable the `otel-grpc` \
+             feature of fairjob-worker, or use http/protobuf (port 4318 of a collector)"
+        )]
+        GrpcNotBuilt {
+            /// The variable that named it.
+            var: &'static str,
+        },
+        /// A variable's value the exporter cannot use.
+        #[error("{var}={value}: {reason}")]
+        Variable {
+            /// The variable.
+            var: &'static str,
+            /// What it said.
+            value: String,
+            /// Why it cannot be used.
+            reason: String,
+        },
+        /// The CA file `OTEL_EXPORTER_OTLP_CERTIFICATE` names.
+        #[error("{var}={path}: {reason}")]
+        Certificate {
+            /// The variable that named it.
+            var: &'static str,
+            /// The file.
+            path: String,
+            /// Why it cannot be used.
+            reason: String,
+        },
+        /// The TLS configuration.
+        #[error("TLS for the OTLP exporter: {0}")]
+        Tls(#[from] rustls::Error),
+        /// The HTTP client.
+        #[error("the OTLP exporter's HTTP client: {0}")]
+        Client(String),
+        /// The exporter refused its configuration (an endpoint that is no URL,
+        /// compression other than gzip…).
+        #[error("the OTLP exporter: {0}")]
+        Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+    }
+
+    /// The installed tracer provider: dropping it (or [`Exporting::shutdown`])
+    /// exports what is buffered and stops the exporter. Does nothing when no
+    /// exporter could be set up.
     #[derive(Debug)]
-    pub(crate) struct Exporting {
-        provider: SdkTracerProvider,
+    #[must_use = "dropping it stops the export"]
+    pub struct Exporting {
+        provider: Option<SdkTracerProvider>,
     }
 
     impl Exporting {
-        /// Flushes the buffered spans and stops the exporter.
-        pub(crate) fn shutdown(self) {
-            if let Err(e) = self.provider.shutdown() {
-                eprintln!("warning: OpenTelemetry shutdown: {e}");
+        /// Exports the buffered spans and stops the exporter.
+        pub fn shutdown(mut self) {
+            self.stop();
+        }
+
+        /// Whether an exporter is installed.
+        pub fn is_exporting(&self) -> bool {
+            self.provider.is_some()
+        }
+
+        fn stop(&mut self) {
+            if let Some(provider) = self.provider.take()
+                && let Err(e) = provider.shutdown()
+            {
+                tracing::warn!(error = %e, "OpenTelemetry: the last export failed");
             }
         }
     }
 
-    /// Builds the exporter from the environment; returns the `tracing` layer
-    /// to install and the provider to shut down at exit.
-    pub(crate) fn install<S>() -> Result<(
-        tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>,
-        Exporting,
-    )>
+    impl Drop for Exporting {
+        fn drop(&mut self) {
+            self.stop();
+        }
+    }
+
+    /// The exporter the standard `OTEL_*` variables describe, as a `tracing`
+    /// layer to add to a subscriber of your own, and the provider to keep
+    /// until exit. The layer records no source location, thread, target,
+    /// level or busy/idle times: a span carries the attributes fairjob gives it.
+    ///
+    /// ```no_run
+    /// use tracing_subscriber::layer::SubscriberExt as _;
+    /// use tracing_subscriber::util::SubscriberInitExt as _;
+    ///
+    /// # fn main() -> Result<(), fairjob_worker::otel::Error> {
+    /// let (otel, _exporting) = fairjob_worker::otel::layer()?;
+    /// tracing_subscriber::registry()
+    ///     .with(tracing_subscriber::fmt::layer())
+    ///     .with(otel)
+    ///     .init();
+    /// // … run the worker; `_exporting` flushes the spans when dropped.
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn layer<S>() -> Result<(OpenTelemetryLayer<S, Tracer>, Exporting), Error>
     where
         S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
     {
-        let exporter = OtlpHttp::from_env(&|k| std::env::var(k).ok())?;
+        let exporter = exporter(&|k| std::env::var(k).ok())?;
         let mut resource = Resource::builder();
         let named = std::env::var_os("OTEL_SERVICE_NAME").is_some()
             || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|a| {
@@ -74,324 +171,291 @@ mod imp {
         if !named {
             resource = resource.with_service_name("fairjob-worker");
         }
+        // The batch processor exports on a thread of its own.
         let provider = SdkTracerProvider::builder()
             .with_resource(resource.build())
             .with_batch_exporter(exporter)
             .build();
         let tracer = provider.tracer("fairjob");
-        let layer = tracing_opentelemetry::layer().with_tracer(tracer);
-        Ok((layer, Exporting { provider }))
+        let layer = tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_location(false)
+            .with_tracked_inactivity(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_level(false);
+        Ok((
+            layer,
+            Exporting {
+                provider: Some(provider),
+            },
+        ))
     }
 
-    /// An OTLP/HTTP JSON span exporter over plain HTTP/1.1.
-    #[derive(Debug, Clone, PartialEq)]
-    pub(crate) struct OtlpHttp {
-        /// `host:port` to connect to.
-        authority: String,
-        /// The request path (`/v1/traces`).
-        path: String,
-        headers: Vec<(String, String)>,
-        timeout: Duration,
-        resource: Vec<(String, Value)>,
+    /// One call for a binary of your own: installs a global `tracing`
+    /// subscriber that logs to stdout (filtered by `RUST_LOG`, default
+    /// `info`) and exports spans (`info` and above) as [`layer`] does. A set-up
+    /// the exporter cannot use is logged as a warning and the program runs
+    /// on without export.
+    ///
+    /// ```no_run
+    /// let _exporting = fairjob_worker::otel::install();
+    /// // … run the worker; the spans are flushed when `_exporting` drops.
+    /// ```
+    pub fn install() -> Exporting {
+        use tracing_subscriber::Layer as _;
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let fmt = tracing_subscriber::fmt::layer().with_filter(filter);
+        let (otel, exporting, problem) = match layer() {
+            Ok((layer, exporting)) => (
+                Some(layer.with_filter(tracing_subscriber::filter::LevelFilter::INFO)),
+                exporting,
+                None,
+            ),
+            Err(e) => (None, Exporting { provider: None }, Some(e)),
+        };
+        let installed = tracing_subscriber::registry()
+            .with(fmt)
+            .with(otel)
+            .try_init();
+        if let Err(e) = installed {
+            tracing::warn!(error = %e, "OpenTelemetry: a tracing subscriber is already installed");
+        }
+        if let Some(e) = problem {
+            warn_not_exporting(&e);
+        }
+        exporting
     }
 
-    /// The first of `names` that is set and not empty.
-    fn first(env: &dyn Fn(&str) -> Option<String>, names: &[&str]) -> Option<String> {
-        names
-            .iter()
-            .find_map(|n| env(n).filter(|v| !v.trim().is_empty()))
+    /// The warning for a set-up the exporter cannot use.
+    pub(crate) fn warn_not_exporting(e: &Error) {
+        tracing::warn!(error = %e, "OpenTelemetry: spans are not exported; jobs run on");
     }
 
-    impl OtlpHttp {
-        /// The exporter the `OTEL_EXPORTER_OTLP_*` variables describe.
-        pub(crate) fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<OtlpHttp> {
-            if let Some(p) = first(
-                env,
-                &[
-                    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-                    "OTEL_EXPORTER_OTLP_PROTOCOL",
-                ],
-            ) && p.trim() != "http/json"
-            {
-                bail!(
-                    "OTEL_EXPORTER_OTLP_PROTOCOL={p}: the bundled exporter speaks OTLP over HTTP \
-                     with JSON only; set it to http/json (every OpenTelemetry Collector accepts it \
-                     on port 4318), or install your own exporter in your own binary"
-                );
+    /// The first of `names` that is set and not empty, with its name.
+    fn first(
+        env: &dyn Fn(&str) -> Option<String>,
+        names: &[&'static str],
+    ) -> Option<(&'static str, String)> {
+        names.iter().find_map(|n| {
+            env(n)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+                .map(|v| (*n, v))
+        })
+    }
+
+    /// What `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL` asks for.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Wire {
+        Http(Protocol),
+        Grpc,
+    }
+
+    fn wire(env: &dyn Fn(&str) -> Option<String>) -> Result<Wire, Error> {
+        let Some((var, value)) = first(
+            env,
+            &[
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+            ],
+        ) else {
+            return Ok(Wire::Http(Protocol::HttpBinary));
+        };
+        match value.to_ascii_lowercase().as_str() {
+            "http/protobuf" => Ok(Wire::Http(Protocol::HttpBinary)),
+            "http/json" => Ok(Wire::Http(Protocol::HttpJson)),
+            "grpc" if cfg!(feature = "otel-grpc") => Ok(Wire::Grpc),
+            "grpc" => Err(Error::GrpcNotBuilt { var }),
+            _ => Err(Error::Protocol { var, value }),
+        }
+    }
+
+    /// `OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`, in ms (default 10 s).
+    fn timeout(env: &dyn Fn(&str) -> Option<String>) -> Result<Duration, Error> {
+        match first(
+            env,
+            &[
+                "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+                "OTEL_EXPORTER_OTLP_TIMEOUT",
+            ],
+        ) {
+            None => Ok(Duration::from_secs(10)),
+            Some((var, value)) => {
+                value
+                    .parse()
+                    .map(Duration::from_millis)
+                    .map_err(|_| Error::Variable {
+                        var,
+                        reason: "not a number of milliseconds".to_owned(),
+                        value,
+                    })
             }
-            let url = match first(env, &["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]) {
-                Some(full) => full,
-                None => {
-                    let base = first(env, &["OTEL_EXPORTER_OTLP_ENDPOINT"])
-                        .unwrap_or_else(|| "http://localhost:4318".to_owned());
-                    format!("{}/v1/traces", base.trim_end_matches('/'))
-                }
-            };
-            let (authority, path) = split_url(url.trim())?;
-            let headers = match first(
-                env,
-                &[
-                    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-                    "OTEL_EXPORTER_OTLP_HEADERS",
-                ],
-            ) {
-                Some(h) => parse_headers(&h)?,
-                None => Vec::new(),
-            };
-            let timeout = match first(
-                env,
-                &[
-                    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
-                    "OTEL_EXPORTER_OTLP_TIMEOUT",
-                ],
-            ) {
-                Some(ms) => Duration::from_millis(
-                    ms.trim()
-                        .parse()
-                        .with_context(|| format!("OTEL_EXPORTER_OTLP_TIMEOUT={ms}: not ms"))?,
-                ),
-                None => Duration::from_secs(10),
-            };
-            Ok(OtlpHttp {
-                authority,
+        }
+    }
+
+    /// The CA file `OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE` names, read.
+    fn ca_file(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<CaFile>, Error> {
+        let Some((var, path)) = first(
+            env,
+            &[
+                "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+                "OTEL_EXPORTER_OTLP_CERTIFICATE",
+            ],
+        ) else {
+            return Ok(None);
+        };
+        let pem = std::fs::read(&path).map_err(|e| Error::Certificate {
+            var,
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        let certs = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| Error::Certificate {
+                var,
+                path: path.clone(),
+                reason: format!("not PEM certificates: {e}"),
+            })?;
+        if certs.is_empty() {
+            return Err(Error::Certificate {
+                var,
                 path,
-                headers,
-                timeout,
-                resource: Vec::new(),
-            })
+                reason: "no PEM certificate in it".to_owned(),
+            });
         }
+        Ok(Some(CaFile {
+            var,
+            path,
+            pem,
+            certs,
+        }))
+    }
 
-        /// One POST of `body`; Ok on a 2xx answer.
-        fn post(&self, body: &[u8]) -> std::result::Result<(), String> {
-            let addr = self
-                .authority
-                .to_socket_addrs()
-                .map_err(|e| format!("{}: {e}", self.authority))?
-                .next()
-                .ok_or_else(|| format!("{}: no address", self.authority))?;
-            let mut stream = TcpStream::connect_timeout(&addr, self.timeout)
-                .map_err(|e| format!("connect {addr}: {e}"))?;
-            stream.set_read_timeout(Some(self.timeout)).ok();
-            stream.set_write_timeout(Some(self.timeout)).ok();
-            let mut head = format!(
-                "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-                 Content-Length: {}\r\nConnection: close\r\n",
-                self.path,
-                self.authority,
-                body.len()
-            );
-            for (k, v) in &self.headers {
-                head.push_str(&format!("{k}: {v}\r\n"));
+    /// A CA file, as PEM and as certificates.
+    struct CaFile {
+        var: &'static str,
+        path: String,
+        #[cfg_attr(not(feature = "otel-grpc"), allow(dead_code))]
+        pem: Vec<u8>,
+        certs: Vec<CertificateDer<'static>>,
+    }
+
+    /// The span exporter the variables describe.
+    fn exporter(env: &dyn Fn(&str) -> Option<String>) -> Result<SpanExporter, Error> {
+        let ca = ca_file(env)?;
+        match wire(env)? {
+            Wire::Http(protocol) => {
+                let client = http_client(timeout(env)?, ca.as_ref())?;
+                Ok(SpanExporter::builder()
+                    .with_http()
+                    .with_protocol(protocol)
+                    .with_http_client(client)
+                    .build()?)
             }
-            head.push_str("\r\n");
-            stream
-                .write_all(head.as_bytes())
-                .and_then(|()| stream.write_all(body))
-                .map_err(|e| format!("send to {addr}: {e}"))?;
-            let mut answer = Vec::new();
-            let _ = stream.take(64 * 1024).read_to_end(&mut answer);
-            let answer = String::from_utf8_lossy(&answer);
-            let status = answer
-                .split_whitespace()
-                .nth(1)
-                .and_then(|s| s.parse::<u16>().ok());
-            match status {
-                Some(s) if (200..300).contains(&s) => Ok(()),
-                _ => Err(format!(
-                    "{addr}{}: {}",
-                    self.path,
-                    answer.lines().next().unwrap_or("no answer")
-                )),
+            #[cfg(feature = "otel-grpc")]
+            Wire::Grpc => grpc::exporter(env, ca.as_ref()),
+            #[cfg(not(feature = "otel-grpc"))]
+            Wire::Grpc => unreachable!("grpc is refused without the feature"),
+        }
+    }
+
+    /// rustls with the ring provider (the one fairjob uses for `rediss://`),
+    /// the system's roots and the CA file's certificates.
+    fn tls_config(ca: Option<&CaFile>) -> Result<rustls::ClientConfig, Error> {
+        let mut roots = rustls::RootCertStore::empty();
+        let native = rustls_native_certs::load_native_certs();
+        roots.add_parsable_certificates(native.certs);
+        if let Some(ca) = ca {
+            for cert in &ca.certs {
+                roots.add(cert.clone()).map_err(|e| Error::Certificate {
+                    var: ca.var,
+                    path: ca.path.clone(),
+                    reason: e.to_string(),
+                })?;
             }
         }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        Ok(rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth())
+    }
 
-        /// The OTLP JSON request for `batch`.
-        pub(crate) fn encode(&self, batch: &[SpanData]) -> Json {
-            let resource: Vec<Json> = self.resource.iter().map(|(k, v)| kv(k, v)).collect();
-            // Spans grouped by their instrumentation scope, in order.
-            let mut scopes: Vec<(Json, Vec<Json>)> = Vec::new();
-            for span in batch {
-                let scope = json!({
-                    "name": span.instrumentation_scope.name(),
-                    "version": span.instrumentation_scope.version().unwrap_or(""),
-                });
-                let encoded = encode_span(span);
-                match scopes.iter_mut().find(|(s, _)| *s == scope) {
-                    Some((_, spans)) => spans.push(encoded),
-                    None => scopes.push((scope, vec![encoded])),
+    /// The blocking HTTP client the batch processor's thread sends with.
+    fn http_client(
+        timeout: Duration,
+        ca: Option<&CaFile>,
+    ) -> Result<reqwest::blocking::Client, Error> {
+        let tls = tls_config(ca)?;
+        // A blocking client is built (and dropped) off any async runtime:
+        // `install` may be called from inside one.
+        std::thread::spawn(move || {
+            reqwest::blocking::Client::builder()
+                .timeout(timeout)
+                .tls_backend_preconfigured(tls)
+                .build()
+        })
+        .join()
+        .map_err(|_| Error::Client("building it panicked".to_owned()))?
+        .map_err(|e| Error::Client(e.to_string()))
+    }
+
+    #[cfg(feature = "otel-grpc")]
+    mod grpc {
+        use opentelemetry_otlp::tonic_types::transport::{Certificate, ClientTlsConfig};
+        use opentelemetry_otlp::{SpanExporter, WithTonicConfig as _};
+
+        use super::{CaFile, Error, first};
+
+        /// The gRPC exporter (tonic), its channel on a Tokio runtime of its
+        /// own: the batch processor's thread is not one.
+        pub(super) fn exporter(
+            env: &dyn Fn(&str) -> Option<String>,
+            ca: Option<&CaFile>,
+        ) -> Result<SpanExporter, Error> {
+            let https = first(
+                env,
+                &[
+                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                    "OTEL_EXPORTER_OTLP_ENDPOINT",
+                ],
+            )
+            .is_some_and(|(_, url)| url.to_ascii_lowercase().starts_with("https://"));
+            let mut builder = SpanExporter::builder().with_tonic();
+            if https {
+                let mut tls = ClientTlsConfig::new().with_native_roots();
+                if let Some(ca) = ca {
+                    tls = tls.ca_certificate(Certificate::from_pem(&ca.pem));
                 }
+                builder = builder.with_tls_config(tls);
             }
-            json!({
-                "resourceSpans": [{
-                    "resource": {"attributes": resource},
-                    "scopeSpans": scopes
-                        .into_iter()
-                        .map(|(scope, spans)| json!({"scope": scope, "spans": spans}))
-                        .collect::<Vec<_>>(),
-                }]
-            })
-        }
-    }
-
-    impl SpanExporter for OtlpHttp {
-        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-            // The batch processor calls this on its own thread: blocking is fine.
-            let body = self.encode(&batch).to_string();
-            self.post(body.as_bytes())
-                .map_err(|e| OTelSdkError::InternalFailure(format!("OTLP export: {e}")))
+            let _entered = runtime()?.enter();
+            Ok(builder.build()?)
         }
 
-        fn set_resource(&mut self, resource: &Resource) {
-            self.resource = resource
-                .iter()
-                .map(|(k, v)| (k.as_str().to_owned(), v.clone()))
-                .collect();
-        }
-    }
-
-    /// `http://host[:port][/path]` → (`host:port`, `/path`).
-    fn split_url(url: &str) -> Result<(String, String)> {
-        let Some(rest) = url.strip_prefix("http://") else {
-            bail!(
-                "OTLP endpoint {url}: the bundled exporter speaks plain http:// only (send to a \
-                 local OpenTelemetry Collector, which can forward over TLS)"
-            );
-        };
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        if authority.is_empty() {
-            bail!("OTLP endpoint {url}: no host");
-        }
-        let authority = if authority.rsplit_once(':').is_some_and(|(_, p)| {
-            !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && !authority.ends_with(']')
-        }) {
-            authority.to_owned()
-        } else {
-            format!("{authority}:80")
-        };
-        Ok((authority, path.to_owned()))
-    }
-
-    /// `k1=v1,k2=v2` with percent-encoded values.
-    fn parse_headers(s: &str) -> Result<Vec<(String, String)>> {
-        s.split(',')
-            .filter(|p| !p.trim().is_empty())
-            .map(|pair| {
-                let (k, v) = pair
-                    .split_once('=')
-                    .with_context(|| format!("OTEL_EXPORTER_OTLP_HEADERS: `{pair}` has no `=`"))?;
-                let v = percent_encoding::percent_decode_str(v.trim())
-                    .decode_utf8()
-                    .context("OTEL_EXPORTER_OTLP_HEADERS: not UTF-8")?;
-                if k.trim().is_empty() || k.contains(['\r', '\n']) || v.contains(['\r', '\n']) {
-                    bail!("OTEL_EXPORTER_OTLP_HEADERS: bad header `{pair}`");
-                }
-                Ok((k.trim().to_owned(), v.into_owned()))
-            })
-            .collect()
-    }
-
-    fn nanos(t: std::time::SystemTime) -> String {
-        t.duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-            .to_string()
-    }
-
-    fn any(v: &Value) -> Json {
-        match v {
-            Value::Bool(b) => json!({"boolValue": b}),
-            Value::I64(i) => json!({"intValue": i.to_string()}),
-            Value::F64(f) => json!({"doubleValue": f}),
-            Value::String(s) => json!({"stringValue": s.as_str()}),
-            Value::Array(a) => {
-                let values: Vec<Json> = match a {
-                    Array::Bool(v) => v.iter().map(|b| json!({"boolValue": b})).collect(),
-                    Array::I64(v) => v
-                        .iter()
-                        .map(|i| json!({"intValue": i.to_string()}))
-                        .collect(),
-                    Array::F64(v) => v.iter().map(|f| json!({"doubleValue": f})).collect(),
-                    Array::String(v) => v
-                        .iter()
-                        .map(|s| json!({"stringValue": s.as_str()}))
-                        .collect(),
-                    _ => Vec::new(),
-                };
-                json!({"arrayValue": {"values": values}})
+        /// A current-thread runtime on a thread of its own, for as long as
+        /// the process runs.
+        fn runtime() -> Result<&'static tokio::runtime::Handle, Error> {
+            static HANDLE: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLock::new();
+            if let Some(h) = HANDLE.get() {
+                return Ok(h);
             }
-            other => json!({"stringValue": other.to_string()}),
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Error::Client(format!("the gRPC runtime: {e}")))?;
+            let handle = runtime.handle().clone();
+            std::thread::Builder::new()
+                .name("otel-grpc".to_owned())
+                .spawn(move || runtime.block_on(std::future::pending::<()>()))
+                .map_err(|e| Error::Client(format!("the gRPC runtime's thread: {e}")))?;
+            Ok(HANDLE.get_or_init(|| handle))
         }
-    }
-
-    fn kv(key: &str, value: &Value) -> Json {
-        json!({"key": key, "value": any(value)})
-    }
-
-    fn attributes(kvs: &[KeyValue]) -> Vec<Json> {
-        kvs.iter().map(|a| kv(a.key.as_str(), &a.value)).collect()
-    }
-
-    fn encode_span(s: &SpanData) -> Json {
-        let kind = match s.span_kind {
-            SpanKind::Internal => 1,
-            SpanKind::Server => 2,
-            SpanKind::Client => 3,
-            SpanKind::Producer => 4,
-            SpanKind::Consumer => 5,
-        };
-        let status = match &s.status {
-            Status::Unset => json!({}),
-            Status::Ok => json!({"code": 1}),
-            Status::Error { description } => json!({"code": 2, "message": description}),
-        };
-        let mut span = json!({
-            "traceId": s.span_context.trace_id().to_string(),
-            "spanId": s.span_context.span_id().to_string(),
-            "name": s.name,
-            "kind": kind,
-            "startTimeUnixNano": nanos(s.start_time),
-            "endTimeUnixNano": nanos(s.end_time),
-            "attributes": attributes(&s.attributes),
-            "status": status,
-            "flags": u32::from(s.span_context.trace_flags().to_u8()),
-        });
-        if s.parent_span_id != opentelemetry::trace::SpanId::INVALID {
-            span["parentSpanId"] = json!(s.parent_span_id.to_string());
-        }
-        let state = s.span_context.trace_state().header();
-        if !state.is_empty() {
-            span["traceState"] = json!(state);
-        }
-        if !s.events.is_empty() {
-            span["events"] = s
-                .events
-                .iter()
-                .map(|e| {
-                    json!({
-                        "timeUnixNano": nanos(e.timestamp),
-                        "name": e.name,
-                        "attributes": attributes(&e.attributes),
-                    })
-                })
-                .collect();
-        }
-        if !s.links.is_empty() {
-            span["links"] = s
-                .links
-                .iter()
-                .map(|l| {
-                    json!({
-                        "traceId": l.span_context.trace_id().to_string(),
-                        "spanId": l.span_context.span_id().to_string(),
-                        "attributes": attributes(&l.attributes),
-                    })
-                })
-                .collect();
-        }
-        span
     }
 
     #[cfg(test)]
@@ -407,55 +471,53 @@ mod imp {
         }
 
         #[test]
-        fn the_endpoint_and_headers_come_from_the_standard_variables() {
-            let e = OtlpHttp::from_env(&env(&[
-                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"),
-                ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%20b,x-team=jobs"),
-                ("OTEL_EXPORTER_OTLP_TIMEOUT", "2500"),
-            ]))
-            .unwrap();
-            assert_eq!(e.authority, "collector:4318");
-            assert_eq!(e.path, "/v1/traces");
+        fn the_protocol_comes_from_the_standard_variables() {
+            assert_eq!(wire(&env(&[])).unwrap(), Wire::Http(Protocol::HttpBinary));
             assert_eq!(
-                e.headers,
-                [
-                    ("api-key".to_owned(), "a b".to_owned()),
-                    ("x-team".to_owned(), "jobs".to_owned())
-                ]
+                wire(&env(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")])).unwrap(),
+                Wire::Http(Protocol::HttpJson)
             );
-            assert_eq!(e.timeout, Duration::from_millis(2500));
-            let e = OtlpHttp::from_env(&env(&[
-                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://ignored:1"),
-                ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:9/t"),
-            ]))
-            .unwrap();
             assert_eq!(
-                (e.authority.as_str(), e.path.as_str()),
-                ("127.0.0.1:9", "/t")
+                wire(&env(&[
+                    ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+                    ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"),
+                ]))
+                .unwrap(),
+                Wire::Http(Protocol::HttpBinary)
             );
-            let e = OtlpHttp::from_env(&env(&[])).unwrap();
-            assert_eq!(e.authority, "localhost:4318");
-            let e =
-                OtlpHttp::from_env(&env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c")])).unwrap();
-            assert_eq!(e.authority, "c:80");
+            let e = wire(&env(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon")]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("carrier-pigeon") && e.contains("http/protobuf"),
+                "{e}"
+            );
+            let grpc = wire(&env(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]));
+            if cfg!(feature = "otel-grpc") {
+                assert_eq!(grpc.unwrap(), Wire::Grpc);
+            } else {
+                let e = grpc.unwrap_err().to_string();
+                assert!(e.contains("`otel-grpc` feature"), "{e}");
+            }
         }
 
         #[test]
-        fn what_the_exporter_cannot_speak_is_refused_with_the_reason() {
-            let grpc = OtlpHttp::from_env(&env(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]))
-                .unwrap_err()
-                .to_string();
-            assert!(grpc.contains("http/json"), "{grpc}");
-            let tls = OtlpHttp::from_env(&env(&[(
-                "OTEL_EXPORTER_OTLP_ENDPOINT",
-                "https://collector:4318",
-            )]))
-            .unwrap_err()
-            .to_string();
-            assert!(tls.contains("plain http://"), "{tls}");
-            assert!(
-                OtlpHttp::from_env(&env(&[("OTEL_EXPORTER_OTLP_HEADERS", "novalue")])).is_err()
+        fn timeouts_and_ca_files_are_checked() {
+            assert_eq!(
+                timeout(&env(&[("OTEL_EXPORTER_OTLP_TIMEOUT", "2500")])).unwrap(),
+                Duration::from_millis(2500)
             );
+            assert_eq!(timeout(&env(&[])).unwrap(), Duration::from_secs(10));
+            assert!(timeout(&env(&[("OTEL_EXPORTER_OTLP_TIMEOUT", "2s")])).is_err());
+            let e = ca_file(&env(&[(
+                "OTEL_EXPORTER_OTLP_CERTIFICATE",
+                "/nonexistent/ca.pem",
+            )]))
+            .err()
+            .expect("a missing CA file is an error")
+            .to_string();
+            assert!(e.contains("/nonexistent/ca.pem"), "{e}");
+            assert!(ca_file(&env(&[])).unwrap().is_none());
         }
     }
 }

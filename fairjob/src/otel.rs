@@ -6,18 +6,37 @@
 //! is a consumer span `process <queue>` continuing that context per
 //! [`Propagation`]. Attributes follow the OpenTelemetry messaging semantic
 //! conventions (`messaging.system` = `sidekiq`, queue as destination, jid as
-//! message id) plus `fairjob.*` (tenant, declared queue, attempt, outcome,
+//! message id, the client's identity as `messaging.client.id`, the Redis
+//! server as `server.address`/`server.port`, a failed run's `error.type`)
+//! plus `fairjob.*` (tenant, declared queue, attempt, outcome,
 //! and the wait before the run: `fairjob.wait_ms`, `fairjob.wait_reason` —
 //! `queue`, `shard`, `slot`, `rate_limit`, `scheduled` or `retry` — and
 //! `fairjob.wait.<reason>_ms` per part). A malformed `traceparent` is no context: the job starts a new
 //! trace and runs as usual.
 //!
 //! Only the OpenTelemetry API is used (through `tracing-opentelemetry`): the
-//! application installs its own tracer provider and exporter.
+//! application installs its own tracer provider and exporter. The spans'
+//! `tracing` fields are named as their attributes (`fairjob.tenant`,
+//! `fairjob.attempt`, `fairjob.outcome`), so each is exported once; this
+//! module sets only what has no `tracing` field.
 
 use tracing::Span;
 
+use crate::error::JobError;
 use crate::wire::{Payload, Propagation};
+
+/// Who sends or processes a message: the client's identity
+/// (`messaging.client.id`) and the Redis server it talks to
+/// (`server.address`, `server.port`). Built by the client, which sits above
+/// this module.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(feature = "otel"), allow(dead_code))]
+pub(crate) struct Peer<'a> {
+    /// The client's identity, `host:pid:random`.
+    pub client_id: &'a str,
+    /// The Redis server's host and port, if it has them.
+    pub server: Option<(&'a str, u16)>,
+}
 
 /// Names the enqueue span (`send <queue>`, producer); call it on a span not
 /// yet entered.
@@ -27,8 +46,8 @@ pub(crate) fn enqueue_span(span: &Span, queue: &str) {
 
 /// Sets the enqueue span's attributes and writes its context into the
 /// payload, after the client middleware and before the push.
-pub(crate) fn on_enqueue(span: &Span, payload: &mut Payload) {
-    imp::on_enqueue(span, payload)
+pub(crate) fn on_enqueue(span: &Span, peer: Peer<'_>, payload: &mut Payload) {
+    imp::on_enqueue(span, peer, payload)
 }
 
 /// Names a bulk push's span (`send`, producer: one span for the batch, as
@@ -43,8 +62,8 @@ pub(crate) fn on_bulk_job(span: &Span, payload: &mut Payload) {
 }
 
 /// The bulk push's end: how many jobs it pushed, and the queue if it was one.
-pub(crate) fn on_bulk_end(span: &Span, count: usize, queue: Option<&str>) {
-    imp::on_bulk_end(span, count, queue)
+pub(crate) fn on_bulk_end(span: &Span, peer: Peer<'_>, count: usize, queue: Option<&str>) {
+    imp::on_bulk_end(span, peer, count, queue)
 }
 
 /// The queue the job was pushed or scheduled to (the one a reroute chose),
@@ -59,17 +78,19 @@ pub(crate) fn on_pushed(span: &Span, queue: &str) {
 /// from a tenant-sharded queue). Call it on a span not yet entered.
 pub(crate) fn on_perform(
     span: &Span,
+    peer: Peer<'_>,
     queue: &str,
     sharded: bool,
     payload: &Payload,
     propagation: Propagation,
 ) {
-    imp::on_perform(span, queue, sharded, payload, propagation)
+    imp::on_perform(span, peer, queue, sharded, payload, propagation)
 }
 
-/// The perform span's end: its attempt, outcome and, on failure, an error status.
-pub(crate) fn on_end(span: &Span, attempt: u32, outcome: &str, error: Option<&str>) {
-    imp::on_end(span, attempt, outcome, error)
+/// The perform span's end: on failure, an error status and `error.type`
+/// (the failure's `error_class`).
+pub(crate) fn on_end(span: &Span, error: Option<&JobError>) {
+    imp::on_end(span, error)
 }
 
 #[cfg(not(feature = "otel"))]
@@ -77,13 +98,14 @@ mod imp {
     use super::*;
 
     pub(super) fn enqueue_span(_: &Span, _: &str) {}
-    pub(super) fn on_enqueue(_: &Span, _: &mut Payload) {}
+    pub(super) fn on_enqueue(_: &Span, _: Peer<'_>, _: &mut Payload) {}
     pub(super) fn on_pushed(_: &Span, _: &str) {}
     pub(super) fn bulk_span(_: &Span) {}
     pub(super) fn inject(_: &Span, _: &mut Payload) {}
-    pub(super) fn on_bulk_end(_: &Span, _: usize, _: Option<&str>) {}
-    pub(super) fn on_perform(_: &Span, _: &str, _: bool, _: &Payload, _: Propagation) {}
-    pub(super) fn on_end(_: &Span, _: u32, _: &str, _: Option<&str>) {}
+    pub(super) fn on_bulk_end(_: &Span, _: Peer<'_>, _: usize, _: Option<&str>) {}
+    pub(super) fn on_perform(_: &Span, _: Peer<'_>, _: &str, _: bool, _: &Payload, _: Propagation) {
+    }
+    pub(super) fn on_end(_: &Span, _: Option<&JobError>) {}
 }
 
 #[cfg(feature = "otel")]
@@ -102,15 +124,25 @@ mod imp {
     /// `messaging.system`: the wire format is Sidekiq's.
     const SYSTEM: &str = "sidekiq";
 
-    fn common(span: &Span, payload: &Payload, operation: &'static str) {
+    /// What every messaging span carries: the system, the operation, the
+    /// client's identity and the Redis server it talks to.
+    fn messaging(span: &Span, peer: Peer<'_>, operation: &'static str) {
         span.set_attribute("messaging.system", SYSTEM);
         span.set_attribute("messaging.operation.name", operation);
         span.set_attribute("messaging.operation.type", operation);
+        span.set_attribute("messaging.client.id", peer.client_id.to_owned());
+        if let Some((host, port)) = peer.server {
+            span.set_attribute("server.address", host.to_owned());
+            span.set_attribute("server.port", i64::from(port));
+        }
+    }
+
+    /// A one-job span: the above and the job's id and class (its tenant is
+    /// the span's `fairjob.tenant` field).
+    fn common(span: &Span, peer: Peer<'_>, payload: &Payload, operation: &'static str) {
+        messaging(span, peer, operation);
         span.set_attribute("messaging.message.id", payload.jid());
         span.set_attribute("messaging.sidekiq.job_class", payload.class());
-        if let Some(tenant) = payload.tenant() {
-            span.set_attribute("fairjob.tenant", tenant);
-        }
     }
 
     pub(super) fn enqueue_span(span: &Span, queue: &str) {
@@ -118,8 +150,8 @@ mod imp {
         span.record("otel.kind", "producer");
     }
 
-    pub(super) fn on_enqueue(span: &Span, payload: &mut Payload) {
-        common(span, payload, "send");
+    pub(super) fn on_enqueue(span: &Span, peer: Peer<'_>, payload: &mut Payload) {
+        common(span, peer, payload, "send");
         inject(span, payload);
     }
 
@@ -128,10 +160,8 @@ mod imp {
         span.record("otel.kind", "producer");
     }
 
-    pub(super) fn on_bulk_end(span: &Span, count: usize, queue: Option<&str>) {
-        span.set_attribute("messaging.system", SYSTEM);
-        span.set_attribute("messaging.operation.name", "send");
-        span.set_attribute("messaging.operation.type", "send");
+    pub(super) fn on_bulk_end(span: &Span, peer: Peer<'_>, count: usize, queue: Option<&str>) {
+        messaging(span, peer, "send");
         span.set_attribute("messaging.batch.message_count", count as i64);
         if let Some(queue) = queue {
             // The span has started: rename it through its OpenTelemetry span.
@@ -183,6 +213,7 @@ mod imp {
 
     pub(super) fn on_perform(
         span: &Span,
+        peer: Peer<'_>,
         queue: &str,
         sharded: bool,
         payload: &Payload,
@@ -202,7 +233,7 @@ mod imp {
             }
             _ => span.set_parent(Context::new()),
         };
-        common(span, payload, "process");
+        common(span, peer, payload, "process");
         span.set_attribute("messaging.destination.name", queue.to_owned());
         if let Some(declared) = payload.get_str(fields::ORIGINAL_QUEUE) {
             span.set_attribute("fairjob.declared_queue", declared);
@@ -216,11 +247,10 @@ mod imp {
         }
     }
 
-    pub(super) fn on_end(span: &Span, attempt: u32, outcome: &str, error: Option<&str>) {
-        span.set_attribute("fairjob.attempt", i64::from(attempt));
-        span.set_attribute("fairjob.outcome", outcome.to_owned());
-        if let Some(message) = error {
-            span.set_status(Status::error(message.to_owned()));
+    pub(super) fn on_end(span: &Span, error: Option<&JobError>) {
+        if let Some(e) = error {
+            span.set_attribute("error.type", e.class().to_owned());
+            span.set_status(Status::error(e.message().to_owned()));
         }
     }
 }

@@ -30,7 +30,7 @@
 //! | **connection** (`mod.rs`, `conn/`) | | | |
 //! | `connect` | opens the shared connection (node or cluster, TLS), checks it without writing (a server that is loading, busy or refusing writes is reached) | `HELLO`/`AUTH`, `INFO cluster` (`PING` if INFO is refused) | `RedisBroker` |
 //! | `in_memory` (feature `testing`) | a broker of fairjob's testing mode, over a memory store (`memory.rs`): the operations marked "testing mode" below answer from the store, every other one fails with `Error::NotInTestingMode` | — | `RedisBroker` |
-//! | `keys`, `options`, `redis_display` | key names; the options it was connected with; the server, without credentials | — | `&Keys`, `&ConnectOptions`, `&str` |
+//! | `keys`, `options`, `redis_display`, `server` | key names; the options it was connected with; the server, without credentials; its host and port (the first seed's; none for a Unix socket or in testing mode: the spans' `server.*`) | — | `&Keys`, `&ConnectOptions`, `&str`, `Option<(&str, u16)>` |
 //! | `connection`, `waiter`, `primaries`, `is_cluster` | the shared handle; a blocking waiter on wake-up lists; the cluster's primaries | `BLPOP`, `CLUSTER NODES` | `Conn`, `Waiter`, `Option<Vec<Node>>` |
 //! | `time`, `ping` | Redis's clock; one round trip | `TIME`, `PING` | `f64`, `Duration` |
 //! | `load_scripts` | loads every script as the broker calls them: function libraries (Redis 7+), else by hash (see `scripts.rs`) | `FUNCTION LOAD` or `SCRIPT LOAD` | `()` |
@@ -239,6 +239,9 @@ pub struct RedisBroker {
     opener: Option<conn::Opener>,
     keys: Keys,
     display: String,
+    /// The Redis server's host and port (the first seed's in a cluster;
+    /// none for a Unix socket or in testing mode).
+    server: Option<(String, u16)>,
     options: ConnectOptions,
     /// The first identity whose own in-progress record was asked for, and
     /// that record's key (a worker asks for its own at every ack).
@@ -267,6 +270,7 @@ impl RedisBroker {
             opener: Some(connected.opener),
             keys: Keys::for_options(&options),
             display: connected.display,
+            server: connected.server,
             functions: Arc::new(options.functions.into()),
             options,
             own_inflight: Arc::default(),
@@ -282,6 +286,7 @@ impl RedisBroker {
             opener: None,
             keys: Keys::for_options(&options),
             display: "memory (fairjob testing mode)".to_owned(),
+            server: None,
             functions: Arc::new(options.functions.into()),
             options,
             own_inflight: Arc::default(),
@@ -294,6 +299,12 @@ impl RedisBroker {
     #[cfg(feature = "testing")]
     fn memory(&self) -> Option<&Arc<MemoryStore>> {
         self.conn.memory_store()
+    }
+
+    /// The Redis server's host and port (the first seed's in a cluster;
+    /// none for a Unix socket or in testing mode).
+    pub fn server(&self) -> Option<(&str, u16)> {
+        self.server.as_ref().map(|(h, p)| (h.as_str(), *p))
     }
 
     /// Key names.

@@ -53,6 +53,9 @@ struct Inner {
     chain: Arc<[Arc<dyn ClientMiddleware>]>,
     sharded: HashSet<String>,
     clock_offset: AtomicI64,
+    /// `host:pid:random`: `messaging.client.id` on its spans, and the
+    /// identity of the worker built on it.
+    id: String,
 }
 
 impl fmt::Debug for Client {
@@ -285,6 +288,12 @@ impl ClientBuilder {
                 chain: self.chain.into(),
                 sharded,
                 clock_offset: AtomicI64::new(0),
+                id: format!(
+                    "{}:{}:{}",
+                    gethostname::gethostname().to_string_lossy(),
+                    std::process::id(),
+                    &crate::wire::new_jid()[..12]
+                ),
             }),
         })
     }
@@ -299,6 +308,20 @@ impl Client {
     /// A builder.
     pub fn builder(url: impl Into<String>) -> ClientBuilder {
         ClientBuilder::new(url)
+    }
+
+    /// This client's identity, `host:pid:random` (a worker's identity is
+    /// its client's).
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// This client as its spans name it (identity and Redis server).
+    pub(crate) fn peer(&self) -> crate::otel::Peer<'_> {
+        crate::otel::Peer {
+            client_id: &self.inner.id,
+            server: self.inner.broker.server(),
+        }
     }
 
     /// The Redis connection and key names.

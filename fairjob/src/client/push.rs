@@ -240,9 +240,9 @@ impl Client {
             }
             self.push_many(batch, &mut out).await?;
             let pushed = out.iter().filter(|b| matches!(b, Bulk::Pushed(_))).count();
-            span.record("jobs", pushed);
+            span.record("jobs", pushed as i64);
             let queue = (queues.len() == 1).then(|| queues.first()).flatten();
-            crate::otel::on_bulk_end(&span, pushed, queue.map(String::as_str));
+            crate::otel::on_bulk_end(&span, self.peer(), pushed, queue.map(String::as_str));
             Ok(out)
         }
         .instrument(span)
@@ -471,7 +471,7 @@ impl Client {
             job.class = %class,
             job.jid = %jid,
             job.queue = %job.payload.queue(),
-            tenant = tracing::field::Empty,
+            fairjob.tenant = tracing::field::Empty,
             rule = tracing::field::Empty,
             otel.name = tracing::field::Empty,
             otel.kind = tracing::field::Empty,
@@ -482,9 +482,9 @@ impl Client {
                 return Err(Error::Stopped { class, jid });
             };
             if let Some(t) = job.payload.tenant().or_else(|| job.default_tenant.clone()) {
-                tracing::Span::current().record("tenant", t.as_str());
+                tracing::Span::current().record("fairjob.tenant", t.as_str());
             }
-            crate::otel::on_enqueue(&tracing::Span::current(), &mut job.payload);
+            crate::otel::on_enqueue(&tracing::Span::current(), self.peer(), &mut job.payload);
             let Some(when) = when else {
                 return self
                     .push_one(job, None)

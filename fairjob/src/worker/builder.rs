@@ -21,7 +21,6 @@ use crate::job::Registry;
 use crate::queues::QueueSpec;
 use crate::wire::Propagation;
 use crate::wire::cron::CronSource;
-use crate::wire::new_jid;
 
 /// Configures a [`Worker`].
 #[must_use]
@@ -212,12 +211,7 @@ impl WorkerBuilder {
         }
         let client = cb.build().await?;
         client.set_clock_offset(self.clock_offset);
-        let identity = format!(
-            "{}:{}:{}",
-            gethostname::gethostname().to_string_lossy(),
-            std::process::id(),
-            &new_jid()[..12]
-        );
+        let identity = client.id().to_owned();
         Ok(Worker {
             client,
             registry,

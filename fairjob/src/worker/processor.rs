@@ -75,6 +75,7 @@ pub(crate) async fn process(shared: Arc<Shared>, reserved: Reserved, permit: Per
     let span = span(&cx);
     crate::otel::on_perform(
         &span,
+        shared.client.peer(),
         cx.queue(),
         sharded,
         cx.payload(),
@@ -97,20 +98,27 @@ fn parse(shared: &Shared, raw: Vec<u8>) -> Result<Payload, (String, Vec<u8>)> {
     Payload::parse_owned(raw).map_err(|(m, raw)| (m.0, raw))
 }
 
-/// The span of the job's run, with its class, jid, queue and tenant.
+/// The span of the job's run, with its class, jid, queue and tenant (only
+/// when it has one). Its fields are named as its OpenTelemetry attributes
+/// (`fairjob.tenant`, the integer `fairjob.attempt`, `fairjob.outcome`), so
+/// an exported span carries each once.
 fn span(cx: &JobContext) -> tracing::Span {
-    tracing::info_span!(
+    let span = tracing::info_span!(
         "fairjob.perform",
         job.class = cx.class(),
         job.jid = cx.jid(),
         job.queue = cx.queue(),
-        tenant = cx.tenant().unwrap_or(""),
-        attempt = tracing::field::Empty,
-        outcome = tracing::field::Empty,
+        fairjob.tenant = tracing::field::Empty,
+        fairjob.attempt = tracing::field::Empty,
+        fairjob.outcome = tracing::field::Empty,
         elapsed_ms = tracing::field::Empty,
         otel.name = tracing::field::Empty,
         otel.kind = tracing::field::Empty,
-    )
+    );
+    if let Some(tenant) = cx.tenant() {
+        span.record("fairjob.tenant", tenant);
+    }
+    span
 }
 
 /// A permit of the worker's concurrency semaphore.
@@ -147,12 +155,8 @@ async fn run(shared: &Shared, cx: JobContext, cancel: CancellationToken, permit:
         let label = label(&ran.result, &outcome);
         (outcome.into(), label)
     };
-    crate::otel::on_end(
-        &tracing::Span::current(),
-        cx.attempt(),
-        label.as_str(),
-        ran.result.as_ref().err().map(JobError::message),
-    );
+    tracing::Span::current().record("fairjob.outcome", label.as_str());
+    crate::otel::on_end(&tracing::Span::current(), ran.result.as_ref().err());
     // A retry or a yield goes on later; an ack or a burial ends the run.
     let ended = matches!(exit, Exit::Ack | Exit::Dead(_));
     let dead = matches!(exit, Exit::Dead(_));
@@ -206,7 +210,8 @@ impl Ran {
 
 /// The job's start, on the span and in the log.
 fn start(cx: &JobContext) {
-    tracing::Span::current().record("attempt", cx.attempt());
+    // An integer attribute: `tracing-opentelemetry` exports a u64 as a string.
+    tracing::Span::current().record("fairjob.attempt", i64::from(cx.attempt()));
     tracing::debug!("start");
 }
 
@@ -275,20 +280,13 @@ async fn perform(
 /// itself (the span is off when the filter is warn or above).
 fn report(shared: &Shared, cx: &JobContext, result: &Result<(), JobError>) {
     let span = tracing::Span::current();
-    span.record("elapsed_ms", cx.elapsed().as_millis() as u64);
+    span.record("elapsed_ms", cx.elapsed().as_millis() as i64);
     shared.stats.processed.fetch_add(1, Ordering::Relaxed);
     match result {
-        Ok(()) => {
-            span.record("outcome", "ok");
-            tracing::debug!("done");
-        }
-        Err(e) if e.is_yield() => {
-            span.record("outcome", "yielded");
-            tracing::debug!("yielded");
-        }
+        Ok(()) => tracing::debug!("done"),
+        Err(e) if e.is_yield() => tracing::debug!("yielded"),
         Err(e) => {
             shared.stats.failed.fetch_add(1, Ordering::Relaxed);
-            span.record("outcome", "failed");
             tracing::warn!(
                 job.class = cx.class(),
                 job.jid = cx.jid(),
@@ -458,9 +456,9 @@ pub(crate) async fn perform_detached(
         job.class = %cx.class(),
         job.jid = %cx.jid(),
         job.queue = %cx.queue(),
-        tenant = cx.tenant().unwrap_or(""),
-        attempt = cx.attempt(),
-        outcome = tracing::field::Empty,
+        fairjob.tenant = cx.tenant(),
+        fairjob.attempt = i64::from(cx.attempt()),
+        fairjob.outcome = tracing::field::Empty,
     );
     async move {
         let result = match registry.prepare(cx.payload()) {
@@ -474,7 +472,7 @@ pub(crate) async fn perform_detached(
             (Err(_), Outcome::Dead(_)) => "dead",
             (Err(_), Outcome::Ack) => "dropped",
         };
-        tracing::Span::current().record("outcome", label);
+        tracing::Span::current().record("fairjob.outcome", label);
         (result, outcome)
     }
     .instrument(span)

@@ -92,6 +92,8 @@ pub(crate) struct Connected {
     pub conn: Conn,
     pub opener: Opener,
     pub display: String,
+    /// The first seed's host and port (none for a Unix socket).
+    pub server: Option<(String, u16)>,
 }
 
 /// Opens the blocking connections of [`Waiter`]s.
@@ -161,6 +163,11 @@ pub(crate) async fn connect(url: &str, options: &ConnectOptions) -> Result<Conne
         })?;
         infos.push(info);
     }
+    let server = match infos.first().map(redis::ConnectionInfo::addr) {
+        Some(redis::ConnectionAddr::Tcp(host, port))
+        | Some(redis::ConnectionAddr::TcpTls { host, port, .. }) => Some((host.clone(), *port)),
+        _ => None,
+    };
     let cfg = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(options.connect_timeout))
         .set_response_timeout(Some(options.response_timeout));
@@ -228,6 +235,7 @@ pub(crate) async fn connect(url: &str, options: &ConnectOptions) -> Result<Conne
             },
             opener: Opener::Cluster(infos, tls),
             display,
+            server,
         });
     }
     let client = tls.client(infos.swap_remove(0)).map_err(|e| {
@@ -250,6 +258,7 @@ pub(crate) async fn connect(url: &str, options: &ConnectOptions) -> Result<Conne
         },
         opener: Opener::Single(Box::new(client)),
         display,
+        server,
     })
 }
 
