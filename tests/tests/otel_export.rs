@@ -26,6 +26,8 @@ struct Received {
     path: String,
     content_type: String,
     gzip: bool,
+    /// The `x-api-key` header, if sent.
+    api_key: Option<String>,
     request: ExportTraceServiceRequest,
 }
 
@@ -174,6 +176,7 @@ fn serve_connection(stream: impl Read + Write, seen: &Mutex<Vec<Received>>) {
         }
         let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
         let (mut length, mut content_type, mut gzip) = (None, String::new(), false);
+        let mut api_key = None;
         loop {
             let mut header = String::new();
             if reader.read_line(&mut header).unwrap_or(0) == 0 {
@@ -190,6 +193,7 @@ fn serve_connection(stream: impl Read + Write, seen: &Mutex<Vec<Received>>) {
                 "content-length" => length = Some(v.parse::<usize>().unwrap()),
                 "content-type" => content_type = v.to_owned(),
                 "content-encoding" => gzip = v.eq_ignore_ascii_case("gzip"),
+                "x-api-key" => api_key = Some(v.to_owned()),
                 _ => {}
             }
         }
@@ -213,6 +217,7 @@ fn serve_connection(stream: impl Read + Write, seen: &Mutex<Vec<Received>>) {
             path,
             content_type: content_type.clone(),
             gzip,
+            api_key,
             request,
         });
         // An empty ExportTraceServiceResponse: full success.
@@ -398,12 +403,13 @@ async fn the_worker_exports_over_http_protobuf_by_default() {
     assert!(
         received
             .iter()
-            .all(|r| r.content_type == "application/x-protobuf" && !r.gzip),
+            .all(|r| r.content_type == "application/x-protobuf" && !r.gzip && r.api_key.is_none()),
         "{received:?}"
     );
 }
 
-/// `http/json`, gzip-compressed because the variable says so.
+/// `http/json`, gzip-compressed because the variable says so, with the
+/// headers the variable names (percent-decoded).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_worker_exports_over_http_json_gzipped_when_asked() {
     let receiver = Receiver::start();
@@ -412,13 +418,17 @@ async fn the_worker_exports_over_http_json_gzipped_when_asked() {
         &[
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
             ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+                "x-api-key=s3cret%20key",
+            ),
         ],
     )
     .await;
     assert!(
-        received
-            .iter()
-            .all(|r| r.content_type == "application/json" && r.gzip),
+        received.iter().all(|r| r.content_type == "application/json"
+            && r.gzip
+            && r.api_key.as_deref() == Some("s3cret key")),
         "{received:?}"
     );
 }
@@ -606,6 +616,11 @@ mod grpc {
                 path: PATH.to_owned(),
                 content_type: "application/grpc".to_owned(),
                 gzip: false,
+                api_key: request
+                    .metadata()
+                    .get("x-api-key")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned),
                 request: request.into_inner(),
             });
             Ok(tonic::Response::new(ExportTraceServiceResponse {
@@ -644,12 +659,24 @@ mod grpc {
         }
     }
 
-    /// `grpc` to a plain `http://` endpoint.
+    /// `grpc` to a plain `http://` endpoint, the headers as request metadata.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_worker_exports_over_grpc() {
         let receiver = Receiver::start_grpc(None).await;
-        let received = export_through(&receiver, &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]).await;
-        assert!(!received.is_empty());
+        let received = export_through(
+            &receiver,
+            &[
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=s3cret%20key"),
+            ],
+        )
+        .await;
+        assert!(
+            received
+                .iter()
+                .all(|r| r.api_key.as_deref() == Some("s3cret key")),
+            "{received:?}"
+        );
     }
 
     /// `grpc` over TLS, the private CA trusted through the variable.
