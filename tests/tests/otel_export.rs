@@ -435,7 +435,8 @@ async fn the_worker_exports_over_http_json_gzipped_when_asked() {
 
 /// `https://` to a receiver whose certificate a private CA signed, trusted
 /// through `OTEL_EXPORTER_OTLP_CERTIFICATE`; without it, nothing arrives and
-/// jobs still run.
+/// jobs still run, as they do with no collector at all, and the worker
+/// still exits at TERM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_worker_exports_over_tls_to_a_private_ca() {
     let pki = Pki::new();
@@ -480,8 +481,43 @@ async fn the_worker_exports_over_tls_to_a_private_ca() {
         "the job {jid} runs though its spans cannot be sent"
     );
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    worker.stop();
+    let stopped = std::time::Instant::now();
+    let status = worker
+        .stop()
+        .expect("the worker exits though its last export fails");
+    assert!(status.success(), "{status:?}");
+    println!("stopped in {:?} with the export failing", stopped.elapsed());
     assert!(untrusted.received().is_empty(), "no request got through");
+
+    // No collector at all: the jobs run, the worker exits at TERM.
+    let down = format!("http://127.0.0.1:{}", fairjob_tests::free_port().unwrap());
+    let jid = RecordJob("collector-down".into())
+        .perform_async(&client)
+        .await
+        .unwrap();
+    let mut worker = redis
+        .worker_process()
+        .arg("--otel")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &down)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .log_to(&dir.join("down.log"))
+        .start();
+    eventually!(
+        redis
+            .records()
+            .await
+            .iter()
+            .any(|l| l.contains(" collector-down ")),
+        "the job {jid} runs with no collector at {down}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let stopped = std::time::Instant::now();
+    let status = worker.stop().expect("the worker exits with no collector");
+    assert!(status.success(), "{status:?}");
+    println!("stopped in {:?} with no collector", stopped.elapsed());
+    // The SDK says so in the worker's log (its `internal-logs`).
+    let log = worker.log();
+    assert!(log.contains("BatchSpanProcessor.ExportError"), "{log}");
 }
 
 /// An unknown protocol or a malformed endpoint is a warning: jobs run on.
