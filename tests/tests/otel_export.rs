@@ -26,6 +26,8 @@ struct Received {
     path: String,
     content_type: String,
     gzip: bool,
+    /// The `x-api-key` header, if sent.
+    api_key: Option<String>,
     request: ExportTraceServiceRequest,
 }
 
@@ -174,6 +176,7 @@ fn serve_connection(stream: impl Read + Write, seen: &Mutex<Vec<Received>>) {
         }
         let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
         let (mut length, mut content_type, mut gzip) = (None, String::new(), false);
+        let mut api_key = None;
         loop {
             let mut header = String::new();
             if reader.read_line(&mut header).unwrap_or(0) == 0 {
@@ -190,6 +193,7 @@ fn serve_connection(stream: impl Read + Write, seen: &Mutex<Vec<Received>>) {
                 "content-length" => length = Some(v.parse::<usize>().unwrap()),
                 "content-type" => content_type = v.to_owned(),
                 "content-encoding" => gzip = v.eq_ignore_ascii_case("gzip"),
+                "x-api-key" => api_key = Some(v.to_owned()),
                 _ => {}
             }
         }
@@ -213,6 +217,7 @@ fn serve_connection(stream: impl Read + Write, seen: &Mutex<Vec<Received>>) {
             path,
             content_type: content_type.clone(),
             gzip,
+            api_key,
             request,
         });
         // An empty ExportTraceServiceResponse: full success.
@@ -398,12 +403,13 @@ async fn the_worker_exports_over_http_protobuf_by_default() {
     assert!(
         received
             .iter()
-            .all(|r| r.content_type == "application/x-protobuf" && !r.gzip),
+            .all(|r| r.content_type == "application/x-protobuf" && !r.gzip && r.api_key.is_none()),
         "{received:?}"
     );
 }
 
-/// `http/json`, gzip-compressed because the variable says so.
+/// `http/json`, gzip-compressed because the variable says so, with the
+/// headers the variable names (percent-decoded).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_worker_exports_over_http_json_gzipped_when_asked() {
     let receiver = Receiver::start();
@@ -412,20 +418,25 @@ async fn the_worker_exports_over_http_json_gzipped_when_asked() {
         &[
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
             ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+                "x-api-key=s3cret%20key",
+            ),
         ],
     )
     .await;
     assert!(
-        received
-            .iter()
-            .all(|r| r.content_type == "application/json" && r.gzip),
+        received.iter().all(|r| r.content_type == "application/json"
+            && r.gzip
+            && r.api_key.as_deref() == Some("s3cret key")),
         "{received:?}"
     );
 }
 
 /// `https://` to a receiver whose certificate a private CA signed, trusted
 /// through `OTEL_EXPORTER_OTLP_CERTIFICATE`; without it, nothing arrives and
-/// jobs still run.
+/// jobs still run, as they do with no collector at all, and the worker
+/// still exits at TERM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_worker_exports_over_tls_to_a_private_ca() {
     let pki = Pki::new();
@@ -470,8 +481,43 @@ async fn the_worker_exports_over_tls_to_a_private_ca() {
         "the job {jid} runs though its spans cannot be sent"
     );
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    worker.stop();
+    let stopped = std::time::Instant::now();
+    let status = worker
+        .stop()
+        .expect("the worker exits though its last export fails");
+    assert!(status.success(), "{status:?}");
+    println!("stopped in {:?} with the export failing", stopped.elapsed());
     assert!(untrusted.received().is_empty(), "no request got through");
+
+    // No collector at all: the jobs run, the worker exits at TERM.
+    let down = format!("http://127.0.0.1:{}", fairjob_tests::free_port().unwrap());
+    let jid = RecordJob("collector-down".into())
+        .perform_async(&client)
+        .await
+        .unwrap();
+    let mut worker = redis
+        .worker_process()
+        .arg("--otel")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &down)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .log_to(&dir.join("down.log"))
+        .start();
+    eventually!(
+        redis
+            .records()
+            .await
+            .iter()
+            .any(|l| l.contains(" collector-down ")),
+        "the job {jid} runs with no collector at {down}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let stopped = std::time::Instant::now();
+    let status = worker.stop().expect("the worker exits with no collector");
+    assert!(status.success(), "{status:?}");
+    println!("stopped in {:?} with no collector", stopped.elapsed());
+    // The SDK says so in the worker's log (its `internal-logs`).
+    let log = worker.log();
+    assert!(log.contains("BatchSpanProcessor.ExportError"), "{log}");
 }
 
 /// An unknown protocol or a malformed endpoint is a warning: jobs run on.
@@ -606,6 +652,11 @@ mod grpc {
                 path: PATH.to_owned(),
                 content_type: "application/grpc".to_owned(),
                 gzip: false,
+                api_key: request
+                    .metadata()
+                    .get("x-api-key")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned),
                 request: request.into_inner(),
             });
             Ok(tonic::Response::new(ExportTraceServiceResponse {
@@ -644,12 +695,24 @@ mod grpc {
         }
     }
 
-    /// `grpc` to a plain `http://` endpoint.
+    /// `grpc` to a plain `http://` endpoint, the headers as request metadata.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_worker_exports_over_grpc() {
         let receiver = Receiver::start_grpc(None).await;
-        let received = export_through(&receiver, &[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]).await;
-        assert!(!received.is_empty());
+        let received = export_through(
+            &receiver,
+            &[
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=s3cret%20key"),
+            ],
+        )
+        .await;
+        assert!(
+            received
+                .iter()
+                .all(|r| r.api_key.as_deref() == Some("s3cret key")),
+            "{received:?}"
+        );
     }
 
     /// `grpc` over TLS, the private CA trusted through the variable.
