@@ -109,7 +109,6 @@
 //! | `batches_newest`, `batches_unlist`, `batches_prune` | the newest batches; drops expired ones from the list; drops expired ones among the oldest listed (the reaper pass) | `ZRANGE REV`; `ZREM`; `ZRANGE`+`EXISTS`+`ZREM` | rows, `()`, `usize` |
 //! | **a relay's bookkeeping** (`relay.rs`; fairjob-postgres' pump) | | | |
 //! | `relay_epoch`, `relay_epoch_read` | the relay's epoch token (written once; gone or changed = Redis lost data) | `SET NX`+`GET`, `GET` | `String` |
-//! | `relay_stage` | `stage_claims` fenced by the epoch: nothing staged unless the epoch key holds the relay's epoch | `relay_stage.lua` | `bool` |
 //! | `relay_completed` | kept jobs' ends (`done`/`dead` and the jid) written apart from their exit: a worker on a Redis Cluster after its `finish` (on one server `finish`/`ack_many` write a kept job's end in their script), a worker of an older version; the jids leave the live set | `MULTI` (`RPUSH`, `SREM`) | `()` |
 //! | `relay_mark_live`, `relay_live_members` | kept jobs Redis has (added after the relay's push); which of some jids are there | `SADD`, `SMISMEMBER` | `()`, `Vec<bool>` |
 //! | `relay_peek_completed`, `relay_trim_completed`, `relay_completed_len` | the pump drains completions into PostgreSQL: reads the head, writes PostgreSQL, then removes what it read if the head still holds it; the list's length for views | `LRANGE`, `relay_trim.lua`, `LLEN` | entries, removed count, `u64` |

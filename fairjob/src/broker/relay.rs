@@ -3,7 +3,7 @@
 //! jobs the relay keeps until they end.
 
 use super::RedisBroker;
-use super::scripts::{RELAY_STAGE, RELAY_TRIM};
+use super::scripts::RELAY_TRIM;
 use crate::error::Result;
 
 impl RedisBroker {
@@ -22,27 +22,6 @@ impl RedisBroker {
     pub(crate) async fn relay_epoch_read(&self) -> Result<Option<String>> {
         self.query(redis::cmd("GET").arg(self.keys.relay_epoch()))
             .await
-    }
-
-    /// Stages `jids` (as [`RedisBroker::stage_claims`]) only while the epoch
-    /// key holds `epoch`; false (nothing staged) otherwise.
-    pub(crate) async fn relay_stage(
-        &self,
-        epoch: &str,
-        jids: &[String],
-        now_ms: u64,
-    ) -> Result<bool> {
-        if jids.is_empty() {
-            return Ok(true);
-        }
-        let mut inv = RELAY_STAGE.call();
-        inv.key(self.keys.staged()).key(self.keys.relay_epoch());
-        inv.arg(epoch).arg(now_ms);
-        for j in jids {
-            inv.arg(j.as_bytes());
-        }
-        let staged: i64 = self.invoke(&inv).await?;
-        Ok(staged == 1)
     }
 
     /// Appends completions (`<state> <jid>`) to the relay's completion list

@@ -368,7 +368,6 @@ script!(CRON_RELEASE, "cron_release.lua");
 script!(UNIQUE_RELEASE, "unique_release.lua");
 script!(SHARD_YIELD, "shard_yield.lua");
 script!(SHARD_YIELD_ASK, "shard_yield_ask.lua");
-script!(RELAY_STAGE, "relay_stage.lua");
 script!(RELAY_TRIM, "relay_trim.lua");
 script!(UNIQUE_TAKE, "unique_take.lua");
 script!(BATCH_STAGE, "batch_stage.lua");
@@ -392,7 +391,7 @@ pub(crate) fn all() -> impl Iterator<Item = &'static Lua> {
     ALL.iter().map(|(_, s)| &***s)
 }
 
-static ALL: [(&str, &LazyLock<Lua>); 43] = [
+static ALL: [(&str, &LazyLock<Lua>); 42] = [
     ("push", &PUSH),
     ("fetch", &FETCH),
     ("shard_fetch", &SHARD_FETCH),
@@ -426,7 +425,6 @@ static ALL: [(&str, &LazyLock<Lua>); 43] = [
     ("unique_release", &UNIQUE_RELEASE),
     ("shard_yield", &SHARD_YIELD),
     ("shard_yield_ask", &SHARD_YIELD_ASK),
-    ("relay_stage", &RELAY_STAGE),
     ("relay_trim", &RELAY_TRIM),
     ("unique_take", &UNIQUE_TAKE),
     ("unique_push", &UNIQUE_PUSH),
@@ -529,7 +527,6 @@ pub const SCRIPT_SOURCES: &[(&str, &str)] = &[
         "unique_release.lua",
         include_str!("scripts/unique_release.lua"),
     ),
-    ("relay_stage.lua", include_str!("scripts/relay_stage.lua")),
     ("relay_trim.lua", include_str!("scripts/relay_trim.lua")),
     ("unique_take.lua", include_str!("scripts/unique_take.lua")),
     ("unique_push.lua", include_str!("scripts/unique_push.lua")),

@@ -232,16 +232,6 @@ impl Client {
         self.broker().relay_epoch_read().await
     }
 
-    /// [`Client::stage_pushes`] fenced by the relay's epoch: false, with
-    /// nothing staged, when Redis no longer holds `epoch`.
-    pub async fn stage_pushes_in_epoch(&self, epoch: &str, jids: &[String]) -> Result<bool> {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        self.broker().relay_stage(epoch, jids, now_ms).await
-    }
-
     /// Records that kept jobs ended (what a worker does after acking or
     /// burying a job marked with [`crate::wire::fields::PG_TRUTH`]).
     pub async fn record_relay_ends(&self, ends: &[(RelayEnd, String)]) -> Result<()> {
