@@ -83,6 +83,15 @@ impl Pki {
             key_pem: key.serialize_pem(),
         }
     }
+
+    /// The CA written to `ca.pem` in a scratch directory (removed with the
+    /// returned guard), for `OTEL_EXPORTER_OTLP_CERTIFICATE`.
+    fn ca_file(&self, tag: &str) -> (fairjob_tests::TempDir, std::path::PathBuf) {
+        let dir = fairjob_tests::temp_dir(tag);
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, &self.ca_pem).unwrap();
+        (dir, ca)
+    }
 }
 
 impl Receiver {
@@ -440,9 +449,7 @@ async fn the_worker_exports_over_http_json_gzipped_when_asked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_worker_exports_over_tls_to_a_private_ca() {
     let pki = Pki::new();
-    let dir = fairjob_tests::temp_dir("otel-tls");
-    let ca = dir.join("ca.pem");
-    std::fs::write(&ca, &pki.ca_pem).unwrap();
+    let (dir, ca) = pki.ca_file("otel-tls");
     let receiver = Receiver::start_tls(&pki);
     assert!(receiver.url.starts_with("https://"));
     for protocol in ["http/protobuf", "http/json"] {
@@ -719,9 +726,7 @@ mod grpc {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_worker_exports_over_grpc_with_tls_to_a_private_ca() {
         let pki = Pki::new();
-        let dir = fairjob_tests::temp_dir("otel-grpc-tls");
-        let ca = dir.join("ca.pem");
-        std::fs::write(&ca, &pki.ca_pem).unwrap();
+        let (_dir, ca) = pki.ca_file("otel-grpc-tls");
         let receiver = Receiver::start_grpc(Some(&pki)).await;
         let received = export_through(
             &receiver,
